@@ -1,0 +1,34 @@
+# Every target that needs the virtualenv builds it from scratch when it is missing,
+# so `make serve` and `make test` are the only set-up a fresh machine needs.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: serve test lint bench bench-quick clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
+	touch $(STAMP)
+
+serve: $(STAMP)
+	$(BIN)/foldline serve --workspace var/workspace
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check engine adapters projections tests bench
+	$(BIN)/ruff format --check engine adapters projections tests bench
+	$(BIN)/mypy
+
+bench: $(STAMP)
+	$(BIN)/python -m bench.run --runs 3
+
+bench-quick: $(STAMP)
+	$(BIN)/python -m bench.run --quick
+
+clean:
+	rm -rf $(VENV) var .pytest_cache .hypothesis

@@ -1,0 +1,62 @@
+"""foldline's generic core: events, machines, the log and its projections. No HTTP, no
+subprocesses."""
+
+from engine.clock import Clock, FixedClock, SystemClock
+from engine.errors import (
+    ChainBroken,
+    ConcurrencyError,
+    EngineError,
+    FencedOut,
+    InvalidArgument,
+    InvalidDeclaration,
+    InvalidEvent,
+    InvalidTransition,
+    NotALog,
+    PayloadTooLarge,
+    SchemaTooNew,
+    StorageError,
+    UnknownEventType,
+    UnknownStreamKind,
+)
+from engine.events import Event, RecordedEvent
+from engine.log import AppendResult, Log, Transaction, open_log
+from engine.machines import ANY, LIVE, NEW, Machine, Machines, MachineSpec, StreamHead, Transition
+from engine.notifier import Notifier, open_notifier
+from engine.projection import Projection
+
+__all__ = [
+    "ANY",
+    "LIVE",
+    "NEW",
+    "AppendResult",
+    "ChainBroken",
+    "Clock",
+    "ConcurrencyError",
+    "EngineError",
+    "Event",
+    "FencedOut",
+    "FixedClock",
+    "InvalidArgument",
+    "InvalidDeclaration",
+    "InvalidEvent",
+    "InvalidTransition",
+    "Log",
+    "Machine",
+    "MachineSpec",
+    "Machines",
+    "NotALog",
+    "Notifier",
+    "PayloadTooLarge",
+    "Projection",
+    "RecordedEvent",
+    "SchemaTooNew",
+    "StorageError",
+    "StreamHead",
+    "SystemClock",
+    "Transaction",
+    "Transition",
+    "UnknownEventType",
+    "UnknownStreamKind",
+    "open_log",
+    "open_notifier",
+]

@@ -1,0 +1,73 @@
+"""The hash chain that makes any edit of history detectable.
+
+``hash(n) = sha256(hash(n-1) || envelope(n) || payload(n))`` where ``envelope`` is the JSON
+array of the row's envelope columns. A JSON array is self-delimiting, so the concatenation is
+unambiguous. The chain starts from the fixed ``GENESIS`` value.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+import msgspec
+
+GENESIS = hashlib.sha256(b"foldline genesis v1").digest()
+
+_encode = msgspec.json.encode
+
+
+def link(
+    previous: bytes,
+    position: int,
+    stream_id: str,
+    version: int,
+    event_type: str,
+    recorded_at: str,
+    epoch: int,
+    command_id: str | None,
+    state: str,
+    payload: bytes,
+) -> bytes:
+    """The chain hash of one row, given the hash of the row before it."""
+    envelope = _encode(
+        [position, stream_id, version, event_type, recorded_at, epoch, command_id, state]
+    )
+    return hashlib.sha256(previous + envelope + payload).digest()
+
+
+# position, stream_id, version, event_type, recorded_at, epoch, command_id, state, payload, hash
+Row = tuple[int, str, int, str, str, int, str | None, str, bytes, bytes]
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One thing wrong with a log, at a position."""
+
+    position: int
+    kind: str
+    detail: str
+
+
+def check_rows(rows: Iterable[Row], previous: bytes = GENESIS, after: int = 0) -> Iterator[Violation]:
+    """Check positions are gap-free and every hash links to the one before.
+
+    ``rows`` are in position order starting right after ``after``; ``previous`` is the hash
+    stored at ``after``. After a broken link the stored hash is trusted again, so one edit is
+    reported once rather than at every later row.
+    """
+    expected_position = after + 1
+    for row in rows:
+        position = row[0]
+        if position != expected_position:
+            yield Violation(
+                expected_position,
+                "position_gap",
+                f"expected position {expected_position}, found {position}",
+            )
+        computed = link(previous, *row[:9])
+        if computed != row[9]:
+            yield Violation(position, "hash_mismatch", "stored hash does not match the chain")
+        previous = row[9]
+        expected_position = position + 1

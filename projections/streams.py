@@ -1,0 +1,59 @@
+"""Read model: the current version and state of every stream."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from engine.events import RecordedEvent
+from engine.projection import Projection
+
+
+class StreamsProjection(Projection):
+    """``streams``: one row per stream with its head version, state and positions."""
+
+    name = "streams"
+    version = 1
+    tables = ("streams",)
+    ddl = """
+        CREATE TABLE streams (
+            stream_id      TEXT    PRIMARY KEY,
+            kind           TEXT    NOT NULL,
+            version        INTEGER NOT NULL,
+            state          TEXT    NOT NULL,
+            first_position INTEGER NOT NULL,
+            last_position  INTEGER NOT NULL,
+            created_at     TEXT    NOT NULL,
+            updated_at     TEXT    NOT NULL
+        ) WITHOUT ROWID;
+        CREATE INDEX streams_by_kind_state ON streams (kind, state);
+    """
+    _upsert = (
+        "INSERT INTO streams VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (stream_id) DO UPDATE"
+        " SET version = excluded.version, state = excluded.state,"
+        " last_position = excluded.last_position, updated_at = excluded.updated_at"
+    )
+
+    @staticmethod
+    def _row(event: RecordedEvent) -> tuple[Any, ...]:
+        kind = event.stream_id.partition(":")[0]
+        return (
+            event.stream_id, kind, event.version, event.state, event.position, event.position,
+            event.recorded_at, event.recorded_at,
+        )
+
+    def apply(self, cursor: Any, event: RecordedEvent) -> None:
+        cursor.execute(self._upsert, self._row(event))
+
+    def fold(self, cursor: Any, events: Iterable[RecordedEvent]) -> None:
+        # Bulk path: fold in memory, write each stream once. Same rows as apply() per event.
+        rows: dict[str, list[Any]] = {}
+        for event in events:
+            row = rows.get(event.stream_id)
+            if row is None:
+                rows[event.stream_id] = list(self._row(event))
+            else:
+                row[2], row[3], row[5], row[7] = (
+                    event.version, event.state, event.position, event.recorded_at,
+                )
+        cursor.executemany(self._upsert, rows.values())

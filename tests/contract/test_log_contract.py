@@ -1,0 +1,181 @@
+"""One contract, two implementations: the real SQLite log and a tiny in-memory model.
+
+The model is obviously right; the real log must behave the same way for every call here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine import (
+    ConcurrencyError,
+    Event,
+    InvalidArgument,
+    InvalidEvent,
+    InvalidTransition,
+    Log,
+    PayloadTooLarge,
+    UnknownEventType,
+    UnknownStreamKind,
+    open_log,
+)
+from projections import default_projections
+from tests.support.model import ModelLog
+from tests.support.tickets import (
+    MACHINES,
+    TicketCancelled,
+    TicketFinished,
+    TicketNoted,
+    TicketOpened,
+    TicketStarted,
+)
+
+
+class RealLogView:
+    """The real log, with reads shaped like the model's."""
+
+    def __init__(self, log: Log) -> None:
+        self.log = log
+
+    def append(self, *args: Any, **kwargs: Any) -> Any:
+        return self.log.append(*args, **kwargs)
+
+    def read_stream(self, stream_id: str, after_version: int = 0) -> list[tuple[int, str, str]]:
+        return [(e.version, e.event_type, e.state) for e in self.log.read_stream(stream_id, after_version)]
+
+    def read_all(self, after_position: int = 0, limit: int = 1000) -> list[tuple[int, str, int]]:
+        return [(e.position, e.stream_id, e.version) for e in self.log.read_all(after_position, limit)]
+
+    def head(self) -> int:
+        return self.log.head()
+
+
+@pytest.fixture(params=["sqlite", "model"])
+def subject(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    if request.param == "model":
+        yield ModelLog(MACHINES)
+        return
+    log = open_log(tmp_path / "contract.db", MACHINES, default_projections())
+    yield RealLogView(log)
+    log.close()
+
+
+class Unrelated(Event, tag="other.happened"):
+    pass
+
+
+def test_log_append_returns_positions_and_state(subject: Any) -> None:
+    first = subject.append("ticket:a", 0, [TicketOpened(title="a"), TicketStarted()])
+    second = subject.append("ticket:b", 0, [TicketOpened()])
+    assert (first.first_position, first.last_position, first.last_version) == (1, 2, 2)
+    assert first.state == "working" and not first.duplicate
+    assert (second.first_position, second.first_version, second.state) == (3, 1, "open")
+    assert subject.head() == 3
+
+
+def test_log_read_stream_returns_versions_in_order_after_a_version(subject: Any) -> None:
+    subject.append("ticket:a", 0, [TicketOpened(), TicketStarted()])
+    subject.append("ticket:b", 0, [TicketOpened()])
+    subject.append("ticket:a", 2, [TicketNoted(text="x"), TicketFinished(outcome="error")])
+    assert subject.read_stream("ticket:a") == [
+        (1, "ticket.opened", "open"),
+        (2, "ticket.started", "working"),
+        (3, "ticket.noted", "working"),
+        (4, "ticket.finished", "failed"),
+    ]
+    assert [v for v, *_ in subject.read_stream("ticket:a", after_version=2)] == [3, 4]
+    assert subject.read_stream("ticket:missing") == []
+
+
+def test_log_read_all_pages_by_position(subject: Any) -> None:
+    for i in range(5):
+        subject.append(f"ticket:{i}", 0, [TicketOpened()])
+    assert [p for p, *_ in subject.read_all(0, limit=2)] == [1, 2]
+    assert [p for p, *_ in subject.read_all(2, limit=2)] == [3, 4]
+    assert [p for p, *_ in subject.read_all(4)] == [5]
+    assert subject.read_all(5) == []
+
+
+def test_log_append_refuses_stale_expected_version(subject: Any) -> None:
+    subject.append("ticket:a", 0, [TicketOpened()])
+    with pytest.raises(ConcurrencyError) as caught:
+        subject.append("ticket:a", 0, [TicketOpened()])
+    assert (caught.value.stream_id, caught.value.expected, caught.value.actual) == ("ticket:a", 0, 1)
+    assert caught.value.code == "version_conflict"
+    with pytest.raises(ConcurrencyError):
+        subject.append("ticket:a", 5, [TicketStarted()])
+    assert subject.head() == 1
+
+
+def test_log_duplicate_command_returns_first_outcome_and_appends_nothing(subject: Any) -> None:
+    first = subject.append("ticket:a", 0, [TicketOpened(), TicketStarted()], command_id="cmd-1")
+    again = subject.append("ticket:a", 0, [TicketOpened()], command_id="cmd-1")
+    assert again.duplicate and not first.duplicate
+    assert (again.first_position, again.last_position, again.state) == (1, 2, "working")
+    assert subject.head() == 2
+
+
+def test_log_refuses_illegal_transition_and_appends_nothing(subject: Any) -> None:
+    subject.append("ticket:a", 0, [TicketOpened()])
+    with pytest.raises(InvalidTransition) as caught:
+        subject.append("ticket:a", 1, [TicketFinished()])
+    assert (caught.value.state, caught.value.event_type) == ("open", "ticket.finished")
+    with pytest.raises(InvalidTransition):
+        subject.append("ticket:new", 0, [TicketStarted()])
+    assert subject.head() == 1
+
+
+def test_log_batch_with_one_illegal_event_appends_none_of_it(subject: Any) -> None:
+    with pytest.raises(InvalidTransition):
+        subject.append("ticket:a", 0, [TicketOpened(), TicketStarted(), TicketStarted()])
+    assert subject.head() == 0
+    assert subject.read_stream("ticket:a") == []
+
+
+def test_log_guard_picks_destination_and_refuses_when_none_passes(subject: Any) -> None:
+    subject.append("ticket:a", 0, [TicketOpened(), TicketStarted()])
+    with pytest.raises(InvalidTransition) as caught:
+        subject.append("ticket:a", 2, [TicketFinished(outcome="maybe")])
+    assert "is_ok" in caught.value.reason
+    assert subject.append("ticket:a", 2, [TicketFinished(outcome="ok")]).state == "done"
+
+
+def test_log_terminal_state_refuses_further_events(subject: Any) -> None:
+    subject.append("ticket:a", 0, [TicketOpened(), TicketCancelled()])
+    for event in (TicketNoted(), TicketCancelled(), TicketStarted()):
+        with pytest.raises(InvalidTransition):
+            subject.append("ticket:a", 2, [event])
+
+
+@pytest.mark.parametrize(
+    ("stream_id", "expected", "events", "error"),
+    [
+        ("ticket:a", -1, [TicketOpened()], InvalidArgument),
+        ("ticket:a", "0", [TicketOpened()], InvalidArgument),
+        ("ticket:a", True, [TicketOpened()], InvalidArgument),
+        ("ticket:a", 0, [], InvalidArgument),
+        ("ticket:a", 0, [{"type": "ticket.opened"}], InvalidEvent),
+        ("ticket:a", 0, [Unrelated()], UnknownEventType),
+        ("ticket:a", 0, [TicketOpened(title=42)], InvalidEvent),  # type: ignore[arg-type]
+        ("nokind", 0, [TicketOpened()], UnknownStreamKind),
+        ("door:a", 0, [TicketOpened()], UnknownStreamKind),
+        ("ticket:", 0, [TicketOpened()], UnknownStreamKind),
+    ],
+)
+def test_log_bad_input_raises_clear_error_and_appends_nothing(
+    subject: Any, stream_id: Any, expected: Any, events: Any, error: type[Exception]
+) -> None:
+    with pytest.raises(error) as caught:
+        subject.append(stream_id, expected, events)
+    assert str(caught.value)
+    assert subject.head() == 0
+
+
+def test_log_oversized_payload_is_refused(subject: Any) -> None:
+    with pytest.raises(PayloadTooLarge):
+        subject.append("ticket:a", 0, [TicketOpened(title="x" * (1 << 20))])
+    assert subject.head() == 0
