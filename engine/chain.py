@@ -66,7 +66,8 @@ def check_rows(rows: Iterable[Row], previous: bytes = GENESIS, after: int = 0) -
                 "position_gap",
                 f"expected position {expected_position}, found {position}",
             )
-        computed = link(previous, *row[:9])
+        payload = row[8] if isinstance(row[8], bytes) else str(row[8]).encode()
+        computed = link(previous, *row[:8], payload)
         if computed != row[9]:
             yield Violation(position, "hash_mismatch", "stored hash does not match the chain")
         previous = row[9]

@@ -278,8 +278,9 @@ class Machines:
                 raise InvalidDeclaration(f"two machines declare kind {spec.kind!r}")
             machine = build_machine(spec)
             for event_type, cls in machine.event_classes.items():
-                if self.event_classes.setdefault(event_type, cls) is not cls:
+                if event_type in self.event_classes:
                     raise InvalidDeclaration(f"{event_type} is declared by two machines")
+                self.event_classes[event_type] = cls
             self.by_kind[spec.kind] = machine
 
     def for_stream(self, stream_id: str) -> Machine:

@@ -1,0 +1,117 @@
+from __future__ import annotations
+
+import json
+from collections import deque
+
+import pytest
+
+from engine import NEW, Event, InvalidDeclaration, Machines, MachineSpec, StreamHead, Transition
+from engine.machines import LIVE, build_machine
+from tests.support.tickets import TICKET, TicketFinished, TicketOpened, TicketStarted
+
+# (state, event_type) -> allowed, for the ticket machine; None is "stream does not exist".
+TICKET_TABLE = [
+    (None, "ticket.opened", True),
+    (None, "ticket.started", False),
+    ("open", "ticket.started", True),
+    ("open", "ticket.opened", False),
+    ("open", "ticket.noted", True),
+    ("open", "ticket.finished", False),
+    ("working", "ticket.finished", True),
+    ("working", "ticket.cancelled", True),
+    ("done", "ticket.noted", False),
+    ("done", "ticket.cancelled", False),
+    ("cancelled", "ticket.started", False),
+]
+
+
+@pytest.mark.parametrize(("state", "event_type", "allowed"), TICKET_TABLE)
+def test_machine_table_allows_exactly_the_declared_transitions(
+    state: str | None, event_type: str, allowed: bool
+) -> None:
+    machine = build_machine(TICKET)
+    assert ((state, event_type) in machine.table) is allowed
+
+
+def test_machine_every_state_reachable_and_every_live_state_has_a_way_out() -> None:
+    machine = build_machine(TICKET)
+    reachable, frontier = {machine.spec.initial}, deque([machine.spec.initial])
+    while frontier:
+        state = frontier.popleft()
+        for (source, _), rules in machine.table.items():
+            for rule in rules:
+                dest = rule.dest or source
+                if source == state and dest not in reachable:
+                    reachable.add(dest)
+                    frontier.append(dest)
+    assert reachable == set(machine.spec.states)
+    for state in machine.spec.states:
+        if not machine.is_terminal(state):
+            exits = [r.dest for (s, _), rules in machine.table.items() if s == state for r in rules]
+            assert any(d not in (None, state) for d in exits), state
+
+
+def test_machine_guard_picks_the_first_passing_destination() -> None:
+    machine = build_machine(TICKET)
+    head = StreamHead("ticket:1", 2, "working")
+    assert machine.next_state(head, TicketFinished(outcome="ok"), "ticket.finished") == "done"
+    assert machine.next_state(head, TicketFinished(outcome="error"), "ticket.finished") == "failed"
+
+
+def test_machine_json_export_lists_resolved_sources_and_guards() -> None:
+    exported = build_machine(TICKET).to_json()
+    json.dumps(exported)
+    noted = next(t for t in exported["transitions"] if t["event_type"] == "ticket.noted")
+    assert noted["sources"] == ["open", "working"] and noted["dest"] is None
+    finished = [t for t in exported["transitions"] if t["event_type"] == "ticket.finished"]
+    assert [t["guard"] for t in finished] == ["is_ok", "is_error"]
+
+
+def test_machine_mermaid_is_a_state_diagram_of_every_transition() -> None:
+    text = build_machine(TICKET).to_mermaid()
+    assert text.startswith("---") and "stateDiagram-v2" in text
+    assert "[*] --> open" in text
+    assert "working --> done: ticket.finished [is_ok]" in text
+    assert "done --> [*]" in text
+    assert "Class " not in text
+
+
+class Odd(Event, tag="odd.thing"):
+    pass
+
+
+class Untagged(Event):
+    pass
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        (MachineSpec("Bad-Kind", ["a"], "a", frozenset(), [Transition(Odd, NEW, "a")]), "kind"),
+        (MachineSpec("odd", ["a"], "b", frozenset(), [Transition(Odd, NEW, "a")]), "initial"),
+        (MachineSpec("odd", ["a"], "a", frozenset({"z"}), [Transition(Odd, NEW, "a")]), "terminal"),
+        (MachineSpec("odd", ["a"], "a", frozenset(), [Transition(Odd, ["q"], "a")]), "source"),
+        (MachineSpec("odd", ["a"], "a", frozenset(), [Transition(Odd, NEW, "zz")]), "destination"),
+        (MachineSpec("odd", ["a"], "a", frozenset(), [Transition(Odd, ["a"], "a")]), "creates"),
+        (MachineSpec("odd", ["a"], "a", frozenset(), [Transition(Untagged, NEW, "a")]), "tag"),
+    ],
+)
+def test_machine_invalid_declaration_is_refused_with_a_reason(spec: MachineSpec, message: str) -> None:
+    with pytest.raises(InvalidDeclaration, match=message):
+        build_machine(spec)
+
+
+def test_machines_refuse_two_machines_sharing_an_event_type() -> None:
+    twin = MachineSpec("twin", ["open"], "open", frozenset(), [Transition(TicketOpened, NEW, "open")])
+    with pytest.raises(InvalidDeclaration, match="two machines"):
+        Machines([TICKET, twin])
+
+
+def test_machine_live_sources_exclude_terminal_states() -> None:
+    spec = MachineSpec(
+        "lamp", ["off", "on", "broken"], "off", frozenset({"broken"}),
+        [Transition(Odd, NEW, "off"), Transition(TicketStarted, LIVE, "on")],
+    )
+    machine = build_machine(spec)
+    assert ("broken", "ticket.started") not in machine.table
+    assert ("off", "ticket.started") in machine.table
