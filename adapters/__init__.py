@@ -1,0 +1,1 @@
+"""Entry points at the edge: the command line now; HTTP, the runner and gunicorn later."""

@@ -50,7 +50,9 @@ class Violation:
     detail: str
 
 
-def check_rows(rows: Iterable[Row], previous: bytes = GENESIS, after: int = 0) -> Iterator[Violation]:
+def check_rows(
+    rows: Iterable[Row], previous: bytes = GENESIS, after: int = 0
+) -> Iterator[Violation]:
     """Check positions are gap-free and every hash links to the one before.
 
     ``rows`` are in position order starting right after ``after``; ``previous`` is the hash

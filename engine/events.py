@@ -31,8 +31,7 @@ def event_type_of(cls: type[Event]) -> str:
     tag = cls.__struct_config__.tag
     if not isinstance(tag, str) or not EVENT_TYPE_PATTERN.match(tag):
         raise InvalidDeclaration(
-            f"{cls.__name__} needs an explicit dotted tag such as tag='job.finished', "
-            f"got {tag!r}",
+            f"{cls.__name__} needs an explicit dotted tag such as tag='job.finished', got {tag!r}",
             event_class=cls.__name__,
         )
     return tag
@@ -93,8 +92,7 @@ class EventCodec:
             raise InvalidEvent(f"{event_type}: {ex}", event_type=event_type) from ex
         if len(payload) > self.max_payload_bytes:
             raise PayloadTooLarge(
-                f"{event_type}: payload of {len(payload)} bytes exceeds "
-                f"{self.max_payload_bytes}",
+                f"{event_type}: payload of {len(payload)} bytes exceeds {self.max_payload_bytes}",
                 event_type=event_type,
                 size=len(payload),
                 limit=self.max_payload_bytes,

@@ -91,6 +91,9 @@ class Transaction:
         ).fetchall()
         # Epochs never decrease along the log (older ones are fenced out), so the last row's
         # epoch is the newest tenure.
+        self.position: int
+        self.last_hash: bytes
+        self.epoch: int
         self.position, self.last_hash, self.epoch = row[0] if row else (0, chain.GENESIS, 0)
         self.appended: list[RecordedEvent] = []
 
@@ -107,7 +110,9 @@ class Transaction:
             "SELECT version, state FROM events WHERE stream_id = ? ORDER BY version DESC LIMIT 1",
             (stream_id,),
         ).fetchall()
-        return StreamHead(stream_id, row[0][0], row[0][1]) if row else StreamHead(stream_id, 0, None)
+        return (
+            StreamHead(stream_id, row[0][0], row[0][1]) if row else StreamHead(stream_id, 0, None)
+        )
 
     def append(
         self,
@@ -136,14 +141,23 @@ class Transaction:
         if epoch < self.epoch:
             raise FencedOut(epoch, self.epoch)
         recorded_at = format_time(log.clock.now())
-        rows = []
+        rows: list[tuple[Any, ...]] = []
         for event, (event_type, payload) in zip(events, encoded, strict=True):
             state = machine.next_state(head, event, event_type)
             head = StreamHead(stream_id, head.version + 1, state)
             position = self.position + len(rows) + 1
             rows.append(
-                (position, stream_id, head.version, event_type, recorded_at, epoch, command_id,
-                 state, payload)
+                (
+                    position,
+                    stream_id,
+                    head.version,
+                    event_type,
+                    recorded_at,
+                    epoch,
+                    command_id,
+                    state,
+                    payload,
+                )
             )
         previous = self.last_hash
         recorded = []
@@ -152,14 +166,23 @@ class Transaction:
             cur.execute("INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?,?)", (*row, previous))
             recorded.append(
                 RecordedEvent(
-                    position=row[0], stream_id=stream_id, version=row[2], event_type=row[3],
-                    recorded_at=recorded_at, epoch=epoch, command_id=command_id, state=row[7],
-                    event=event, hash=previous.hex(),
+                    position=row[0],
+                    stream_id=stream_id,
+                    version=row[2],
+                    event_type=row[3],
+                    recorded_at=recorded_at,
+                    epoch=epoch,
+                    command_id=command_id,
+                    state=row[7],
+                    event=event,
+                    hash=previous.hex(),
                 )
             )
         first, last = rows[0][0], rows[-1][0]
         if command_id is not None:
-            cur.execute("INSERT INTO commands VALUES (?, ?, ?, ?)", (command_id, stream_id, first, last))
+            cur.execute(
+                "INSERT INTO commands VALUES (?, ?, ?, ?)", (command_id, stream_id, first, last)
+            )
         log.projections.apply(cur, recorded)
         self.position, self.last_hash, self.epoch = last, previous, epoch
         self.appended.extend(recorded)
@@ -173,9 +196,7 @@ class Transaction:
         )
 
 
-def _check_arguments(
-    expected_version: Any, events: Any, command_id: Any
-) -> None:
+def _check_arguments(expected_version: Any, events: Any, command_id: Any) -> None:
     if isinstance(expected_version, bool) or not isinstance(expected_version, int):
         raise InvalidArgument(f"expected_version must be an int, got {expected_version!r}")
     if expected_version < 0:
@@ -276,7 +297,9 @@ class Log:
         A known ``command_id`` appends nothing and returns the first outcome with
         ``duplicate=True``. Nothing is appended whenever an error is raised.
         """
-        return self.write(lambda tx: tx.append(stream_id, expected_version, events, command_id, epoch))
+        return self.write(
+            lambda tx: tx.append(stream_id, expected_version, events, command_id, epoch)
+        )
 
     def write(self, work: Callable[[Transaction], T]) -> T:
         """Run ``work`` inside a write transaction shared with concurrent callers.
@@ -373,21 +396,33 @@ class Log:
 
     def _decode(self, row: Sequence[Any]) -> RecordedEvent:
         return RecordedEvent(
-            position=row[0], stream_id=row[1], version=row[2], event_type=row[3],
-            recorded_at=row[4], epoch=row[5], command_id=row[6], state=row[7],
-            event=self.codec.decode(row[3], row[8]), hash=row[9].hex(),
+            position=row[0],
+            stream_id=row[1],
+            version=row[2],
+            event_type=row[3],
+            recorded_at=row[4],
+            epoch=row[5],
+            command_id=row[6],
+            state=row[7],
+            event=self.codec.decode(row[3], row[8]),
+            hash=row[9].hex(),
         )
 
     def _query(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
         try:
-            return self.connection().execute(sql, params).fetchall()
+            rows: list[Any] = self.connection().execute(sql, params).fetchall()
         except apsw.Error as ex:
             raise _translate(ex) from ex
+        return rows
 
     def read_stream(self, stream_id: str, after_version: int = 0) -> list[RecordedEvent]:
         """Events of one stream with ``version > after_version``, in version order."""
         self.machines.for_stream(stream_id)
-        if isinstance(after_version, bool) or not isinstance(after_version, int) or after_version < 0:
+        if (
+            isinstance(after_version, bool)
+            or not isinstance(after_version, int)
+            or after_version < 0
+        ):
             raise InvalidArgument(f"after_version must be an int >= 0, got {after_version!r}")
         rows = self._query(
             f"SELECT {_COLUMNS} FROM events WHERE stream_id = ? AND version > ? ORDER BY version",
@@ -397,9 +432,17 @@ class Log:
 
     def read_all(self, after_position: int = 0, limit: int = 1000) -> list[RecordedEvent]:
         """At most ``limit`` events with ``position > after_position``, in position order."""
-        if isinstance(after_position, bool) or not isinstance(after_position, int) or after_position < 0:
+        if (
+            isinstance(after_position, bool)
+            or not isinstance(after_position, int)
+            or after_position < 0
+        ):
             raise InvalidArgument(f"after_position must be an int >= 0, got {after_position!r}")
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_READ_LIMIT:
+        if (
+            isinstance(limit, bool)
+            or not isinstance(limit, int)
+            or not 1 <= limit <= MAX_READ_LIMIT
+        ):
             raise InvalidArgument(f"limit must be an int in 1..{MAX_READ_LIMIT}, got {limit!r}")
         rows = self._query(
             f"SELECT {_COLUMNS} FROM events WHERE position > ? ORDER BY position LIMIT ?",
@@ -426,7 +469,11 @@ class Log:
             "SELECT version, state FROM events WHERE stream_id = ? ORDER BY version DESC LIMIT 1",
             (stream_id,),
         )
-        return StreamHead(stream_id, rows[0][0], rows[0][1]) if rows else StreamHead(stream_id, 0, None)
+        return (
+            StreamHead(stream_id, rows[0][0], rows[0][1])
+            if rows
+            else StreamHead(stream_id, 0, None)
+        )
 
     def command_outcome(self, command_id: str) -> AppendResult | None:
         """The first outcome of a command, or None if it was never accepted."""
@@ -443,8 +490,13 @@ class Log:
             return None
         stream_id, first, last, first_version, last_version, state = rows[0]
         return AppendResult(
-            stream_id=stream_id, first_version=first_version, last_version=last_version,
-            first_position=first, last_position=last, state=state, duplicate=True,
+            stream_id=stream_id,
+            first_version=first_version,
+            last_version=last_version,
+            first_position=first,
+            last_position=last,
+            state=state,
+            duplicate=True,
         )
 
     def wait_for(self, after_position: int, timeout: float) -> bool:
@@ -540,12 +592,20 @@ def open_log(
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     registry = machines if isinstance(machines, Machines) else Machines(machines)
     log = Log(
-        path, registry, ProjectionSet(projections), clock or SystemClock(), sync,
-        busy_timeout_ms, max_payload_bytes, max_batch,
+        path,
+        registry,
+        ProjectionSet(projections),
+        clock or SystemClock(),
+        sync,
+        busy_timeout_ms,
+        max_payload_bytes,
+        max_batch,
     )
     try:
         migrate(log.connection(), path, format_time(log.clock.now()))
-        log.write(lambda tx: log.projections.install(tx.cursor, tx.position, log._events_after_in(tx)))
+        log.write(
+            lambda tx: log.projections.install(tx.cursor, tx.position, log._events_after_in(tx))
+        )
     except apsw.Error as ex:
         log.close()
         raise _translate(ex) from ex

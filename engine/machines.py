@@ -229,7 +229,9 @@ def build_machine(spec: MachineSpec) -> Machine:
         if classes.setdefault(event_type, t.event) is not t.event:
             problems.append(f"{event_type} is the tag of two classes")
         sources = _resolve_sources(spec, t.sources)
-        problems += [f"{event_type}: source {s!r} is not a state" for s in sources if s not in known]
+        problems += [
+            f"{event_type}: source {s!r} is not a state" for s in sources if s not in known
+        ]
         if t.dest is not None and t.dest not in known:
             problems.append(f"{event_type}: destination {t.dest!r} is not a state")
         if not sources:
@@ -258,7 +260,7 @@ def build_machine(spec: MachineSpec) -> Machine:
     for event_type, trigger in built.events.items():
         for source, rows in trigger.transitions.items():
             table[(source, event_type)] = [
-                _Rule(row.dest, guards[row.conditions[0].func] if row.conditions else None)
+                _Rule(row.dest, guards[str(row.conditions[0].func)] if row.conditions else None)
                 for row in rows
             ]
     for t in spec.transitions:

@@ -38,8 +38,14 @@ class StreamsProjection(Projection):
     def _row(event: RecordedEvent) -> tuple[Any, ...]:
         kind = event.stream_id.partition(":")[0]
         return (
-            event.stream_id, kind, event.version, event.state, event.position, event.position,
-            event.recorded_at, event.recorded_at,
+            event.stream_id,
+            kind,
+            event.version,
+            event.state,
+            event.position,
+            event.position,
+            event.recorded_at,
+            event.recorded_at,
         )
 
     def apply(self, cursor: Any, event: RecordedEvent) -> None:
@@ -54,6 +60,9 @@ class StreamsProjection(Projection):
                 rows[event.stream_id] = list(self._row(event))
             else:
                 row[2], row[3], row[5], row[7] = (
-                    event.version, event.state, event.position, event.recorded_at,
+                    event.version,
+                    event.state,
+                    event.position,
+                    event.recorded_at,
                 )
         cursor.executemany(self._upsert, rows.values())

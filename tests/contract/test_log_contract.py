@@ -45,10 +45,15 @@ class RealLogView:
         return self.log.append(*args, **kwargs)
 
     def read_stream(self, stream_id: str, after_version: int = 0) -> list[tuple[int, str, str]]:
-        return [(e.version, e.event_type, e.state) for e in self.log.read_stream(stream_id, after_version)]
+        return [
+            (e.version, e.event_type, e.state)
+            for e in self.log.read_stream(stream_id, after_version)
+        ]
 
     def read_all(self, after_position: int = 0, limit: int = 1000) -> list[tuple[int, str, int]]:
-        return [(e.position, e.stream_id, e.version) for e in self.log.read_all(after_position, limit)]
+        return [
+            (e.position, e.stream_id, e.version) for e in self.log.read_all(after_position, limit)
+        ]
 
     def head(self) -> int:
         return self.log.head()
@@ -104,7 +109,11 @@ def test_log_append_refuses_stale_expected_version(subject: Any) -> None:
     subject.append("ticket:a", 0, [TicketOpened()])
     with pytest.raises(ConcurrencyError) as caught:
         subject.append("ticket:a", 0, [TicketOpened()])
-    assert (caught.value.stream_id, caught.value.expected, caught.value.actual) == ("ticket:a", 0, 1)
+    assert (caught.value.stream_id, caught.value.expected, caught.value.actual) == (
+        "ticket:a",
+        0,
+        1,
+    )
     assert caught.value.code == "version_conflict"
     with pytest.raises(ConcurrencyError):
         subject.append("ticket:a", 5, [TicketStarted()])

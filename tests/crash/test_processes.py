@@ -23,7 +23,10 @@ ROOT = Path(__file__).resolve().parents[2]
 def _writer(db: Path, prefix: str, count: int, sync: str = "full") -> subprocess.Popen[str]:
     child = subprocess.Popen(
         [sys.executable, "-m", "tests.support.writer", str(db), prefix, str(count), "--sync", sync],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     assert child.stdout is not None
     assert child.stdout.readline().strip() == "ready"
@@ -90,7 +93,7 @@ def test_log_sigkill_mid_append_loses_no_acknowledged_event(tmp_path: Path) -> N
         acked = [tuple(map(int, line.split())) for line in out.splitlines() if line.strip()]
         log = _audit(db)
         head = log.head()
-        for first, last in acked:
+        for _first, last in acked:
             assert last <= head, f"acknowledged position {last} lost (head {head})"
         batches: dict[str, int] = {}
         for event in log.iter_all():

@@ -47,7 +47,8 @@ def test_log_chain_detects_a_row_edited_behind_the_triggers_back(log: Log, db_pa
     assert log.verify_chain() == []
     raw = _raw(db_path)
     raw.execute("DROP TRIGGER events_refuse_update")
-    raw.execute("""UPDATE events SET payload = '{"type":"ticket.opened","title":"evil"}' WHERE position = 3""")
+    evil = b'{"type":"ticket.opened","title":"evil"}'
+    raw.execute("UPDATE events SET payload = ? WHERE position = 3", (evil,))
     violations = log.verify_chain()
     assert [(v.position, v.kind) for v in violations] == [(3, "hash_mismatch")]
 
@@ -67,9 +68,11 @@ def test_log_chain_detects_swapped_rows(log: Log, db_path: Path) -> None:
         log.append(f"ticket:{i}", 0, [TicketOpened()])
     raw = _raw(db_path)
     raw.execute("DROP TRIGGER events_refuse_update")
-    for sql in ("UPDATE events SET position = -2 WHERE position = 2",
-                "UPDATE events SET position = 2 WHERE position = 3",
-                "UPDATE events SET position = 3 WHERE position = -2"):
+    for sql in (
+        "UPDATE events SET position = -2 WHERE position = 2",
+        "UPDATE events SET position = 2 WHERE position = 3",
+        "UPDATE events SET position = 3 WHERE position = -2",
+    ):
         raw.execute(sql)  # rows keep their hashes but trade places
     # the swap breaks the links into, between and out of the two rows
     assert {v.position for v in log.verify_chain()} == {2, 3, 4}
@@ -108,15 +111,24 @@ def test_log_refuses_files_that_are_not_foldline_logs(tmp_path: Path) -> None:
 
 def test_log_projection_rebuild_equals_incremental_tables(log: Log) -> None:
     for i in range(20):
-        log.append(f"ticket:{i % 7}", log.stream_head(f"ticket:{i % 7}").version,
-                   [TicketOpened()] if i < 7 else [TicketNoted(text=str(i))] if i % 2 else
-                   [TicketStarted()] if log.stream_head(f"ticket:{i % 7}").state == "open"
-                   else [TicketNoted()])
+        log.append(
+            f"ticket:{i % 7}",
+            log.stream_head(f"ticket:{i % 7}").version,
+            [TicketOpened()]
+            if i < 7
+            else [TicketNoted(text=str(i))]
+            if i % 2
+            else [TicketStarted()]
+            if log.stream_head(f"ticket:{i % 7}").state == "open"
+            else [TicketNoted()],
+        )
     incremental = log.content_hash()
     assert log.rebuild() == incremental
-    row = log.connection().execute(
-        "SELECT version, state, first_position FROM streams WHERE stream_id = 'ticket:0'"
-    ).fetchall()
+    row = (
+        log.connection()
+        .execute("SELECT version, state, first_position FROM streams WHERE stream_id = 'ticket:0'")
+        .fetchall()
+    )
     assert row[0][0] == log.stream_head("ticket:0").version and row[0][2] == 1
 
 

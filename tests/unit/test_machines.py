@@ -96,20 +96,27 @@ class Untagged(Event):
         (MachineSpec("odd", ["a"], "a", frozenset(), [Transition(Untagged, NEW, "a")]), "tag"),
     ],
 )
-def test_machine_invalid_declaration_is_refused_with_a_reason(spec: MachineSpec, message: str) -> None:
+def test_machine_invalid_declaration_is_refused_with_a_reason(
+    spec: MachineSpec, message: str
+) -> None:
     with pytest.raises(InvalidDeclaration, match=message):
         build_machine(spec)
 
 
 def test_machines_refuse_two_machines_sharing_an_event_type() -> None:
-    twin = MachineSpec("twin", ["open"], "open", frozenset(), [Transition(TicketOpened, NEW, "open")])
+    twin = MachineSpec(
+        "twin", ["open"], "open", frozenset(), [Transition(TicketOpened, NEW, "open")]
+    )
     with pytest.raises(InvalidDeclaration, match="two machines"):
         Machines([TICKET, twin])
 
 
 def test_machine_live_sources_exclude_terminal_states() -> None:
     spec = MachineSpec(
-        "lamp", ["off", "on", "broken"], "off", frozenset({"broken"}),
+        "lamp",
+        ["off", "on", "broken"],
+        "off",
+        frozenset({"broken"}),
         [Transition(Odd, NEW, "off"), Transition(TicketStarted, LIVE, "on")],
     )
     machine = build_machine(spec)
