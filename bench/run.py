@@ -1,0 +1,292 @@
+"""foldline benchmarks: figures and ratios against baselines measured in the same process.
+
+    python -m bench.run [--quick] [--runs N] [--only NAME ...]
+
+Each ratio is computed inside one run (baseline and engine back to back on the same machine
+state) and the median over runs is printed, since absolute times on a shared 2-core box move by
++-30 % while ratios hold. Output is ``name: value`` lines; ratios are ``ratio.<name>: <float>``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import platform
+import shutil
+import statistics
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import apsw
+import msgspec
+
+from engine import NEW, Event, MachineSpec, Transition, open_log
+from engine.log import Log, Sync
+from projections import default_projections
+
+
+class ItemCreated(Event, tag="item.created"):
+    text: str = ""
+
+
+class ItemNoted(Event, tag="item.noted"):
+    text: str = ""
+
+
+ITEM = MachineSpec(
+    kind="item",
+    states=["active"],
+    initial="active",
+    terminal=frozenset(),
+    transitions=[Transition(ItemCreated, NEW, "active"), Transition(ItemNoted, ["active"])],
+)
+TEXT = "the agent wrote a line of output that is about this long, give or take a few words" * 2
+STREAMS = 1000
+
+
+class Workdir:
+    """A fresh folder per measurement, removed afterwards."""
+
+    def __init__(self) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix="foldline-bench-"))
+        self.count = 0
+
+    def path(self) -> Path:
+        self.count += 1
+        return self.root / f"{self.count}" / "bench.db"
+
+    def close(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _event(i: int, version: int) -> Event:
+    return ItemCreated(text=TEXT) if version == 0 else ItemNoted(text=f"{i} {TEXT}")
+
+
+def engine_appends(log: Log, n: int, prefix: str = "s") -> float:
+    """Events per second for ``n`` single-event appends, each its own durable commit."""
+    versions = [0] * STREAMS
+    started = time.perf_counter()
+    for i in range(n):
+        k = i % STREAMS
+        log.append(f"item:{prefix}{k}", versions[k], [_event(i, versions[k])])
+        versions[k] += 1
+    return n / (time.perf_counter() - started)
+
+
+def raw_appends(path: Path, n: int, sync: Sync) -> float:
+    """The floor: raw APSW doing BEGIN IMMEDIATE, a version check, one INSERT, COMMIT."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = apsw.Connection(str(path))
+    conn.set_busy_timeout(10_000)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute(f"PRAGMA synchronous = {sync.upper()}")
+    conn.execute(
+        "CREATE TABLE events (position INTEGER PRIMARY KEY, stream_id TEXT, version INTEGER,"
+        " event_type TEXT, payload BLOB, UNIQUE (stream_id, version))"
+    )
+    encode = msgspec.json.encode
+    versions = [0] * STREAMS
+    started = time.perf_counter()
+    for i in range(n):
+        k = i % STREAMS
+        stream_id = f"item:s{k}"
+        event = _event(i, versions[k])
+        conn.execute("BEGIN IMMEDIATE")
+        head = conn.execute(
+            "SELECT coalesce(max(version), 0) FROM events WHERE stream_id = ?", (stream_id,)
+        ).fetchall()[0][0]
+        conn.execute(
+            "INSERT INTO events VALUES (NULL, ?, ?, ?, ?)",
+            (stream_id, head + 1, event.__struct_config__.tag, encode(event)),
+        )
+        conn.execute("COMMIT")
+        versions[k] += 1
+    rate = n / (time.perf_counter() - started)
+    conn.close()
+    return rate
+
+
+def bench_append(work: Workdir, n: int, sync: Sync) -> dict[str, float]:
+    raw = raw_appends(work.path(), n, sync)
+    log = open_log(work.path(), [ITEM], default_projections(), sync=sync)
+    ours = engine_appends(log, n)
+    log.close()
+    # The same engine without the streams projection: shows what the read model costs.
+    bare = open_log(work.path(), [ITEM], [], sync=sync)
+    without = engine_appends(bare, n)
+    bare.close()
+    return {
+        f"append_{sync}.raw_events_per_s": raw,
+        f"append_{sync}.events_per_s": ours,
+        f"append_{sync}.no_projection_events_per_s": without,
+        f"ratio.append_{sync}_vs_raw": ours / raw,
+        f"ratio.append_{sync}_no_projection_vs_raw": without / raw,
+    }
+
+
+def bench_group_commit(work: Workdir, n: int, threads: int = 16) -> dict[str, float]:
+    log = open_log(work.path(), [ITEM], default_projections())
+    single = engine_appends(log, n, prefix="single")
+    per_thread = max(1, n // threads)
+    start = threading.Barrier(threads + 1)
+
+    def writer(t: int) -> None:
+        start.wait()
+        versions = [0] * STREAMS
+        for i in range(per_thread):
+            k = i % STREAMS
+            log.append(f"item:t{t}-{k}", versions[k], [_event(i, versions[k])])
+            versions[k] += 1
+
+    pool = [threading.Thread(target=writer, args=(t,)) for t in range(threads)]
+    for thread in pool:
+        thread.start()
+    start.wait()
+    started = time.perf_counter()
+    for thread in pool:
+        thread.join()
+    concurrent = per_thread * threads / (time.perf_counter() - started)
+    log.close()
+    return {
+        "group_commit.single_events_per_s": single,
+        f"group_commit.threads{threads}_events_per_s": concurrent,
+        "ratio.group_commit_vs_single": concurrent / single,
+    }
+
+
+def build_log(path: Path, n: int, streams: int = 10_000) -> Log:
+    """A log of ``n`` events over ``streams`` streams, written in large transactions."""
+    log = open_log(path, [ITEM], default_projections(), sync="normal")
+    versions = [0] * streams
+    batch = 5000
+    for start in range(0, n, batch):
+
+        def work(tx: object, start: int = start) -> None:
+            for i in range(start, min(start + batch, n)):
+                k = i % streams
+                tx.append(f"item:b{k}", versions[k], [_event(i, versions[k])])  # type: ignore[attr-defined]
+                versions[k] += 1
+
+        log.write(work)
+    return log
+
+
+def bench_rebuild(work: Workdir, n: int) -> dict[str, float]:
+    log = build_log(work.path(), n)
+    decoders = {tag: msgspec.json.Decoder(cls) for tag, cls in log.codec._classes.items()}
+    conn = log.connection()
+    started = time.perf_counter()
+    count = 0
+    for row in conn.execute(
+        "SELECT position, stream_id, version, event_type, recorded_at, epoch, command_id, state,"
+        " payload, hash FROM events ORDER BY position"
+    ):
+        decoders[row[3]].decode(row[8])
+        count += 1
+    scan = count / (time.perf_counter() - started)
+    started = time.perf_counter()
+    log.rebuild()
+    rebuild = n / (time.perf_counter() - started)
+    log.close()
+    return {
+        "rebuild.events": float(n),
+        "rebuild.scan_decode_events_per_s": scan,
+        "rebuild.events_per_s": rebuild,
+        "ratio.rebuild_vs_scan": rebuild / scan,
+    }
+
+
+def _eventsourcing_app(path: Path) -> tuple[Any, Callable[[], None]]:
+    """An eventsourcing SQLite Application and a function that saves one new aggregate."""
+    from eventsourcing.application import Application
+
+    app = Application(
+        env={"PERSISTENCE_MODULE": "eventsourcing.sqlite", "SQLITE_DBNAME": str(path)}
+    )
+    return app, lambda: app.save(_es_ticket()(text=TEXT))
+
+
+@functools.cache
+def _es_ticket() -> Any:
+    # Defined once per process: eventsourcing refuses two classes with one topic.
+    from eventsourcing.domain import Aggregate, event
+
+    class Ticket(Aggregate):  # type: ignore[misc]
+        @event("Opened")  # type: ignore[untyped-decorator]
+        def __init__(self, text: str) -> None:
+            self.text = text
+
+    return Ticket
+
+
+def bench_eventsourcing(work: Workdir, n: int) -> dict[str, float]:
+    """Our durable append vs one event saved per call by eventsourcing's SQLite Application
+    (stdlib sqlite3, WAL, default synchronous=FULL)."""
+    path = work.path()
+    path.parent.mkdir(parents=True)
+    app, save_one = _eventsourcing_app(path)
+    started = time.perf_counter()
+    for _ in range(n):
+        save_one()
+    theirs = n / (time.perf_counter() - started)
+    app.close()
+    log = open_log(work.path(), [ITEM], default_projections())
+    ours = engine_appends(log, n)
+    log.close()
+    return {
+        "eventsourcing.save_events_per_s": theirs,
+        "eventsourcing.foldline_events_per_s": ours,
+        "ratio.append_vs_eventsourcing": ours / theirs,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes, well under 60 s")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--only", nargs="*", default=None)
+    args = parser.parse_args()
+    if args.quick:
+        sizes = {"full": 600, "normal": 1500, "group": 1600, "rebuild": 100_000, "es": 400}
+    else:
+        sizes = {"full": 3000, "normal": 10_000, "group": 8000, "rebuild": 1_000_000, "es": 2000}
+    cases: dict[str, Callable[[Workdir], dict[str, float]]] = {
+        "append_full": lambda w: bench_append(w, sizes["full"], "full"),
+        "append_normal": lambda w: bench_append(w, sizes["normal"], "normal"),
+        "group_commit": lambda w: bench_group_commit(w, sizes["group"]),
+        "rebuild": lambda w: bench_rebuild(w, sizes["rebuild"]),
+        "eventsourcing": lambda w: bench_eventsourcing(w, sizes["es"]),
+    }
+    print(
+        f"machine: {os.cpu_count()} cpus, {platform.machine()}, python "
+        f"{platform.python_version()}, sqlite {apsw.sqlite_lib_version()}, apsw "
+        f"{apsw.apsw_version()}"
+    )
+    print(f"mode: {'quick' if args.quick else 'full'}, runs: {args.runs} (median)")
+    for name, case in cases.items():
+        if args.only and name not in args.only:
+            continue
+        runs = 1 if name == "rebuild" and args.quick else args.runs
+        results: dict[str, list[float]] = {}
+        for _ in range(runs):
+            work = Workdir()
+            try:
+                for key, value in case(work).items():
+                    results.setdefault(key, []).append(value)
+            finally:
+                work.close()
+        for key, values in results.items():
+            median = statistics.median(values)
+            shown = f"{median:.3f}" if key.startswith("ratio.") else f"{median:.0f}"
+            print(f"{key}: {shown}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
