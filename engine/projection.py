@@ -44,38 +44,55 @@ class Projection:
 
 
 class ProjectionSet:
-    """The projections one log keeps, and their checkpoints."""
+    """The projections one log keeps, and their checkpoints.
+
+    A checkpoint of NULL means "applied up to the head": every writer that keeps a projection
+    applies it in its own append transactions, so no checkpoint is written on the hot path. A
+    writer that does *not* keep a registered projection (a process opened with fewer read
+    models) sets that projection's checkpoint to the position before its first append; the
+    next process that keeps it catches it up, inside its transaction, before applying more.
+    """
 
     def __init__(self, projections: Sequence[Projection]) -> None:
         names = [p.name for p in projections]
         if len(set(names)) != len(names):
             raise InvalidDeclaration(f"projection names must be unique: {names}")
         self.projections = tuple(projections)
-        marks = ", ".join("?" for _ in names)
-        self._mark_sql = f"UPDATE projections SET checkpoint = ? WHERE name IN ({marks})"
-        self._names = tuple(names)
+        self.names = frozenset(names)
 
-    def install(self, cursor: Any, head: int, events_after: EventSource) -> list[str]:
-        """Create missing projections, rebuild those whose version changed, catch up the rest.
-
-        Runs inside the caller's write transaction. Returns the names that were rebuilt.
-        """
+    def install(self, cursor: Any, events_after: EventSource) -> list[str]:
+        """Create missing projections and rebuild those whose version changed (inside the
+        caller's write transaction). Returns the names that were (re)built from scratch."""
         rebuilt = []
         for projection in self.projections:
             row = cursor.execute(
-                "SELECT version, checkpoint FROM projections WHERE name = ?", (projection.name,)
+                "SELECT version FROM projections WHERE name = ?", (projection.name,)
             ).fetchall()
             if not row or row[0][0] != projection.version:
                 self._refold(cursor, projection, events_after)
                 rebuilt.append(projection.name)
-            elif row[0][1] < head:
-                projection.fold(cursor, events_after(row[0][1]))
-            cursor.execute(
-                "INSERT INTO projections VALUES (?, ?, ?) ON CONFLICT (name) DO UPDATE"
-                " SET version = excluded.version, checkpoint = excluded.checkpoint",
-                (projection.name, projection.version, head),
-            )
+        self.prepare(cursor, events_after)
         return rebuilt
+
+    def prepare(self, cursor: Any, events_after: EventSource) -> dict[str, int | None]:
+        """At the start of a write transaction: catch up any of ours that lag.
+
+        Returns the registered checkpoints (name -> position, or None when current), which
+        ``fence_lagging`` needs at the end of the transaction.
+        """
+        rows = cursor.execute("SELECT name, version, checkpoint FROM projections").fetchall()
+        registered: dict[str, int | None] = {name: checkpoint for name, _, checkpoint in rows}
+        versions = {name: version for name, version, _ in rows}
+        for projection in self.projections:
+            checkpoint = registered.get(projection.name)
+            # A changed version is install()'s to rebuild; folding into its old tables could fail.
+            if checkpoint is not None and versions.get(projection.name) == projection.version:
+                projection.fold(cursor, events_after(checkpoint))
+                cursor.execute(
+                    "UPDATE projections SET checkpoint = NULL WHERE name = ?", (projection.name,)
+                )
+                registered[projection.name] = None
+        return registered
 
     def apply(self, cursor: Any, events: Iterable[RecordedEvent]) -> None:
         """Fold freshly appended events into every projection (inside the append transaction)."""
@@ -83,16 +100,20 @@ class ProjectionSet:
             for projection in self.projections:
                 projection.apply(cursor, event)
 
-    def mark(self, cursor: Any, position: int) -> None:
-        """Record that every projection has applied the log up to ``position``."""
-        if self._names:
-            cursor.execute(self._mark_sql, (position, *self._names))
+    def fence_lagging(
+        self, cursor: Any, registered: dict[str, int | None], before_position: int
+    ) -> None:
+        """After appending without some registered projections: mark where they stopped."""
+        for name, checkpoint in registered.items():
+            if checkpoint is None and name not in self.names:
+                cursor.execute(
+                    "UPDATE projections SET checkpoint = ? WHERE name = ?", (before_position, name)
+                )
 
-    def rebuild(self, cursor: Any, head: int, events_after: EventSource) -> None:
+    def rebuild(self, cursor: Any, events_after: EventSource) -> None:
         """Drop and refold every projection from the whole log (inside a write transaction)."""
         for projection in self.projections:
             self._refold(cursor, projection, events_after)
-        self.mark(cursor, head)
 
     def content_hash(self, cursor: Any) -> dict[str, str]:
         """A sha256 per projection over its tables' rows in a stable order."""
@@ -114,3 +135,8 @@ class ProjectionSet:
             cursor.execute(f"DROP TABLE IF EXISTS {table}")
         cursor.execute(projection.ddl)
         projection.fold(cursor, events_after(0))
+        cursor.execute(
+            "INSERT INTO projections VALUES (?, ?, NULL) ON CONFLICT (name) DO UPDATE"
+            " SET version = excluded.version, checkpoint = NULL",
+            (projection.name, projection.version),
+        )

@@ -57,7 +57,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         CREATE TABLE projections (
             name       TEXT    PRIMARY KEY,
             version    INTEGER NOT NULL,
-            checkpoint INTEGER NOT NULL
+            checkpoint INTEGER  -- NULL: applied up to the head
         ) WITHOUT ROWID;
         """
         + _APPEND_ONLY.format(table="events")

@@ -1,12 +1,15 @@
-"""Read models folded from the log. Each module is one projection."""
+"""Read models folded from the log, one module per projection.
+
+The head of every stream (``streams``) is built into the engine, because the log itself reads it;
+the read models of the domain machines (sessions, jobs, tasks, leases, runs) will live here.
+"""
 
 from engine.projection import Projection
-from projections.streams import StreamsProjection
 
 
 def default_projections() -> list[Projection]:
-    """The read models every foldline log keeps."""
-    return [StreamsProjection()]
+    """The read models every foldline server keeps, besides the engine's own ``streams``."""
+    return []
 
 
-__all__ = ["StreamsProjection", "default_projections"]
+__all__ = ["default_projections"]

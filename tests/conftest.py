@@ -7,7 +7,7 @@ import pytest
 
 from engine import FixedClock, Log, open_log
 from projections import default_projections
-from tests.support.tickets import MACHINES
+from tests.support.tickets import MACHINES, TicketTitles
 
 
 @pytest.fixture
@@ -22,6 +22,6 @@ def clock() -> FixedClock:
 
 @pytest.fixture
 def log(db_path: Path, clock: FixedClock) -> Iterator[Log]:
-    opened = open_log(db_path, MACHINES, default_projections(), clock=clock)
+    opened = open_log(db_path, MACHINES, [*default_projections(), TicketTitles()], clock=clock)
     yield opened
     opened.close()

@@ -32,6 +32,7 @@ from tests.support.tickets import (
     TicketNoted,
     TicketOpened,
     TicketStarted,
+    TicketTitles,
 )
 
 
@@ -64,7 +65,7 @@ def subject(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
     if request.param == "model":
         yield ModelLog(MACHINES)
         return
-    log = open_log(tmp_path / "contract.db", MACHINES, default_projections())
+    log = open_log(tmp_path / "contract.db", MACHINES, [*default_projections(), TicketTitles()])
     yield RealLogView(log)
     log.close()
 

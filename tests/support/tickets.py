@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Any
 
-from engine import LIVE, NEW, Event, MachineSpec, StreamHead, Transition
+from engine import LIVE, NEW, Event, MachineSpec, Projection, RecordedEvent, StreamHead, Transition
 
 
 class TicketState(StrEnum):
@@ -60,3 +61,24 @@ TICKET = MachineSpec(
 )
 
 MACHINES = [TICKET]
+
+
+class TicketTitles(Projection):
+    """A read model of the test's own. ``notes`` counts, so applying an event twice shows."""
+
+    name = "ticket_titles"
+    version = 1
+    tables = ("ticket_titles",)
+    ddl = """CREATE TABLE ticket_titles (
+        stream_id TEXT PRIMARY KEY, title TEXT NOT NULL, notes INTEGER NOT NULL
+    ) WITHOUT ROWID"""
+
+    def apply(self, cursor: Any, event: RecordedEvent) -> None:
+        if isinstance(event.event, TicketOpened):
+            cursor.execute(
+                "INSERT INTO ticket_titles VALUES (?, ?, 0)", (event.stream_id, event.event.title)
+            )
+        elif isinstance(event.event, TicketNoted):
+            cursor.execute(
+                "UPDATE ticket_titles SET notes = notes + 1 WHERE stream_id = ?", (event.stream_id,)
+            )

@@ -19,8 +19,13 @@ from engine import (
     signals,
 )
 from engine.schema import MIGRATIONS, Migration, migrate
-from projections import StreamsProjection, default_projections
-from tests.support.tickets import MACHINES, TicketNoted, TicketOpened, TicketStarted
+from tests.support.tickets import (
+    MACHINES,
+    TicketNoted,
+    TicketOpened,
+    TicketStarted,
+    TicketTitles,
+)
 
 
 def _raw(path: Path) -> apsw.Connection:
@@ -132,32 +137,57 @@ def test_log_projection_rebuild_equals_incremental_tables(log: Log) -> None:
     assert row[0][0] == log.stream_head("ticket:0").version and row[0][2] == 1
 
 
+def _titles(log: Log) -> list[tuple[str, str, int]]:
+    return log.connection().execute("SELECT * FROM ticket_titles ORDER BY 1").fetchall()
+
+
 def test_log_projection_version_bump_rebuilds_at_open(db_path: Path) -> None:
-    log = open_log(db_path, MACHINES, default_projections())
-    log.append("ticket:a", 0, [TicketOpened()])
+    log = open_log(db_path, MACHINES, [TicketTitles()])
+    log.append("ticket:a", 0, [TicketOpened(title="a"), TicketNoted()])
     before = log.content_hash()
-    log.connection().execute("DELETE FROM streams")  # damage it; a rebuild must restore it
+    log.connection().execute("DELETE FROM ticket_titles")  # damage it; a rebuild must restore it
     log.close()
 
-    class StreamsV2(StreamsProjection):
+    class TicketTitlesV2(TicketTitles):
         version = 2
 
-    reopened = open_log(db_path, MACHINES, [StreamsV2()])
+    reopened = open_log(db_path, MACHINES, [TicketTitlesV2()])
     assert reopened.content_hash() == before
+    assert _titles(reopened) == [("ticket:a", "a", 1)]
     assert reopened.connection().execute(
-        "SELECT version, checkpoint FROM projections WHERE name = 'streams'"
-    ).fetchall() == [(2, 1)]
+        "SELECT version, checkpoint FROM projections WHERE name = 'ticket_titles'"
+    ).fetchall() == [(2, None)]
     reopened.close()
 
 
 def test_log_projection_added_later_catches_up_at_open(db_path: Path) -> None:
-    bare = open_log(db_path, MACHINES, [])
-    bare.append("ticket:a", 0, [TicketOpened(), TicketStarted()])
+    bare = open_log(db_path, MACHINES)
+    bare.append("ticket:a", 0, [TicketOpened(title="t"), TicketStarted(), TicketNoted()])
     bare.close()
-    log = open_log(db_path, MACHINES, default_projections())
+    log = open_log(db_path, MACHINES, [TicketTitles()])
+    assert _titles(log) == [("ticket:a", "t", 1)]
     assert log.connection().execute("SELECT state FROM streams").fetchall() == [("working",)]
     assert log.content_hash() == log.rebuild()
     log.close()
+
+
+def test_log_projection_kept_by_one_writer_only_is_never_applied_twice(db_path: Path) -> None:
+    keeper = open_log(db_path, MACHINES, [TicketTitles()])
+    other = open_log(db_path, MACHINES)  # a second writer that does not keep ticket_titles
+    keeper.append("ticket:a", 0, [TicketOpened(title="a"), TicketNoted()])
+    other.append("ticket:a", 2, [TicketNoted(), TicketNoted()])
+    other.append("ticket:b", 0, [TicketOpened(title="b")])
+    checkpoint = (
+        keeper.connection()
+        .execute("SELECT checkpoint FROM projections WHERE name = 'ticket_titles'")
+        .fetchall()
+    )
+    assert checkpoint == [(2,)]  # lagging from where the other writer started
+    keeper.append("ticket:b", 1, [TicketNoted()])  # catches up first, then applies its own
+    assert _titles(keeper) == [("ticket:a", "a", 3), ("ticket:b", "b", 1)]
+    assert keeper.content_hash() == keeper.rebuild()
+    other.close()
+    keeper.close()
 
 
 def test_log_refuses_an_epoch_older_than_the_newest(log: Log) -> None:

@@ -1,4 +1,11 @@
-"""Read model: the current version and state of every stream."""
+"""The built-in projection: the head (version, state) of every stream.
+
+Every log keeps it, and the log reads it inside the append transaction to check
+``expected_version`` and the machine's current state: a primary-key lookup in a small table,
+cheaper than finding the last event through the ``(stream_id, version)`` index and then the row
+(ADR 0009). ``UNIQUE(stream_id, version)`` on ``events`` stays the backstop, so a damaged
+``streams`` row can never make two events share a version.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +18,8 @@ from engine.projection import Projection
 
 class StreamsProjection(Projection):
     """``streams``: one row per stream with its head version, state and positions."""
+
+    head_sql = "SELECT version, state FROM streams WHERE stream_id = ?"
 
     name = "streams"
     version = 1
@@ -26,7 +35,6 @@ class StreamsProjection(Projection):
             created_at     TEXT    NOT NULL,
             updated_at     TEXT    NOT NULL
         ) WITHOUT ROWID;
-        CREATE INDEX streams_by_kind_state ON streams (kind, state);
     """
     _upsert = (
         "INSERT INTO streams VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (stream_id) DO UPDATE"
