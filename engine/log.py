@@ -103,13 +103,33 @@ class Transaction:
         self.position, self.last_hash, self.epoch = row[0] if row else (0, chain.GENESIS, 0)
         self.start_position = self.position
         self.appended: list[RecordedEvent] = []
+        # Commands opened by the current work: command_id -> (first stream, first position).
+        # Their row in `commands` is written when the work succeeds, spanning all its appends.
+        self._open_commands: dict[str, tuple[str, int]] = {}
 
     def mark(self) -> tuple[int, bytes, int, int]:
+        self._open_commands.clear()
         return self.position, self.last_hash, self.epoch, len(self.appended)
 
     def restore(self, mark: tuple[int, bytes, int, int]) -> None:
         self.position, self.last_hash, self.epoch, count = mark
         del self.appended[count:]
+        self._open_commands.clear()
+
+    def close_work(self) -> None:
+        """Record the commands the finished work appended under (one row each, forever)."""
+        for command_id, (stream_id, first) in self._open_commands.items():
+            self.cursor.execute(
+                "INSERT INTO commands VALUES (?, ?, ?, ?)",
+                (command_id, stream_id, first, self.position),
+            )
+        self._open_commands.clear()
+
+    def known_command(self, command_id: str) -> AppendResult | None:
+        """The first outcome of a command accepted earlier (None if new or opened by this work)."""
+        if command_id in self._open_commands:
+            return None
+        return self._log._command_outcome(self.cursor, command_id)
 
     def head_of(self, stream_id: str) -> StreamHead:
         """The stream's version and state as of this transaction."""
@@ -136,7 +156,7 @@ class Transaction:
             raise InvalidArgument(f"epoch must be an int >= 0, got {epoch!r}")
         cur = self.cursor
         if command_id is not None:
-            known = log._command_outcome(cur, command_id)
+            known = self.known_command(command_id)
             if known is not None:
                 return known
         head = self.head_of(stream_id)
@@ -184,9 +204,7 @@ class Transaction:
             )
         first, last = rows[0][0], rows[-1][0]
         if command_id is not None:
-            cur.execute(
-                "INSERT INTO commands VALUES (?, ?, ?, ?)", (command_id, stream_id, first, last)
-            )
+            self._open_commands.setdefault(command_id, (stream_id, first))
         log.projections.apply(cur, recorded)
         self.position, self.last_hash, self.epoch = last, previous, epoch
         self.appended.extend(recorded)
@@ -371,6 +389,7 @@ class Log:
                     cur.execute("SAVEPOINT work")
                 try:
                     request.result = request.work(tx)
+                    tx.close_work()
                 except BaseException as ex:  # scoped to its caller, re-raised in its thread
                     request.error = _translate(ex) if isinstance(ex, apsw.Error) else ex
                     tx.restore(mark)

@@ -123,6 +123,7 @@ class Machine:
             "transitions": [
                 {
                     "event_type": event_type_of(t.event),
+                    "creates_stream": not _resolve_sources(self.spec, t.sources),
                     "sources": _resolve_sources(self.spec, t.sources),
                     "dest": t.dest,
                     "guard": t.guard.__name__ if t.guard else None,

@@ -43,6 +43,23 @@ class Projection:
             self.apply(cursor, event)
 
 
+class DispatchProjection(Projection):
+    """A projection whose ``apply`` calls ``on_<event type>`` (dots as underscores) when the
+    subclass defines one, and ignores every other event."""
+
+    def __init__(self) -> None:
+        self._handlers: dict[str, Callable[[Any, RecordedEvent], None]] = {}
+        for name in dir(self):
+            if name.startswith("on_"):
+                event_type = name[3:].replace("_", ".", 1)
+                self._handlers[event_type] = getattr(self, name)
+
+    def apply(self, cursor: Any, event: RecordedEvent) -> None:
+        handler = self._handlers.get(event.event_type)
+        if handler is not None:
+            handler(cursor, event)
+
+
 class ProjectionSet:
     """The projections one log keeps, and their checkpoints.
 

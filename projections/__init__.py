@@ -1,15 +1,59 @@
-"""Read models folded from the log, one module per projection.
+"""Read models folded from the log, one module per projection, and the composition of a
+ready-to-use engine over them.
 
-The head of every stream (``streams``) is built into the engine, because the log itself reads it;
-the read models of the domain machines (sessions, jobs, tasks, leases, runs) will live here.
+The head of every stream (``streams``) is built into the engine because the log itself reads
+it; the domain read models live here, and ``view.SqlDomainView`` lets the engine's rules read
+them inside the write transaction.
 """
 
+from __future__ import annotations
+
+import os
+
+from engine.clock import Clock
+from engine.domain import MACHINES
+from engine.domain.rules import Settings
+from engine.engine import Engine
+from engine.log import Sync, open_log
 from engine.projection import Projection
+from projections.jobs import JobsProjection
+from projections.leases import LeasesProjection
+from projections.runs import RunsProjection
+from projections.sessions import SessionsProjection
+from projections.tasks import TasksProjection
+from projections.view import SqlDomainView
 
 
 def default_projections() -> list[Projection]:
     """The read models every foldline server keeps, besides the engine's own ``streams``."""
-    return []
+    return [
+        LeasesProjection(),
+        SessionsProjection(),
+        JobsProjection(),
+        TasksProjection(),
+        RunsProjection(),
+    ]
 
 
-__all__ = ["default_projections"]
+def open_engine(
+    path: str | os.PathLike[str],
+    settings: Settings | None = None,
+    *,
+    clock: Clock | None = None,
+    sync: Sync = "full",
+    extra_machines: tuple = (),
+    extra_projections: tuple[Projection, ...] = (),
+) -> Engine:
+    """Open the log at ``path`` with the four domain machines and their read models, and
+    return the command API over it. See ``open_log`` for what can be raised."""
+    log = open_log(
+        path,
+        [*MACHINES, *extra_machines],
+        [*default_projections(), *extra_projections],
+        clock=clock,
+        sync=sync,
+    )
+    return Engine(log, SqlDomainView, settings)
+
+
+__all__ = ["default_projections", "open_engine"]

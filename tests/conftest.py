@@ -6,7 +6,9 @@ from pathlib import Path
 import pytest
 
 from engine import FixedClock, Log, open_log
-from projections import default_projections
+from engine.domain.rules import Settings
+from engine.engine import Engine
+from projections import default_projections, open_engine
 from tests.support.tickets import MACHINES, TicketTitles
 
 
@@ -25,3 +27,14 @@ def log(db_path: Path, clock: FixedClock) -> Iterator[Log]:
     opened = open_log(db_path, MACHINES, [*default_projections(), TicketTitles()], clock=clock)
     yield opened
     opened.close()
+
+
+@pytest.fixture
+def engine(tmp_path: Path, clock: FixedClock) -> Iterator[Engine]:
+    opened = open_engine(
+        tmp_path / "engine.db",
+        Settings(resource_groups={"cpu": 2, "gpu": 1}, lease_stale_s=45, max_depth=3),
+        clock=clock,
+    )
+    yield opened
+    opened.log.close()

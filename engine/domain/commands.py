@@ -1,0 +1,310 @@
+"""Commands: what callers ask the engine to do. Strict at the edge: unknown fields, wrong
+types and out-of-range values are refused before anything is decided.
+
+Every command may carry a ``command_id``: the idempotency key (an ``/invocations`` id, an A2A
+``messageId``). A known one appends nothing and answers the first outcome, forever.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import msgspec
+
+from engine.domain.job import FileEntry
+
+Id = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_:.@-]{1,200}$")]
+SessionId = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_:-]{1,200}$")]
+CommandId = Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
+Text = Annotated[str, msgspec.Meta(max_length=1 << 20)]
+Short = Annotated[str, msgspec.Meta(max_length=1000)]
+Units = Annotated[int, msgspec.Meta(ge=1, le=1_000_000)]
+Pid = Annotated[int, msgspec.Meta(ge=0)]
+
+
+class Command(
+    msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, tag_field="command"
+):
+    command_id: CommandId | None = None
+    # ``If-Match``: the version the caller believes its target entity is at.
+    expected_version: Annotated[int, msgspec.Meta(ge=0)] | None = None
+
+
+# -- lease -------------------------------------------------------------------------------
+
+
+class AcquireLease(Command, tag="AcquireLease", frozen=True, kw_only=True):
+    name: Id = "workspace"
+    holder: Short
+    host: Short = ""
+    pid: Pid = 0
+
+
+class RenewLease(Command, tag="RenewLease", frozen=True, kw_only=True):
+    name: Id = "workspace"
+    holder: Short
+    epoch: int
+
+
+class TakeOverLease(Command, tag="TakeOverLease", frozen=True, kw_only=True):
+    name: Id = "workspace"
+    holder: Short
+    host: Short = ""
+    pid: Pid = 0
+
+
+class ReleaseLease(Command, tag="ReleaseLease", frozen=True, kw_only=True):
+    name: Id = "workspace"
+    holder: Short
+    epoch: int
+
+
+# -- session -----------------------------------------------------------------------------
+
+
+class CreateSession(Command, tag="CreateSession", frozen=True, kw_only=True):
+    session_id: SessionId
+    agent: Short = ""
+    origin: Short = ""
+    resource_group: Id | None = None
+    units: Units = 1
+    has_controller: bool = False
+    # Sessions without a controller (created by /invocations or A2A) start at once.
+    start_run_id: Id | None = None
+
+
+class StartSession(Command, tag="StartSession", frozen=True, kw_only=True):
+    session_id: SessionId
+    run_id: Id
+    pid: Pid = 0
+    start_token: Short = ""
+
+
+class DetachSession(Command, tag="DetachSession", frozen=True, kw_only=True):
+    session_id: SessionId
+    by: Annotated[str, msgspec.Meta(pattern="^(operator|client)$")] = "operator"
+
+
+class AttachSession(Command, tag="AttachSession", frozen=True, kw_only=True):
+    session_id: SessionId
+
+
+class PauseSession(Command, tag="PauseSession", frozen=True, kw_only=True):
+    session_id: SessionId
+
+
+class SuspendSession(Command, tag="SuspendSession", frozen=True, kw_only=True):
+    session_id: SessionId
+    reason: Short = ""
+
+
+class ResumeSession(Command, tag="ResumeSession", frozen=True, kw_only=True):
+    session_id: SessionId
+    run_id: Id | None = None
+    allow_tainted: bool = False
+
+
+class FinishSession(Command, tag="FinishSession", frozen=True, kw_only=True):
+    session_id: SessionId
+    requested: Annotated[str, msgspec.Meta(pattern="^(completed|failed)$")] = "completed"
+    error: Short = ""
+
+
+class StopSession(Command, tag="StopSession", frozen=True, kw_only=True):
+    session_id: SessionId
+    reason: Short = ""
+    wait: bool = False  # True: record `stopping` only; a second StopSession records `stopped`
+
+
+class CancelSession(Command, tag="CancelSession", frozen=True, kw_only=True):
+    session_id: SessionId
+    reason: Short = ""
+    wait: bool = False
+
+
+class TaintSession(Command, tag="TaintSession", frozen=True, kw_only=True):
+    session_id: SessionId
+    reason: Annotated[str, msgspec.Meta(min_length=1, max_length=1000)]
+
+
+class OweRelay(Command, tag="OweRelay", frozen=True, kw_only=True):
+    """Record that a session owes a relay report to another session (SPEC §4.6)."""
+
+    session_id: SessionId
+    to_session: SessionId
+
+
+class SettleRelay(Command, tag="SettleRelay", frozen=True, kw_only=True):
+    session_id: SessionId
+
+
+# -- job ---------------------------------------------------------------------------------
+
+
+class AcceptJob(Command, tag="AcceptJob", frozen=True, kw_only=True):
+    job_id: Id
+    session_id: SessionId
+    prompt: Text = ""
+    prompt_file: Short = ""
+    agent: Short = ""
+    parent_job: Id | None = None
+    batch: Id | None = None
+    resource_group: Id | None = None
+    units: Units = 1
+    write_scope: tuple[Short, ...] = ()
+    # A job a caller waits on takes the session's reply pointer; a worker spawned by another
+    # job does not.
+    owed: bool = True
+
+
+class AcceptJobs(Command, tag="AcceptJobs", frozen=True, kw_only=True):
+    """A batch admitted all-or-nothing."""
+
+    jobs: Annotated[tuple[AcceptJob, ...], msgspec.Meta(min_length=1, max_length=64)]
+
+
+class StartJob(Command, tag="StartJob", frozen=True, kw_only=True):
+    job_id: Id
+    run_id: Id
+    pid: Pid = 0
+    start_token: Short = ""
+    epoch: int = 0
+    resumed: bool = False
+
+
+class FinishJob(Command, tag="FinishJob", frozen=True, kw_only=True):
+    job_id: Id
+    outcome: Annotated[str, msgspec.Meta(pattern="^(ok|error)$")]
+    result: Text = ""
+    files: tuple[FileEntry, ...] = ()
+    exit_code: int | None = None
+    warnings: tuple[Short, ...] = ()
+
+
+class SupersedeJob(Command, tag="SupersedeJob", frozen=True, kw_only=True):
+    job_id: Id
+    superseded_by: Short
+
+
+class PauseJob(Command, tag="PauseJob", frozen=True, kw_only=True):
+    job_id: Id
+
+
+class ContinueJob(Command, tag="ContinueJob", frozen=True, kw_only=True):
+    job_id: Id
+
+
+class SuspendJob(Command, tag="SuspendJob", frozen=True, kw_only=True):
+    job_id: Id
+    reason: Short = ""
+
+
+class CancelJob(Command, tag="CancelJob", frozen=True, kw_only=True):
+    """Cancel a job and its live descendants. A running one goes to ``cancelling`` until its
+    runner confirms with ``ConfirmJobCancelled``; the others are cancelled at once."""
+
+    job_id: Id
+    reason: Short = ""
+
+
+class ConfirmJobCancelled(Command, tag="ConfirmJobCancelled", frozen=True, kw_only=True):
+    job_id: Id
+
+
+class RecordNotifyStarted(Command, tag="RecordNotifyStarted", frozen=True, kw_only=True):
+    job_id: Id
+    pid: Pid
+
+
+class RecordNotifyFinished(Command, tag="RecordNotifyFinished", frozen=True, kw_only=True):
+    job_id: Id
+    exit_code: int | None
+    ms: Annotated[int, msgspec.Meta(ge=0)]
+    stdout_tail: Short = ""
+    stderr_tail: Short = ""
+
+
+# -- task --------------------------------------------------------------------------------
+
+
+class CreateTask(Command, tag="CreateTask", frozen=True, kw_only=True):
+    task_id: Id
+    session_id: SessionId
+    message_id: Short = ""
+    text: Text = ""
+
+
+class UpdateTaskStatus(Command, tag="UpdateTaskStatus", frozen=True, kw_only=True):
+    task_id: Id
+    text: Text = ""
+
+
+class RequireTaskInput(Command, tag="RequireTaskInput", frozen=True, kw_only=True):
+    task_id: Id
+    text: Text = ""
+
+
+class RequireTaskAuth(Command, tag="RequireTaskAuth", frozen=True, kw_only=True):
+    task_id: Id
+    text: Text = ""
+
+
+class CompleteTask(Command, tag="CompleteTask", frozen=True, kw_only=True):
+    task_id: Id
+    result: Text = ""
+
+
+class FailTask(Command, tag="FailTask", frozen=True, kw_only=True):
+    task_id: Id
+    text: Text = ""
+
+
+class CancelTask(Command, tag="CancelTask", frozen=True, kw_only=True):
+    task_id: Id
+    text: Text = ""
+
+
+class RejectTask(Command, tag="RejectTask", frozen=True, kw_only=True):
+    task_id: Id
+    text: Text = ""
+
+
+AnyCommand = (
+    AcquireLease
+    | RenewLease
+    | TakeOverLease
+    | ReleaseLease
+    | CreateSession
+    | StartSession
+    | DetachSession
+    | AttachSession
+    | PauseSession
+    | SuspendSession
+    | ResumeSession
+    | FinishSession
+    | StopSession
+    | CancelSession
+    | TaintSession
+    | OweRelay
+    | SettleRelay
+    | AcceptJob
+    | AcceptJobs
+    | StartJob
+    | FinishJob
+    | SupersedeJob
+    | PauseJob
+    | ContinueJob
+    | SuspendJob
+    | CancelJob
+    | ConfirmJobCancelled
+    | RecordNotifyStarted
+    | RecordNotifyFinished
+    | CreateTask
+    | UpdateTaskStatus
+    | RequireTaskInput
+    | RequireTaskAuth
+    | CompleteTask
+    | FailTask
+    | CancelTask
+    | RejectTask
+)

@@ -1,0 +1,129 @@
+"""Job: a unit of work on a session (SPEC §4.4). Stream ``job:<id>``."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+import msgspec
+
+from engine.events import Event
+from engine.machines import NEW, MachineSpec, StreamHead, Transition
+
+
+class JobState(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    PAUSED = "paused"
+    SUSPENDED = "suspended"
+    CANCELLING = "cancelling"
+    OK = "ok"
+    ERROR = "error"
+    SUPERSEDED = "superseded"
+    CANCELLED = "cancelled"
+
+
+J = JobState
+TERMINAL = frozenset({J.OK, J.ERROR, J.SUPERSEDED, J.CANCELLED})
+LIVE_STATES = [s for s in J if s not in TERMINAL]
+# Capacity is held in these states (SPEC §4.7); paused and suspended release it.
+HOLDS_CAPACITY = frozenset({J.QUEUED, J.RUNNING, J.CANCELLING})
+
+
+class FileEntry(msgspec.Struct, frozen=True):
+    path: str
+    size: int
+
+
+class JobAccepted(Event, tag="job.accepted", frozen=True, kw_only=True):
+    session: str
+    prompt: str = ""
+    prompt_file: str = ""
+    agent: str = ""
+    parent_job: str | None = None
+    depth: int = 1
+    batch: str | None = None
+    resource_group: str | None = None
+    units: int = 1
+    write_scope: tuple[str, ...] = ()
+
+
+class JobStarted(Event, tag="job.started", frozen=True, kw_only=True):
+    run_id: str
+    pid: int = 0
+    start_token: str = ""
+    epoch: int = 0
+    resumed: bool = False
+
+
+class JobFinished(Event, tag="job.finished", frozen=True, kw_only=True):
+    outcome: str  # "ok" | "error"
+    result: str = ""
+    files: tuple[FileEntry, ...] = ()
+    exit_code: int | None = None
+    warnings: tuple[str, ...] = ()
+
+
+class JobSuperseded(Event, tag="job.superseded", frozen=True, kw_only=True):
+    superseded_by: str  # a job id, "a2a:<task id>" or "relay:<session>"
+
+
+class JobPaused(Event, tag="job.paused", frozen=True, kw_only=True):
+    pass
+
+
+class JobContinued(Event, tag="job.continued", frozen=True, kw_only=True):
+    pass
+
+
+class JobSuspended(Event, tag="job.suspended", frozen=True, kw_only=True):
+    reason: str = ""
+
+
+class JobCancelRequested(Event, tag="job.cancel_requested", frozen=True, kw_only=True):
+    reason: str = ""
+
+
+class JobCancelled(Event, tag="job.cancelled", frozen=True, kw_only=True):
+    reason: str = ""
+
+
+class JobNotifyStarted(Event, tag="job.notify_started", frozen=True, kw_only=True):
+    pid: int
+
+
+class JobNotifyFinished(Event, tag="job.notify_finished", frozen=True, kw_only=True):
+    exit_code: int | None
+    ms: int
+    stdout_tail: str = ""
+    stderr_tail: str = ""
+
+
+def _outcome_is(value: str):  # type: ignore[no-untyped-def]
+    def guard(head: StreamHead, event: Event) -> bool:
+        return isinstance(event, JobFinished) and event.outcome == value
+
+    guard.__name__ = f"outcome_is_{value}"
+    return guard
+
+
+JOB = MachineSpec(
+    kind="job",
+    description="A unit of work on a session; leaves running for a terminal state once.",
+    states=list(J),
+    initial=J.QUEUED,
+    terminal=TERMINAL,
+    transitions=[
+        Transition(JobAccepted, NEW, J.QUEUED),
+        Transition(JobStarted, [J.QUEUED, J.PAUSED, J.SUSPENDED], J.RUNNING),
+        Transition(JobFinished, [J.RUNNING], J.OK, guard=_outcome_is("ok")),
+        Transition(JobFinished, [J.RUNNING], J.ERROR, guard=_outcome_is("error")),
+        Transition(JobSuperseded, [J.QUEUED, J.RUNNING, J.PAUSED, J.SUSPENDED], J.SUPERSEDED),
+        Transition(JobPaused, [J.RUNNING], J.PAUSED),
+        Transition(JobContinued, [J.PAUSED], J.RUNNING),
+        Transition(JobSuspended, [J.RUNNING], J.SUSPENDED),
+        Transition(JobCancelRequested, LIVE_STATES, J.CANCELLING),
+        Transition(JobCancelled, [J.CANCELLING, J.QUEUED, J.PAUSED, J.SUSPENDED], J.CANCELLED),
+        Transition(JobNotifyStarted, [J.OK, J.ERROR]),
+        Transition(JobNotifyFinished, [J.OK, J.ERROR]),
+    ],
+)

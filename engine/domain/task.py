@@ -1,0 +1,77 @@
+"""Task: an A2A task (SPEC §4.5), with A2A v1.0 state names. Stream ``task:<id>``."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from engine.events import Event
+from engine.machines import NEW, MachineSpec, Transition
+
+
+class TaskState(StrEnum):
+    SUBMITTED = "submitted"
+    WORKING = "working"
+    INPUT_REQUIRED = "input-required"
+    AUTH_REQUIRED = "auth-required"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELED = "canceled"
+    REJECTED = "rejected"
+
+
+T = TaskState
+TERMINAL = frozenset({T.COMPLETED, T.FAILED, T.CANCELED, T.REJECTED})
+OPEN = [T.SUBMITTED, T.WORKING, T.INPUT_REQUIRED, T.AUTH_REQUIRED]
+
+
+class TaskCreated(Event, tag="task.created", frozen=True, kw_only=True):
+    context: str  # the session id
+    message_id: str = ""
+    text: str = ""
+
+
+class TaskStatusUpdated(Event, tag="task.status_updated", frozen=True, kw_only=True):
+    text: str = ""
+
+
+class TaskInputRequired(Event, tag="task.input_required", frozen=True, kw_only=True):
+    text: str = ""
+
+
+class TaskAuthRequired(Event, tag="task.auth_required", frozen=True, kw_only=True):
+    text: str = ""
+
+
+class TaskCompleted(Event, tag="task.completed", frozen=True, kw_only=True):
+    result: str = ""
+
+
+class TaskFailed(Event, tag="task.failed", frozen=True, kw_only=True):
+    text: str = ""
+
+
+class TaskCanceled(Event, tag="task.canceled", frozen=True, kw_only=True):
+    text: str = ""
+
+
+class TaskRejected(Event, tag="task.rejected", frozen=True, kw_only=True):
+    text: str = ""
+
+
+TASK = MachineSpec(
+    kind="task",
+    description="An A2A task on a session (its context); terminal exactly once.",
+    states=list(T),
+    initial=T.SUBMITTED,
+    terminal=TERMINAL,
+    transitions=[
+        Transition(TaskCreated, NEW, T.SUBMITTED),
+        Transition(TaskStatusUpdated, OPEN, T.WORKING),
+        Transition(TaskInputRequired, [T.SUBMITTED, T.WORKING], T.INPUT_REQUIRED),
+        Transition(TaskAuthRequired, [T.SUBMITTED, T.WORKING], T.AUTH_REQUIRED),
+        Transition(TaskCompleted, OPEN, T.COMPLETED),
+        Transition(TaskFailed, OPEN, T.FAILED),
+        Transition(TaskCanceled, OPEN, T.CANCELED),
+        Transition(TaskRejected, [T.SUBMITTED, T.WORKING], T.REJECTED),
+    ],
+)

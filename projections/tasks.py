@@ -1,0 +1,72 @@
+"""Read model: every A2A task and its latest status text."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.events import RecordedEvent
+from engine.projection import DispatchProjection
+
+
+class TasksProjection(DispatchProjection):
+    name = "tasks"
+    version = 1
+    tables = ("tasks",)
+    ddl = """
+        CREATE TABLE tasks (
+            task_id     TEXT    PRIMARY KEY,
+            session_id  TEXT    NOT NULL,
+            state       TEXT    NOT NULL,
+            version     INTEGER NOT NULL,
+            message_id  TEXT    NOT NULL,
+            text        TEXT    NOT NULL,
+            status_text TEXT,
+            result      TEXT,
+            created_at  TEXT    NOT NULL,
+            updated_at  TEXT    NOT NULL
+        ) WITHOUT ROWID;
+        CREATE INDEX tasks_by_session ON tasks (session_id, created_at);
+        CREATE INDEX tasks_by_state ON tasks (state, updated_at);
+        CREATE INDEX tasks_by_update ON tasks (updated_at);
+    """
+
+    @staticmethod
+    def _id(e: RecordedEvent) -> str:
+        return e.stream_id.partition(":")[2]
+
+    def on_task_created(self, cur: Any, e: RecordedEvent) -> None:
+        ev: Any = e.event
+        cur.execute(
+            "INSERT INTO tasks (task_id, session_id, state, version, message_id, text,"
+            " created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                self._id(e),
+                ev.context,
+                e.state,
+                e.version,
+                ev.message_id,
+                ev.text,
+                e.recorded_at,
+                e.recorded_at,
+            ),
+        )
+
+    def _status(self, cur: Any, e: RecordedEvent) -> None:
+        cur.execute(
+            "UPDATE tasks SET state = ?, version = ?, status_text = ?, updated_at = ?"
+            " WHERE task_id = ?",
+            (e.state, e.version, e.event.text, e.recorded_at, self._id(e)),  # type: ignore[attr-defined]
+        )
+
+    on_task_status_updated = _status
+    on_task_input_required = _status
+    on_task_auth_required = _status
+    on_task_failed = _status
+    on_task_canceled = _status
+    on_task_rejected = _status
+
+    def on_task_completed(self, cur: Any, e: RecordedEvent) -> None:
+        cur.execute(
+            "UPDATE tasks SET state = ?, version = ?, result = ?, updated_at = ? WHERE task_id = ?",
+            (e.state, e.version, e.event.result, e.recorded_at, self._id(e)),  # type: ignore[attr-defined]
+        )

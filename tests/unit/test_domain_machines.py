@@ -1,0 +1,150 @@
+"""The four machines against SPEC §4.2-§4.5, written out here independently of the code."""
+
+from __future__ import annotations
+
+import itertools
+from collections import deque
+
+import pytest
+
+from engine.domain import JOB, LEASE, SESSION, TASK
+from engine.machines import Machine, build_machine
+
+NEW = None
+SESSION_LIVE = [
+    "starting",
+    "running",
+    "detached",
+    "paused",
+    "suspended",
+    "finishing",
+    "stopping",
+    "cancelling",
+]
+SESSION_ALL = [*SESSION_LIVE, "completed", "failed", "stopped", "cancelled"]
+JOB_LIVE = ["queued", "running", "paused", "suspended", "cancelling"]
+TASK_OPEN = ["submitted", "working", "input-required", "auth-required"]
+
+# event_type -> (sources, destinations); "=" means the state does not change.
+SPEC: dict[str, dict[str, tuple[list[str | None], set[str]]]] = {
+    "lease": {
+        "lease.acquired": ([NEW, "released"], {"held"}),
+        "lease.renewed": (["held"], {"="}),
+        "lease.taken_over": (["held"], {"="}),
+        "lease.released": (["held"], {"released"}),
+    },
+    "session": {
+        "session.created": ([NEW], {"starting"}),
+        "session.started": (["starting"], {"running"}),
+        "session.detached": (["starting", "running", "paused"], {"detached"}),
+        "session.attached": (["detached", "paused", "suspended"], {"running"}),
+        "session.paused": (["running", "detached", "suspended"], {"paused"}),
+        "session.suspended": (["starting", "running", "detached", "paused"], {"suspended"}),
+        "session.resumed": (["detached", "paused", "suspended"], {"starting"}),
+        "session.finishing": (
+            ["starting", "running", "detached", "paused", "suspended"],
+            {"finishing"},
+        ),
+        "session.finished": (["finishing"], {"completed", "failed", "detached"}),
+        # cancel > stop > finish: stopping cannot replace cancelling (nor itself)
+        "session.stopping": (
+            [s for s in SESSION_LIVE if s not in ("stopping", "cancelling")],
+            {"stopping"},
+        ),
+        "session.stopped": (["stopping"], {"stopped"}),
+        "session.cancelling": ([s for s in SESSION_LIVE if s != "cancelling"], {"cancelling"}),
+        "session.cancelled": (["cancelling"], {"cancelled"}),
+        "session.tainted": (SESSION_ALL, {"="}),
+        "session.owes": (SESSION_LIVE, {"="}),
+        "session.settled": (SESSION_LIVE, {"="}),
+    },
+    "job": {
+        "job.accepted": ([NEW], {"queued"}),
+        "job.started": (["queued", "paused", "suspended"], {"running"}),
+        "job.finished": (["running"], {"ok", "error"}),
+        "job.superseded": (["queued", "running", "paused", "suspended"], {"superseded"}),
+        "job.paused": (["running"], {"paused"}),
+        "job.continued": (["paused"], {"running"}),
+        "job.suspended": (["running"], {"suspended"}),
+        "job.cancel_requested": (JOB_LIVE, {"cancelling"}),
+        "job.cancelled": (["cancelling", "queued", "paused", "suspended"], {"cancelled"}),
+        "job.notify_started": (["ok", "error"], {"="}),
+        "job.notify_finished": (["ok", "error"], {"="}),
+    },
+    "task": {
+        "task.created": ([NEW], {"submitted"}),
+        "task.status_updated": (TASK_OPEN, {"working"}),
+        "task.input_required": (["submitted", "working"], {"input-required"}),
+        "task.auth_required": (["submitted", "working"], {"auth-required"}),
+        "task.completed": (TASK_OPEN, {"completed"}),
+        "task.failed": (TASK_OPEN, {"failed"}),
+        "task.canceled": (TASK_OPEN, {"canceled"}),
+        "task.rejected": (["submitted", "working"], {"rejected"}),
+    },
+}
+TERMINAL = {
+    "lease": set(),
+    "session": {"completed", "failed", "stopped", "cancelled"},
+    "job": {"ok", "error", "superseded", "cancelled"},
+    "task": {"completed", "failed", "canceled", "rejected"},
+}
+BUILT = {spec.kind: build_machine(spec) for spec in (LEASE, SESSION, JOB, TASK)}
+
+
+def _pairs() -> list[tuple[str, str | None, str]]:
+    return [
+        (kind, state, event_type)
+        for kind, events in SPEC.items()
+        for state, event_type in itertools.product([NEW, *BUILT[kind].spec.states], events)
+    ]
+
+
+@pytest.mark.parametrize(("kind", "state", "event_type"), _pairs())
+def test_domain_machine_allows_exactly_what_spec_says(
+    kind: str, state: str | None, event_type: str
+) -> None:
+    sources, dests = SPEC[kind][event_type]
+    rules = BUILT[kind].table.get((state, event_type))
+    if state not in sources:
+        assert rules is None, f"{kind}: {event_type} must be refused from {state}"
+        return
+    assert rules is not None, f"{kind}: {event_type} must be allowed from {state}"
+    got = {rule.dest or "=" for rule in rules}
+    assert got == dests
+
+
+@pytest.mark.parametrize("kind", sorted(SPEC))
+def test_domain_machine_declares_spec_states_events_and_terminals(kind: str) -> None:
+    machine = BUILT[kind]
+    assert set(machine.event_classes) == set(SPEC[kind])
+    assert set(machine.spec.terminal) == TERMINAL[kind]
+
+
+def _reachable(machine: Machine) -> set[str]:
+    seen = {
+        dest
+        for (src, _), rules in machine.table.items()
+        if src is None
+        for dest in (r.dest for r in rules)
+        if dest
+    }
+    frontier = deque(seen)
+    while frontier:
+        state = frontier.popleft()
+        for (src, _), rules in machine.table.items():
+            for rule in rules:
+                if src == state and rule.dest and rule.dest not in seen:
+                    seen.add(rule.dest)
+                    frontier.append(rule.dest)
+    return seen
+
+
+@pytest.mark.parametrize("kind", sorted(SPEC))
+def test_domain_machine_every_state_reachable_and_live_states_have_a_way_out(kind: str) -> None:
+    machine = BUILT[kind]
+    assert _reachable(machine) == set(machine.spec.states)
+    for state in machine.spec.states:
+        if state in machine.spec.terminal:
+            continue
+        exits = {r.dest for (s, _), rules in machine.table.items() if s == state for r in rules}
+        assert exits - {None, state}, f"{kind}: {state} has no way out"
