@@ -199,6 +199,39 @@ def bench_rebuild(work: Workdir, n: int) -> dict[str, float]:
     }
 
 
+def bench_job_lifecycle(work: Workdir, n: int) -> dict[str, float]:
+    """accept -> start -> finish through the command API vs the same three events appended
+    straight to the log (same machines and read models, both durable)."""
+    from engine.domain import MACHINES
+    from engine.domain import commands as c
+    from engine.domain.job import JobAccepted, JobFinished, JobStarted
+    from projections import open_engine
+
+    log = open_log(work.path(), MACHINES, default_projections())
+    started = time.perf_counter()
+    for i in range(n):
+        stream = f"job:raw{i}"
+        log.append(stream, 0, [JobAccepted(session="s")])
+        log.append(stream, 1, [JobStarted(run_id=f"run{i}")])
+        log.append(stream, 2, [JobFinished(outcome="ok", result=TEXT)])
+    raw = n / (time.perf_counter() - started)
+    log.close()
+    engine = open_engine(work.path())
+    engine.handle(c.CreateSession(session_id="s", start_run_id="r"))
+    started = time.perf_counter()
+    for i in range(n):
+        engine.handle(c.AcceptJob(job_id=f"j{i}", session_id="s", owed=False))
+        engine.handle(c.StartJob(job_id=f"j{i}", run_id=f"run{i}"))
+        engine.handle(c.FinishJob(job_id=f"j{i}", outcome="ok", result=TEXT))
+    ours = n / (time.perf_counter() - started)
+    engine.log.close()
+    return {
+        "job_lifecycle.log_jobs_per_s": raw,
+        "job_lifecycle.jobs_per_s": ours,
+        "ratio.job_lifecycle_vs_raw": ours / raw,
+    }
+
+
 def _eventsourcing_app(path: Path) -> tuple[Any, Callable[[], None]]:
     """An eventsourcing SQLite Application and a function that saves one new aggregate."""
     from eventsourcing.application import Application
@@ -250,15 +283,30 @@ def main() -> int:
     parser.add_argument("--only", nargs="*", default=None)
     args = parser.parse_args()
     if args.quick:
-        sizes = {"full": 1500, "normal": 4000, "group": 3200, "rebuild": 100_000, "es": 600}
+        sizes = {
+            "full": 1500,
+            "normal": 4000,
+            "group": 3200,
+            "rebuild": 100_000,
+            "es": 600,
+            "jobs": 300,
+        }
     else:
-        sizes = {"full": 4000, "normal": 12_000, "group": 9600, "rebuild": 1_000_000, "es": 3000}
+        sizes = {
+            "full": 4000,
+            "normal": 12_000,
+            "group": 9600,
+            "rebuild": 1_000_000,
+            "es": 3000,
+            "jobs": 1500,
+        }
     cases: dict[str, Callable[[Workdir], dict[str, float]]] = {
         "append_full": lambda w: bench_append(w, sizes["full"], "full"),
         "append_normal": lambda w: bench_append(w, sizes["normal"], "normal"),
         "group_commit": lambda w: bench_group_commit(w, sizes["group"]),
         "rebuild": lambda w: bench_rebuild(w, sizes["rebuild"]),
         "eventsourcing": lambda w: bench_eventsourcing(w, sizes["es"]),
+        "job_lifecycle": lambda w: bench_job_lifecycle(w, sizes["jobs"]),
     }
     print(
         f"machine: {os.cpu_count()} cpus, {platform.machine()}, python "

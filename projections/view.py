@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from engine.domain import job, session
+from engine.domain import job, session, task
 from engine.domain.rows import JobRow, LeaseRow, SessionRow, TaskRow
 from engine.domain.session import Owed
 
@@ -24,6 +24,7 @@ _JOB_COLUMNS = (
 _LIVE_JOBS = _marks(job.LIVE_STATES)
 _JOBS_HOLDING = _marks(job.HOLDS_CAPACITY)
 _SESSIONS_HOLDING = _marks(session.HOLDS_CAPACITY)
+_OPEN_TASKS = _marks(task.OPEN)
 
 
 def _job_row(row: Any) -> JobRow:
@@ -105,6 +106,14 @@ class SqlDomainView:
             (session_id,),
         ).fetchall()
         return [_job_row(row) for row in rows]
+
+    def open_tasks(self, session_id: str) -> list[TaskRow]:
+        rows = self._cur.execute(
+            "SELECT task_id, version, state, session_id FROM tasks WHERE session_id = ?"
+            f" AND state IN ({_OPEN_TASKS}) ORDER BY created_at, task_id",
+            (session_id,),
+        ).fetchall()
+        return [TaskRow(task_id=r[0], version=r[1], state=r[2], session_id=r[3]) for r in rows]
 
     def live_descendants(self, job_id: str) -> list[JobRow]:
         rows = self._cur.execute(

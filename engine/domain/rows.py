@@ -68,6 +68,10 @@ class DomainView(Protocol):
         """Non-terminal jobs of a session, oldest first."""
         ...
 
+    def open_tasks(self, session_id: str) -> list[TaskRow]:
+        """Non-terminal tasks of a session, oldest first."""
+        ...
+
     def live_descendants(self, job_id: str) -> list[JobRow]:
         """Non-terminal jobs below ``job_id`` in the lineage, parents before children."""
         ...

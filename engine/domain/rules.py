@@ -39,6 +39,7 @@ J, S, T = job_.JobState, session_.SessionState, task_.TaskState
 ADMITTING = frozenset({S.STARTING, S.RUNNING, S.DETACHED})
 # A job may spawn children only while it is itself live and not on its way out.
 SPAWNING = frozenset({J.QUEUED, J.RUNNING})
+SUPERSEDABLE = frozenset({J.QUEUED, J.RUNNING, J.PAUSED, J.SUSPENDED})
 
 Emit = Callable[[str, Sequence[Event], "int | None"], Any]
 
@@ -163,21 +164,28 @@ def _take_pointer(ctx: Context, session: SessionRow, owed: Owed) -> None:
         )
     if current is not None and current.kind == "job":
         earlier = ctx.view.job(current.ref)
-        if earlier is not None and earlier.state not in job_.TERMINAL:
+        # A job already being cancelled is on its way out: the pointer just moves on.
+        if earlier is not None and earlier.state in SUPERSEDABLE:
             by = owed.ref if owed.kind == "job" else f"{owed.kind}:{owed.ref}"
             ctx.append(f"job:{earlier.job_id}", job_.JobSuperseded(superseded_by=by))
     ctx.append(f"session:{session.session_id}", session_.SessionOwes(owed=owed))
 
 
-def _end_jobs(ctx: Context, session_id: str, reason: str) -> None:
-    """Cancel every live job of a session that is becoming terminal (same transaction)."""
+def _end_work(ctx: Context, session_id: str, reason: str) -> None:
+    """Before a session becomes terminal, in the same transaction: cancel every live job and
+    open task of it, and clear whatever it still owes (no orphaned live work, no pointer left
+    on a session that can never settle it)."""
     for job in ctx.view.live_jobs(session_id):
         events: list[Event] = []
         if job.state == J.RUNNING:
             events.append(job_.JobCancelRequested(reason=reason))
         events.append(job_.JobCancelled(reason=reason))
         ctx.append(f"job:{job.job_id}", *events)
-        _settle(ctx, session_id, Owed("job", job.job_id))
+    for task in ctx.view.open_tasks(session_id):
+        ctx.append(f"task:{task.task_id}", task_.TaskCanceled(text=f"Session {reason}."))
+    row = ctx.view.session(session_id)
+    if row is not None and row.owes is not None:
+        ctx.append(f"session:{session_id}", session_.SessionSettled(owed=row.owes))
 
 
 # -- lease -------------------------------------------------------------------------------
@@ -361,7 +369,7 @@ def finish_session(cmd: c.FinishSession, ctx: Context) -> None:
     if recoverable:  # work remains that can be resumed: the session is detached, not ended
         ctx.append(stream_id, session_.SessionFinished(outcome="detached"))
         return
-    _end_jobs(ctx, row.session_id, f"session {requested}")
+    _end_work(ctx, row.session_id, f"session {requested}")
     ctx.append(stream_id, session_.SessionFinished(outcome=requested))
 
 
@@ -379,7 +387,7 @@ def _close(
         ctx.append(stream_id, closing)
         if wait:
             return
-    _end_jobs(ctx, row.session_id, reason)
+    _end_work(ctx, row.session_id, reason)
     ctx.append(stream_id, closed)
 
 

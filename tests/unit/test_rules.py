@@ -236,6 +236,17 @@ def test_rules_capacity_is_exact_and_paused_work_releases_it(engine: Engine) -> 
     assert state(engine, "job", "j1") == "running"
 
 
+def test_rules_restarting_suspended_work_is_readmitted(engine: Engine) -> None:
+    session(engine)
+    job(engine, "j1", resource_group="gpu", start=True)  # 1 of 1
+    engine.handle(c.SuspendJob(job_id="j1"))  # releases it
+    job(engine, "j2", resource_group="gpu", owed=False)
+    refused(engine, c.StartJob(job_id="j1", run_id="again"), AdmissionRejected)
+    engine.handle(c.CancelJob(job_id="j2"))
+    engine.handle(c.StartJob(job_id="j1", run_id="again", resumed=True))
+    assert row(engine, "jobs", "job_id", "j1")["runs"] == 2
+
+
 def test_rules_batch_is_admitted_all_or_nothing(engine: Engine) -> None:
     session(engine)
     batch = [

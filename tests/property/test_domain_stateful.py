@@ -1,0 +1,163 @@
+"""Random command sequences on all four kinds, against the reference model of the rules.
+
+After every command: the outcome agrees, a refused command appended nothing, and the read
+models (states, reply pointers, taint, capacity) equal the model's.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+
+from engine import EngineError
+from engine.domain import commands as c
+from engine.domain.rules import Settings
+from projections import open_engine
+from projections.view import SqlDomainView
+from tests.support.domain_model import DomainModel
+
+LIMITS = {"cpu": 3}
+SESSIONS = st.sampled_from(["s1", "s2"])
+JOBS = st.sampled_from(["j1", "j2", "j3", "j4"])
+TASKS = st.sampled_from(["t1", "t2"])
+GROUPS = st.sampled_from([None, "cpu", "cpu"])
+# Rules that end or block a session act only one time in RARELY draws, so that sequences
+# live long enough to exercise jobs, tasks and pointers.
+RARELY = st.integers(min_value=0, max_value=3)
+COMMAND_IDS = st.sampled_from([None, None, None, None, "k1", "k2"])
+PARENTS = st.sampled_from([None, None, None, "j1", "j2"])
+
+
+class EngineVersusModel(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.dir = Path(tempfile.mkdtemp(prefix="foldline-domain-"))
+        self.engine = open_engine(self.dir / "d.db", Settings(resource_groups=LIMITS, max_depth=2))
+        self.model = DomainModel(LIMITS, max_depth=2)
+
+    def teardown(self) -> None:
+        self.engine.log.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def run(self, command: c.Command) -> None:
+        head = self.engine.log.head()
+        try:
+            result = self.engine.handle(command)
+            real = "duplicate" if result.duplicate else "ok"
+        except EngineError as ex:
+            real = ex.code
+        expected = self.model.handle(command)
+        assert real == expected, f"{command}: engine {real}, model {expected}"
+        if real != "ok":
+            assert self.engine.log.head() == head, f"{command} was refused but appended"
+
+    @initialize(group=st.sampled_from([None, None, "cpu"]))
+    def open_sessions(self, group: str | None) -> None:
+        for sid in ("s1", "s2"):
+            self.run(c.CreateSession(session_id=sid, resource_group=group, start_run_id="r"))
+
+    @rule(sid=SESSIONS, group=GROUPS, started=st.booleans(), cid=COMMAND_IDS)
+    def create_session(self, sid: str, group: str | None, started: bool, cid: str | None) -> None:
+        self.run(c.CreateSession(session_id=sid, resource_group=group, command_id=cid,
+                                 start_run_id="r" if started else None))
+
+    @rule(jid=JOBS, sid=SESSIONS, group=GROUPS, owed=st.booleans(),
+          parent=PARENTS, cid=COMMAND_IDS)
+    def accept_job(self, jid: str, sid: str, group: str | None, owed: bool, parent: str | None,
+                   cid: str | None) -> None:
+        self.run(c.AcceptJob(job_id=jid, session_id=sid, resource_group=group, owed=owed,
+                             parent_job=parent, command_id=cid))
+
+    @rule(jid=JOBS, sid=SESSIONS, group=GROUPS)
+    def accept_and_start(self, jid: str, sid: str, group: str | None) -> None:
+        self.run(c.AcceptJob(job_id=jid, session_id=sid, resource_group=group))
+        self.run(c.StartJob(job_id=jid, run_id="run"))
+
+    @rule(jid=JOBS)
+    def start_job(self, jid: str) -> None:
+        self.run(c.StartJob(job_id=jid, run_id="run"))
+
+    @rule(jid=JOBS, outcome=st.sampled_from(["ok", "error"]))
+    def finish_job(self, jid: str, outcome: str) -> None:
+        self.run(c.FinishJob(job_id=jid, outcome=outcome))
+
+    @rule(jid=JOBS, action=st.sampled_from([c.PauseJob, c.ContinueJob, c.SuspendJob, c.CancelJob,
+                                            c.ConfirmJobCancelled]))
+    def control_job(self, jid: str, action: type) -> None:
+        self.run(action(job_id=jid))
+
+    @rule(tid=TASKS, sid=SESSIONS)
+    def create_task(self, tid: str, sid: str) -> None:
+        self.run(c.CreateTask(task_id=tid, session_id=sid))
+
+    @rule(tid=TASKS, action=st.sampled_from([c.CompleteTask, c.CancelTask, c.UpdateTaskStatus]))
+    def task_step(self, tid: str, action: type) -> None:
+        self.run(action(task_id=tid))
+
+    @rule(sid=SESSIONS, action=st.sampled_from([c.PauseSession, c.AttachSession]))
+    def session_step(self, sid: str, action: type) -> None:
+        self.run(action(session_id=sid))
+
+    @rule(sid=SESSIONS, by=st.sampled_from(["operator", "client"]), rarely=RARELY)
+    def detach(self, sid: str, by: str, rarely: int) -> None:
+        if rarely:
+            return
+        self.run(c.DetachSession(session_id=sid, by=by))
+
+    @rule(sid=SESSIONS, allow=st.booleans())
+    def resume(self, sid: str, allow: bool) -> None:
+        self.run(c.ResumeSession(session_id=sid, allow_tainted=allow))
+
+    @rule(sid=SESSIONS, rarely=RARELY)
+    def taint(self, sid: str, rarely: int) -> None:
+        if rarely:
+            return
+        self.run(c.TaintSession(session_id=sid, reason="random"))
+
+    @rule(sid=SESSIONS, requested=st.sampled_from(["completed", "failed"]), rarely=RARELY)
+    def finish_session(self, sid: str, requested: str, rarely: int) -> None:
+        if rarely:
+            return
+        self.run(c.FinishSession(session_id=sid, requested=requested))
+
+    @rule(sid=SESSIONS, wait=st.booleans(), cancel=st.booleans(), rarely=RARELY)
+    def close_session(self, sid: str, wait: bool, cancel: bool, rarely: int) -> None:
+        if rarely:
+            return
+        command = c.CancelSession if cancel else c.StopSession
+        self.run(command(session_id=sid, wait=wait))
+
+    @rule(sid=SESSIONS, to=SESSIONS, settle=st.booleans())
+    def relay(self, sid: str, to: str, settle: bool) -> None:
+        self.run(c.SettleRelay(session_id=sid) if settle else c.OweRelay(session_id=sid,
+                                                                          to_session=to))
+
+    @invariant()
+    def read_models_equal_the_model(self) -> None:
+        conn = self.engine.log.connection()
+        sessions = {
+            sid: (state, (kind, ref) if kind else None, bool(tainted))
+            for sid, state, kind, ref, tainted in conn.execute(
+                "SELECT session_id, state, owes_kind, owes_ref, tainted FROM sessions")
+        }
+        assert sessions == {
+            sid: (s["state"], s["owes"], s["tainted"]) for sid, s in self.model.sessions.items()
+        }
+        jobs = dict(conn.execute("SELECT job_id, state FROM jobs").fetchall())
+        assert jobs == {jid: j["state"] for jid, j in self.model.jobs.items()}
+        tasks = dict(conn.execute("SELECT task_id, state FROM tasks").fetchall())
+        assert tasks == {tid: t["state"] for tid, t in self.model.tasks.items()}
+        view = SqlDomainView(conn.cursor())
+        assert view.units_held("cpu") == self.model._held("cpu")
+
+
+EngineVersusModel.TestCase.settings = settings(
+    max_examples=150, stateful_step_count=40, deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+test_domain_engine_matches_reference_model = EngineVersusModel.TestCase
