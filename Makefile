@@ -14,6 +14,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 serve: $(STAMP)
+	mkdir -p var/workspace
 	$(BIN)/foldline serve --workspace var/workspace
 
 test: $(STAMP)

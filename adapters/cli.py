@@ -7,36 +7,47 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
-from engine import EngineError, Machines, open_log
+from engine import EngineError, Machines
 from engine.domain import MACHINES
 from engine.schema import LATEST
-from projections import default_projections
-
-DB_RELATIVE = Path(".foldline") / "foldline.db"
-
-
-def _db_path(workspace: str | None, db: str | None) -> Path:
-    if db:
-        return Path(db)
-    root = Path(workspace or os.environ.get("FOLDLINE_WORKSPACE") or ".")
-    return Path(os.environ.get("FOLDLINE_DB") or root / DB_RELATIVE)
+from projections import open_engine
 
 
 def _serve(args: argparse.Namespace) -> int:
-    """Until the HTTP surface lands: open (create, migrate) the log and print its head."""
-    path = _db_path(args.workspace, args.db)
-    sync = os.environ.get("FOLDLINE_SYNC", "full")
-    log = open_log(path, MACHINES, default_projections(), sync=sync)  # type: ignore[arg-type]
+    """Run the HTTP server on the workspace (blocks until stopped)."""
+    from adapters.config import ConfigError, load_config
+    from adapters.server import FoldlineServer
+
     try:
-        print(json.dumps({"db": str(path), "schema": LATEST, "head": log.head(), "sync": log.sync}))
-    finally:
-        log.close()
+        config = load_config(
+            workspace=args.workspace, bind=args.bind, workers=args.workers, threads=args.threads
+        )
+    except ConfigError as ex:
+        print(f"foldline: invalid configuration: {ex}", file=sys.stderr)
+        return 2
+    if args.db:
+        config = replace(config, db=Path(args.db).resolve())
+    # Open (create, migrate) the log once before forking, and close it: a bad file is a boot
+    # error, and no connection crosses the fork.
+    engine = open_engine(config.db, sync=config.sync)  # type: ignore[arg-type]
+    head = engine.log.head()
+    engine.log.close()
     print(
-        "foldline: the log is open and current; the HTTP server is not implemented yet",
-        file=sys.stderr,
+        json.dumps(
+            {
+                "db": str(config.db),
+                "schema": LATEST,
+                "head": head,
+                "bind": config.bind,
+                "workers": config.workers,
+            }
+        ),
+        flush=True,
     )
+    FoldlineServer(config).run()
     return 0
 
 
@@ -66,11 +77,14 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser(
         "serve",
-        help="open the workspace's log (HTTP server: not implemented yet)",
-        epilog="example: foldline serve --workspace ./my-workspace",
+        help="serve the AgentCore runtime contract on the workspace",
+        epilog="example: foldline serve --workspace ./my-workspace --bind 127.0.0.1:8080",
     )
     serve.add_argument("--workspace", help="workspace folder (default: $FOLDLINE_WORKSPACE or .)")
     serve.add_argument("--db", help="log file (default: <workspace>/.foldline/foldline.db)")
+    serve.add_argument("--bind", help="HOST:PORT (default: $FOLDLINE_BIND or 127.0.0.1:8080)")
+    serve.add_argument("--workers", type=int, help="worker processes (default 2)")
+    serve.add_argument("--threads", type=int, help="threads per worker (default 32)")
     serve.set_defaults(run=_serve)
     machines = commands.add_parser(
         "machines",

@@ -60,6 +60,8 @@ class JobsProjection(DispatchProjection):
         CREATE INDEX jobs_by_group ON jobs (resource_group, state);
         CREATE INDEX jobs_by_command ON jobs (command_id);
         CREATE INDEX jobs_by_update ON jobs (updated_at);
+        CREATE INDEX jobs_notifying ON jobs (job_id)
+            WHERE notify_pid IS NOT NULL AND notify_ms IS NULL;
     """
 
     @staticmethod

@@ -181,6 +181,11 @@ class FinishJob(Command, tag="FinishJob", frozen=True, kw_only=True):
     warnings: tuple[Short, ...] = ()
 
 
+class RecordJobOutput(Command, tag="RecordJobOutput", frozen=True, kw_only=True):
+    job_id: Id
+    text: Annotated[str, msgspec.Meta(min_length=1, max_length=1 << 20)]
+
+
 class SupersedeJob(Command, tag="SupersedeJob", frozen=True, kw_only=True):
     job_id: Id
     superseded_by: Short

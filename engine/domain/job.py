@@ -63,6 +63,12 @@ class JobFinished(Event, tag="job.finished", frozen=True, kw_only=True):
     warnings: tuple[str, ...] = ()
 
 
+class JobOutput(Event, tag="job.output", frozen=True, kw_only=True):
+    """A chunk of the run's live output (what an SSE client sees as a ``delta``)."""
+
+    text: str
+
+
 class JobSuperseded(Event, tag="job.superseded", frozen=True, kw_only=True):
     superseded_by: str  # a job id, "a2a:<task id>" or "relay:<session>"
 
@@ -118,6 +124,7 @@ JOB = MachineSpec(
         Transition(JobFinished, [J.RUNNING], J.OK, guard=_outcome_is("ok")),
         Transition(JobFinished, [J.RUNNING], J.ERROR, guard=_outcome_is("error")),
         Transition(JobSuperseded, [J.QUEUED, J.RUNNING, J.PAUSED, J.SUSPENDED], J.SUPERSEDED),
+        Transition(JobOutput, [J.RUNNING, J.CANCELLING]),
         Transition(JobPaused, [J.RUNNING], J.PAUSED),
         Transition(JobContinued, [J.PAUSED], J.RUNNING),
         Transition(JobSuspended, [J.RUNNING], J.SUSPENDED),

@@ -538,6 +538,11 @@ def finish_job(cmd: c.FinishJob, ctx: Context) -> None:
     _settle(ctx, row.session_id, Owed("job", row.job_id))
 
 
+def record_job_output(cmd: c.RecordJobOutput, ctx: Context) -> None:
+    row = _job_for(cmd, ctx)
+    ctx.append(f"job:{row.job_id}", job_.JobOutput(text=cmd.text))
+
+
 def supersede_job(cmd: c.SupersedeJob, ctx: Context) -> None:
     row = _job_for(cmd, ctx)
     ctx.append(f"job:{row.job_id}", job_.JobSuperseded(superseded_by=cmd.superseded_by))
@@ -649,6 +654,7 @@ _HANDLERS: dict[type, Callable[[Any, Context], None]] = {
     c.AcceptJobs: accept_jobs,
     c.StartJob: start_job,
     c.FinishJob: finish_job,
+    c.RecordJobOutput: record_job_output,
     c.SupersedeJob: supersede_job,
     c.PauseJob: pause_job,
     c.ContinueJob: continue_job,

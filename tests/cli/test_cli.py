@@ -1,13 +1,8 @@
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
-
-from engine import open_log
-from projections import default_projections
-from tests.support.tickets import MACHINES, TicketOpened
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -23,28 +18,40 @@ def _foldline(*args: str, env: dict[str, str] | None = None) -> subprocess.Compl
     )
 
 
-def test_cli_serve_opens_the_workspace_log_and_prints_its_head(tmp_path: Path) -> None:
-    workspace = tmp_path / "ws"
-    db = workspace / ".foldline" / "foldline.db"
-    log = open_log(db, MACHINES, default_projections())
-    log.append("ticket:a", 0, [TicketOpened()])
-    log.close()
-    done = _foldline("serve", "--workspace", str(workspace))
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout) == {"db": str(db), "schema": 1, "head": 1, "sync": "full"}
-    assert "not implemented yet" in done.stderr
-
-
 def test_cli_serve_refuses_a_file_that_is_not_a_log_with_one_line(tmp_path: Path) -> None:
     bogus = tmp_path / "bogus.db"
     bogus.write_bytes(b"definitely not sqlite" * 200)
-    done = _foldline("serve", "--db", str(bogus))
+    done = _foldline("serve", "--workspace", str(tmp_path), "--db", str(bogus))
     assert done.returncode == 2
     assert done.stderr.startswith("foldline: not_a_log:")
-    assert "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_cli_serve_refuses_invalid_settings_with_one_line(tmp_path: Path) -> None:
+    import os
+
+    cases = [
+        (["--bind", "nowhere"], {}, "bind"),
+        (["--workers", "0"], {}, "--workers"),
+        ([], {"FOLDLINE_SYNC": "sometimes"}, "FOLDLINE_SYNC"),
+        ([], {"FOLDLINE_LEASE_STALE_S": "soon"}, "FOLDLINE_LEASE_STALE_S"),
+        ([], {"FOLDLINE_RESOURCE_GROUPS": "cpu"}, "FOLDLINE_RESOURCE_GROUPS"),
+        (["--workspace", str(tmp_path / "missing")], {}, "not a directory"),
+    ]
+    for args, env, needle in cases:
+        full = (
+            ["serve", "--workspace", str(tmp_path), *args]
+            if "--workspace" not in args
+            else ["serve", *args]
+        )
+        done = _foldline(*full, env={**os.environ, **env})
+        assert done.returncode == 2, (args, env, done.stderr)
+        assert done.stderr.startswith("foldline: invalid configuration:") and needle in done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
 
 
 def test_cli_help_of_every_subcommand_ends_with_an_example() -> None:
-    done = _foldline("serve", "--help")
-    assert done.returncode == 0
-    assert done.stdout.strip().splitlines()[-1].startswith("example: foldline serve")
+    for command in ("serve", "machines"):
+        done = _foldline(command, "--help")
+        assert done.returncode == 0
+        assert done.stdout.strip().splitlines()[-1].startswith(f"example: foldline {command}")

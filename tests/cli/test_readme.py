@@ -21,7 +21,11 @@ def test_readme_python_example_runs(tmp_path: Path, index: int) -> None:
     script.write_text(EXAMPLES[index])
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run(
-        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
         env=env,
     )
     assert done.returncode == 0, done.stderr

@@ -68,7 +68,10 @@ def test_domain_race_between_two_processes_has_exactly_one_winner(
     children = [
         subprocess.Popen(
             [sys.executable, "-m", "tests.support.racer", str(db), race, name, "8", str(go)],
-            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         for name in ("p1", "p2")
     ]

@@ -63,15 +63,29 @@ class EngineVersusModel(RuleBasedStateMachine):
 
     @rule(sid=SESSIONS, group=GROUPS, started=st.booleans(), cid=COMMAND_IDS)
     def create_session(self, sid: str, group: str | None, started: bool, cid: str | None) -> None:
-        self.run(c.CreateSession(session_id=sid, resource_group=group, command_id=cid,
-                                 start_run_id="r" if started else None))
+        self.run(
+            c.CreateSession(
+                session_id=sid,
+                resource_group=group,
+                command_id=cid,
+                start_run_id="r" if started else None,
+            )
+        )
 
-    @rule(jid=JOBS, sid=SESSIONS, group=GROUPS, owed=st.booleans(),
-          parent=PARENTS, cid=COMMAND_IDS)
-    def accept_job(self, jid: str, sid: str, group: str | None, owed: bool, parent: str | None,
-                   cid: str | None) -> None:
-        self.run(c.AcceptJob(job_id=jid, session_id=sid, resource_group=group, owed=owed,
-                             parent_job=parent, command_id=cid))
+    @rule(jid=JOBS, sid=SESSIONS, group=GROUPS, owed=st.booleans(), parent=PARENTS, cid=COMMAND_IDS)
+    def accept_job(
+        self, jid: str, sid: str, group: str | None, owed: bool, parent: str | None, cid: str | None
+    ) -> None:
+        self.run(
+            c.AcceptJob(
+                job_id=jid,
+                session_id=sid,
+                resource_group=group,
+                owed=owed,
+                parent_job=parent,
+                command_id=cid,
+            )
+        )
 
     @rule(jid=JOBS, sid=SESSIONS, group=GROUPS)
     def accept_and_start(self, jid: str, sid: str, group: str | None) -> None:
@@ -86,8 +100,12 @@ class EngineVersusModel(RuleBasedStateMachine):
     def finish_job(self, jid: str, outcome: str) -> None:
         self.run(c.FinishJob(job_id=jid, outcome=outcome))
 
-    @rule(jid=JOBS, action=st.sampled_from([c.PauseJob, c.ContinueJob, c.SuspendJob, c.CancelJob,
-                                            c.ConfirmJobCancelled]))
+    @rule(
+        jid=JOBS,
+        action=st.sampled_from(
+            [c.PauseJob, c.ContinueJob, c.SuspendJob, c.CancelJob, c.ConfirmJobCancelled]
+        ),
+    )
     def control_job(self, jid: str, action: type) -> None:
         self.run(action(job_id=jid))
 
@@ -134,8 +152,9 @@ class EngineVersusModel(RuleBasedStateMachine):
 
     @rule(sid=SESSIONS, to=SESSIONS, settle=st.booleans())
     def relay(self, sid: str, to: str, settle: bool) -> None:
-        self.run(c.SettleRelay(session_id=sid) if settle else c.OweRelay(session_id=sid,
-                                                                          to_session=to))
+        self.run(
+            c.SettleRelay(session_id=sid) if settle else c.OweRelay(session_id=sid, to_session=to)
+        )
 
     @invariant()
     def read_models_equal_the_model(self) -> None:
@@ -143,7 +162,8 @@ class EngineVersusModel(RuleBasedStateMachine):
         sessions = {
             sid: (state, (kind, ref) if kind else None, bool(tainted))
             for sid, state, kind, ref, tainted in conn.execute(
-                "SELECT session_id, state, owes_kind, owes_ref, tainted FROM sessions")
+                "SELECT session_id, state, owes_kind, owes_ref, tainted FROM sessions"
+            )
         }
         assert sessions == {
             sid: (s["state"], s["owes"], s["tainted"]) for sid, s in self.model.sessions.items()
@@ -157,7 +177,9 @@ class EngineVersusModel(RuleBasedStateMachine):
 
 
 EngineVersusModel.TestCase.settings = settings(
-    max_examples=150, stateful_step_count=40, deadline=None,
+    max_examples=150,
+    stateful_step_count=40,
+    deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
 test_domain_engine_matches_reference_model = EngineVersusModel.TestCase

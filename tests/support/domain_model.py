@@ -66,10 +66,15 @@ class DomainModel:
         return table[key]
 
     def _held(self, group: str) -> int:
-        return sum(s["units"] for s in self.sessions.values()
-                   if s["group"] == group and s["state"] in SESSION_HOLDS) + sum(
-            j["units"] for j in self.jobs.values()
-            if j["group"] == group and j["state"] in JOB_HOLDS)
+        return sum(
+            s["units"]
+            for s in self.sessions.values()
+            if s["group"] == group and s["state"] in SESSION_HOLDS
+        ) + sum(
+            j["units"]
+            for j in self.jobs.values()
+            if j["group"] == group and j["state"] in JOB_HOLDS
+        )
 
     def _admit(self, group: str | None, units: int) -> None:
         if group is None:
@@ -113,8 +118,12 @@ class DomainModel:
             raise Refused("already_exists")
         self._admit(cmd.resource_group, cmd.units)
         self.sessions[cmd.session_id] = {
-            "state": "running" if cmd.start_run_id else "starting", "group": cmd.resource_group,
-            "units": cmd.units, "tainted": False, "owes": None, "detached_by": None,
+            "state": "running" if cmd.start_run_id else "starting",
+            "group": cmd.resource_group,
+            "units": cmd.units,
+            "tainted": False,
+            "owes": None,
+            "detached_by": None,
         }
 
     def PauseSession(self, cmd: c.PauseSession) -> None:
@@ -138,7 +147,11 @@ class DomainModel:
 
     def ResumeSession(self, cmd: c.ResumeSession) -> None:
         session = self._get(self.sessions, cmd.session_id)
-        if session["tainted"] and not cmd.allow_tainted and session["state"] not in SESSION_TERMINAL:
+        if (
+            session["tainted"]
+            and not cmd.allow_tainted
+            and session["state"] not in SESSION_TERMINAL
+        ):
             raise Refused("conflict")
         if session["state"] in ("paused", "suspended"):
             self._admit(session["group"], session["units"])
@@ -156,8 +169,11 @@ class DomainModel:
         if session["state"] != "finishing":
             self._move("session", session, "session.finishing")
             session["requested"] = cmd.requested
-        recoverable = [j for j in self.jobs.values()
-                       if j["session"] == cmd.session_id and j["state"] in JOB_LIVE - {"cancelling"}]
+        recoverable = [
+            j
+            for j in self.jobs.values()
+            if j["session"] == cmd.session_id and j["state"] in JOB_LIVE - {"cancelling"}
+        ]
         if recoverable:
             session["state"], session["detached_by"] = "detached", None
             return
@@ -208,9 +224,15 @@ class DomainModel:
         self._admit(cmd.resource_group, cmd.units)
         if cmd.owed:
             self._point(session, ("job", cmd.job_id))
-        self.jobs[cmd.job_id] = {"state": "queued", "session": cmd.session_id, "depth": depth,
-                                 "group": cmd.resource_group, "units": cmd.units,
-                                 "parent": cmd.parent_job, "superseded_by": None}
+        self.jobs[cmd.job_id] = {
+            "state": "queued",
+            "session": cmd.session_id,
+            "depth": depth,
+            "group": cmd.resource_group,
+            "units": cmd.units,
+            "parent": cmd.parent_job,
+            "superseded_by": None,
+        }
         self.order.append(cmd.job_id)
 
     def StartJob(self, cmd: c.StartJob) -> None:

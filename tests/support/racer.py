@@ -20,8 +20,13 @@ from tests.support.races import SETTINGS, attempt
 
 
 def main() -> int:
-    db, race, name, attempts, go = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), Path(
-        sys.argv[5])
+    db, race, name, attempts, go = (
+        sys.argv[1],
+        sys.argv[2],
+        sys.argv[3],
+        int(sys.argv[4]),
+        Path(sys.argv[5]),
+    )
     engine = open_engine(db, SETTINGS)
     print("ready", flush=True)
     deadline = time.monotonic() + 30

@@ -19,8 +19,9 @@ def prepare(engine: Engine) -> None:
 
 def attempt(race: str, name: str) -> c.Command:
     if race == "capacity":
-        return c.AcceptJob(job_id=f"cap-{name}", session_id="owner", resource_group="gpu",
-                           owed=False)
+        return c.AcceptJob(
+            job_id=f"cap-{name}", session_id="owner", resource_group="gpu", owed=False
+        )
     if race == "pointer":
         return c.CreateTask(task_id=f"task-{name}", session_id="race")
     if race == "finish":

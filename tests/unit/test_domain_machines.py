@@ -63,6 +63,9 @@ SPEC: dict[str, dict[str, tuple[list[str | None], set[str]]]] = {
         "job.started": (["queued", "paused", "suspended"], {"running"}),
         "job.finished": (["running"], {"ok", "error"}),
         "job.superseded": (["queued", "running", "paused", "suspended"], {"superseded"}),
+        # Not in the SPEC §4.4 table: live output chunks, kept in the log so that SSE deltas
+        # have positions and survive a reconnect to another worker (ADR 0011).
+        "job.output": (["running", "cancelling"], {"="}),
         "job.paused": (["running"], {"paused"}),
         "job.continued": (["paused"], {"running"}),
         "job.suspended": (["running"], {"suspended"}),

@@ -1,0 +1,137 @@
+"""Server settings from the environment and ``foldline serve`` flags (SPEC §11).
+
+Flags win over the environment. An invalid value is a boot error with a one-line explanation
+(``ConfigError``), never a stack trace.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+
+class ConfigError(ValueError):
+    """A setting is invalid; the message is one line meant for the operator."""
+
+
+LEASE_BUSY_TEXT = (
+    "workspace is in use by another runtime session \u2014 call with the fixed runtime session id"
+)
+
+
+def demo_runner() -> str:
+    """The built-in demo agent: echoes the prompt slowly so a lifecycle can be watched."""
+    return f"{shlex.quote(sys.executable)} -m adapters.demo_agent"
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    workspace: Path
+    db: Path
+    bind: str = "127.0.0.1:8080"
+    workers: int = 2
+    threads: int = 32
+    runner: str = field(default_factory=demo_runner)
+    notify: str | None = None
+    token: str | None = None
+    sync: str = "full"
+    resource_groups: Mapping[str, int] = field(default_factory=dict)
+    lease_renew_s: float = 10.0
+    lease_stale_s: float = 45.0
+    job_timeout_s: float | None = None
+    sync_wait_s: float = 600.0
+    sse_keepalive_s: float = 15.0
+    notify_timeout_s: float = 300.0
+    output_flush_s: float = 0.1
+    max_body: int = 1 << 20
+
+    @property
+    def host_port(self) -> tuple[str, int]:
+        host, _, port = self.bind.rpartition(":")
+        return host.strip("[]"), int(port)
+
+
+def _number(name: str, text: str, kind: type = float, minimum: float = 0.0) -> float:
+    try:
+        value = kind(text)
+    except ValueError:
+        raise ConfigError(f"{name}={text!r}: expected a {kind.__name__}") from None
+    if value <= minimum:
+        raise ConfigError(f"{name}={text!r}: must be greater than {minimum:g}")
+    return value  # type: ignore[no-any-return]
+
+
+def _groups(text: str) -> dict[str, int]:
+    """``FOLDLINE_RESOURCE_GROUPS="cpu=4,gpu=1"``."""
+    groups = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        name, sep, units = item.partition("=")
+        if not sep or not name:
+            raise ConfigError(f"FOLDLINE_RESOURCE_GROUPS: {item!r} is not name=units")
+        groups[name] = int(_number(f"FOLDLINE_RESOURCE_GROUPS[{name}]", units, int))
+    return groups
+
+
+def _bind(text: str) -> str:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"bind {text!r}: expected HOST:PORT, e.g. 127.0.0.1:8080")
+    return text
+
+
+def load_config(
+    env: Mapping[str, str] | None = None,
+    *,
+    workspace: str | None = None,
+    bind: str | None = None,
+    workers: int | None = None,
+    threads: int | None = None,
+) -> ServerConfig:
+    """Settings from ``env`` (default: the process environment), then flags.
+
+    Raises:
+        ConfigError: a value is invalid (the message names the setting).
+    """
+    env = os.environ if env is None else env
+    root = Path(workspace or env.get("FOLDLINE_WORKSPACE") or ".").resolve()
+    if not root.is_dir():
+        raise ConfigError(f"workspace {str(root)!r} is not a directory")
+    db = Path(env["FOLDLINE_DB"]) if env.get("FOLDLINE_DB") else root / ".foldline" / "foldline.db"
+    sync = env.get("FOLDLINE_SYNC", "full")
+    if sync not in ("full", "normal"):
+        raise ConfigError(f"FOLDLINE_SYNC={sync!r}: expected full or normal")
+    config = ServerConfig(workspace=root, db=db.resolve(), sync=sync)
+    updates: dict[str, object] = {
+        "bind": _bind(bind or env.get("FOLDLINE_BIND") or config.bind),
+        "runner": env.get("FOLDLINE_RUNNER") or config.runner,
+        "notify": env.get("FOLDLINE_NOTIFY") or None,
+        "token": env.get("FOLDLINE_TOKEN") or None,
+        "resource_groups": _groups(env.get("FOLDLINE_RESOURCE_GROUPS", "")),
+    }
+    numbers = {
+        "lease_renew_s": "FOLDLINE_LEASE_RENEW_S",
+        "lease_stale_s": "FOLDLINE_LEASE_STALE_S",
+        "job_timeout_s": "FOLDLINE_JOB_TIMEOUT_S",
+        "sync_wait_s": "FOLDLINE_SYNC_WAIT_S",
+        "sse_keepalive_s": "FOLDLINE_SSE_KEEPALIVE_S",
+        "notify_timeout_s": "FOLDLINE_NOTIFY_TIMEOUT_S",
+    }
+    for attr, name in numbers.items():
+        if env.get(name):
+            updates[attr] = _number(name, env[name])
+    for attr, name, flag in (
+        ("workers", "FOLDLINE_WORKERS", workers),
+        ("threads", "FOLDLINE_THREADS", threads),
+    ):
+        if flag is not None:
+            updates[attr] = int(_number(f"--{attr}", str(flag), int))
+        elif env.get(name):
+            updates[attr] = int(_number(name, env[name], int))
+    config = replace(config, **updates)  # type: ignore[arg-type]
+    if config.lease_renew_s >= config.lease_stale_s:
+        raise ConfigError("FOLDLINE_LEASE_RENEW_S must be smaller than FOLDLINE_LEASE_STALE_S")
+    return config

@@ -1,0 +1,221 @@
+"""The AgentCore runtime contract (SPEC §5.1): ``GET /ping`` and ``POST /invocations``."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import falcon
+
+from adapters.config import LEASE_BUSY_TEXT
+from adapters.http import sse
+from adapters.runtime import DispatchFailed, Runtime, workspace_file
+from engine.domain.job import TERMINAL as JOB_TERMINAL
+from engine.errors import (
+    AdmissionRejected,
+    AlreadyExists,
+    Conflict,
+    EngineError,
+    InvalidTransition,
+    LeaseBusy,
+)
+
+SESSION_ID = re.compile(r"^[A-Za-z0-9_:-]{1,200}$")
+
+
+class HttpError(Exception):
+    """An answer other than 200: ``{"error": message}`` with ``status``."""
+
+    def __init__(self, status: str, message: str, **extra: Any) -> None:
+        super().__init__(message)
+        self.status, self.message, self.extra = status, message, extra
+
+
+def read_json_object(req: falcon.Request, limit: int) -> dict[str, Any]:
+    """The body as a JSON object of at most ``limit`` bytes, whatever the content type (curl
+    sends form encoding by default). Chunked uploads are bounded by reading ``limit + 1``."""
+    if req.content_length is not None and req.content_length > limit:
+        raise HttpError(falcon.HTTP_413, f"body exceeds {limit} bytes")
+    raw = req.stream.read(limit + 1)
+    if len(raw) > limit:
+        raise HttpError(falcon.HTTP_413, f"body exceeds {limit} bytes")
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        raise HttpError(falcon.HTTP_400, "body must be a JSON object") from None
+    if not isinstance(body, dict):
+        raise HttpError(falcon.HTTP_400, "body must be a JSON object")
+    return body
+
+
+def _optional_str(body: dict[str, Any], name: str, limit: int) -> str | None:
+    value = body.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not 0 < len(value) <= limit:
+        raise HttpError(falcon.HTTP_400, f"{name} must be a string of 1 to {limit} characters")
+    return value
+
+
+def _wants_sse(req: falcon.Request) -> bool:
+    return "text/event-stream" in (req.get_header("Accept") or "")
+
+
+class Ping:
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        resp.media = self.runtime.ping()
+
+
+class Invocations:
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.config = runtime.config
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        body = read_json_object(req, self.config.max_body)
+        if "get" in body:
+            self._get(req, resp, body)
+            return
+        prompt, prompt_file = body.get("prompt"), body.get("promptFile")
+        if (prompt is None) == (prompt_file is None):
+            raise HttpError(falcon.HTTP_400, "exactly one of prompt or promptFile is required")
+        if prompt is not None and (not isinstance(prompt, str) or not prompt):
+            raise HttpError(falcon.HTTP_400, "prompt must be a non-empty string")
+        if prompt_file is not None:
+            if not isinstance(prompt_file, str):
+                raise HttpError(falcon.HTTP_400, "promptFile must be a string")
+            try:
+                prompt_file = workspace_file(
+                    self.config.workspace, prompt_file, self.config.max_body
+                )
+            except ValueError as ex:
+                raise HttpError(falcon.HTTP_400, str(ex)) from None
+        session = _optional_str(body, "session", 200)
+        if session is not None and not SESSION_ID.match(session):
+            raise HttpError(falcon.HTTP_400, "session must match ^[A-Za-z0-9_:-]{1,200}$")
+        agent = _optional_str(body, "agent", 200) or ""
+        caller_id = _optional_str(body, "id", 256)
+        is_async = body.get("async", False)
+        if not isinstance(is_async, bool):
+            raise HttpError(falcon.HTTP_400, "async must be true or false")
+
+        runtime = self.runtime
+        if caller_id is not None and (known := runtime.find_job(caller_id)) is not None:
+            self._duplicate(resp, known)
+            return
+        try:
+            runtime.ensure_lease()
+            accepted = runtime.dispatch(prompt or "", prompt_file or "", session, agent, caller_id)
+        except LeaseBusy:
+            raise HttpError(falcon.HTTP_503, LEASE_BUSY_TEXT) from None
+        except DispatchFailed as ex:
+            raise HttpError(falcon.HTTP_500, str(ex)) from None
+        except (Conflict, InvalidTransition, AlreadyExists) as ex:
+            raise HttpError(falcon.HTTP_409, ex.message, code=ex.code) from None
+        except AdmissionRejected as ex:
+            raise HttpError(falcon.HTTP_429, ex.message, **ex.fields) from None
+        if accepted.duplicate:
+            self._duplicate(resp, accepted.job_id)
+            return
+        receipt = {
+            "status": "accepted",
+            "invocation": accepted.job_id,
+            "session": accepted.session_id,
+            "id": caller_id,
+        }
+        if is_async:
+            resp.media = receipt
+        elif _wants_sse(req):
+            self._stream(resp, accepted.job_id, receipt, accepted.position, after=0)
+        else:
+            resp.media = runtime.wait_until_done(accepted.job_id, self.config.sync_wait_s)
+
+    def _duplicate(self, resp: falcon.Response, job_id: str) -> None:
+        resp.media = {**self.runtime.job_body(job_id), "duplicate": True}
+
+    def _get(self, req: falcon.Request, resp: falcon.Response, body: dict[str, Any]) -> None:
+        key = body["get"]
+        if not isinstance(key, str) or not key:
+            raise HttpError(falcon.HTTP_400, "get must be a non-empty string")
+        if "prompt" in body or "promptFile" in body:
+            raise HttpError(falcon.HTTP_400, "get reads a job; it takes no prompt")
+        job_id = self.runtime.find_job(key)
+        if job_id is None:
+            raise HttpError(falcon.HTTP_404, f"no job {key!r}")
+        if not _wants_sse(req):
+            resp.media = self.runtime.job_body(job_id)
+            return
+        last = req.get_header("Last-Event-ID") or "0"
+        if not last.isdigit():
+            raise HttpError(falcon.HTTP_400, "Last-Event-ID must be a log position")
+        self._stream(resp, job_id, None, 0, after=int(last))
+
+    def _stream(
+        self,
+        resp: falcon.Response,
+        job_id: str,
+        receipt: dict[str, Any] | None,
+        receipt_position: int,
+        after: int,
+    ) -> None:
+        resp.content_type = "text/event-stream"
+        resp.set_header("Cache-Control", "no-cache")
+        resp.stream = self._events(job_id, receipt, receipt_position, after)
+
+    def _events(
+        self, job_id: str, receipt: dict[str, Any] | None, receipt_position: int, after: int
+    ) -> Iterator[bytes]:
+        """accepted, then a delta per output chunk, then the result; ids are log positions so
+        a client can resume with Last-Event-ID. Ends at the result, at the sync cap or at
+        shutdown; a keep-alive comment goes out when nothing else did for a while."""
+        runtime, log = self.runtime, self.runtime.engine.log
+        yield sse.comment("stream open")  # sends the headers before the first wait
+        if receipt is not None:
+            yield sse.event("accepted", receipt, receipt_position)
+        stream_id, version = f"job:{job_id}", 0
+        deadline = time.monotonic() + self.config.sync_wait_s
+        quiet_since = time.monotonic()
+        while time.monotonic() < deadline:
+            head = log.head()
+            for recorded in log.read_stream(stream_id, version):
+                version = recorded.version
+                if recorded.position <= after:
+                    continue
+                if recorded.event_type == "job.output":
+                    yield sse.event(
+                        "delta",
+                        {"text": recorded.event.text},  # type: ignore[attr-defined]
+                        recorded.position,
+                    )
+                    quiet_since = time.monotonic()
+                if recorded.state in JOB_TERMINAL:
+                    yield sse.event("result", runtime.job_body(job_id), recorded.position)
+                    return
+            if runtime.shutdown.is_set():
+                yield b"event: shutdown\nretry: 1000\ndata: {}\n\n"
+                return
+            if time.monotonic() - quiet_since >= self.config.sse_keepalive_s:
+                yield sse.comment("keepalive")
+                quiet_since = time.monotonic()
+            log.wait_for(head, min(0.5, self.config.sse_keepalive_s))
+        yield sse.event("result", runtime.job_body(job_id))
+
+
+def handle_http_error(
+    req: falcon.Request, resp: falcon.Response, ex: HttpError, params: dict[str, Any]
+) -> None:
+    resp.status = ex.status
+    resp.media = {"error": ex.message, **ex.extra}
+
+
+def handle_engine_error(
+    req: falcon.Request, resp: falcon.Response, ex: EngineError, params: dict[str, Any]
+) -> None:
+    resp.status = falcon.HTTP_409
+    resp.media = {"error": ex.message, "code": ex.code}

@@ -1,0 +1,80 @@
+"""The notify hook (SPEC §9): once per job that ends ``ok`` or ``error``, never again.
+
+``FOLDLINE_NOTIFY`` runs as ``sh -c`` in its own process group with the result on stdin; the
+group is killed at the cap. Its start (pid) is recorded before it can do anything and its end
+(exit code, duration, output tails) after, so a start without an end after a crash is visible
+as a lost notification and is never re-run.
+"""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import time
+from pathlib import Path
+
+from adapters.processes import child_env, kill_group
+from engine.domain import commands as c
+from engine.engine import Engine
+from engine.errors import EngineError
+
+log = logging.getLogger("foldline.notify")
+TAIL = 1000
+
+
+def run_hook(
+    engine: Engine,
+    command: str,
+    workspace: Path,
+    timeout_s: float,
+    job_id: str,
+    session_id: str,
+    status: str,
+    result: str,
+) -> None:
+    env = {
+        "FOLDLINE_SESSION_ID": session_id,
+        "FOLDLINE_JOB_ID": job_id,
+        "FOLDLINE_RUN_STATUS": status,
+        "FOLDLINE_WORKSPACE": str(workspace),
+    }
+    started = time.monotonic()
+    try:
+        process = subprocess.Popen(
+            ["sh", "-c", command],
+            cwd=workspace,
+            env=child_env(env),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+    except OSError as ex:
+        log.error("notify hook for %s could not start: %s", job_id, ex)
+        return
+    try:
+        engine.handle(c.RecordNotifyStarted(job_id=job_id, pid=process.pid))
+    except EngineError as ex:  # at most once: no record, no run
+        log.error("notify hook for %s not recorded, not run: %s", job_id, ex)
+        kill_group(process.pid)
+        process.communicate()
+        return
+    try:
+        out, err = process.communicate(result.encode(), timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        kill_group(process.pid)
+        out, err = process.communicate()
+    kill_group(process.pid)
+    ms = int((time.monotonic() - started) * 1000)
+    try:
+        engine.handle(
+            c.RecordNotifyFinished(
+                job_id=job_id,
+                exit_code=process.returncode,
+                ms=ms,
+                stdout_tail=out[-TAIL:].decode("utf-8", "replace"),
+                stderr_tail=err[-TAIL:].decode("utf-8", "replace"),
+            )
+        )
+    except EngineError as ex:
+        log.error("notify hook end for %s not recorded: %s", job_id, ex)

@@ -1,0 +1,186 @@
+"""Executes one job run (SPEC §7): feeds the prompt, streams output, records the outcome.
+
+Runs in a thread of the worker that dispatched the job. Live output is appended as
+``job.output`` events every ``output_flush_s``; the final stdout is the result, exit 0 means
+``ok``. While the run lasts, the job is watched: superseded or cancelled work is killed (whole
+group), and a cancel is confirmed once the process is gone. A timed-out run is killed and ends
+``error``. Nothing here raises into the caller: failures are logged and recorded.
+"""
+
+from __future__ import annotations
+
+import codecs
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from adapters.processes import GatedProcess, kill_group
+from engine.domain import commands as c
+from engine.domain.job import FileEntry
+from engine.engine import Engine
+from engine.errors import EngineError
+
+log = logging.getLogger("foldline.runner")
+TAIL = 1000
+
+
+@dataclass(frozen=True)
+class Run:
+    job_id: str
+    session_id: str
+    run_id: str
+    prompt: bytes
+    process: GatedProcess
+
+
+def files_manifest(result: str, workspace: Path) -> tuple[FileEntry, ...]:
+    """``MEDIA:<path>`` lines naming regular files inside the workspace, with their sizes."""
+    files = []
+    root = workspace.resolve()
+    for line in result.splitlines():
+        if not line.startswith("MEDIA:"):
+            continue
+        name = line[len("MEDIA:") :].strip()
+        target = (root / name).resolve()
+        if target.is_file() and target.is_relative_to(root) and ".foldline" not in target.parts:
+            files.append(FileEntry(path=str(target.relative_to(root)), size=target.stat().st_size))
+    return tuple(files)
+
+
+class _Pump(threading.Thread):
+    """Drains one pipe into memory so the child never blocks on a full pipe."""
+
+    def __init__(self, fd: int) -> None:
+        super().__init__(daemon=True)
+        self.fd = fd
+        self.chunks: list[bytes] = []
+        self.lock = threading.Lock()
+        self.taken = 0
+
+    def run(self) -> None:
+        while chunk := os.read(self.fd, 65536):
+            with self.lock:
+                self.chunks.append(chunk)
+
+    def take_new(self) -> bytes:
+        with self.lock:
+            new = b"".join(self.chunks[self.taken :])
+            self.taken = len(self.chunks)
+        return new
+
+    def everything(self) -> bytes:
+        with self.lock:
+            return b"".join(self.chunks)
+
+
+def execute(
+    engine: Engine,
+    run: Run,
+    workspace: Path,
+    *,
+    timeout_s: float | None,
+    flush_s: float,
+    on_finished: Callable[[str, str, str], None],
+) -> None:
+    """Run to the end and record it. ``on_finished(job_id, status, result)`` follows an ``ok``
+    or ``error`` finish (the notify hook)."""
+    process = run.process
+    assert process.process.stdout is not None and process.process.stderr is not None
+    out = _Pump(process.process.stdout.fileno())
+    err = _Pump(process.process.stderr.fileno())
+    out.start()
+    err.start()
+    feeder = threading.Thread(target=process.open_gate, args=(run.prompt,), daemon=True)
+    feeder.start()
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    stopped_because = None
+    while process.process.poll() is None:
+        time.sleep(flush_s)
+        _publish(engine, run.job_id, decoder.decode(out.take_new()))
+        stopped_because = _should_stop(engine, run.job_id)
+        if stopped_because is None and deadline is not None and time.monotonic() > deadline:
+            stopped_because = "timeout"
+        if stopped_because:
+            kill_group(process.pid)
+            break
+    exit_code = process.process.wait()
+    kill_group(process.pid)  # anything the run left behind in its group
+    out.join(timeout=5)
+    err.join(timeout=5)
+    feeder.join(timeout=5)
+    for stream in (process.process.stdout, process.process.stderr):
+        stream.close()
+    _publish(engine, run.job_id, decoder.decode(out.take_new(), final=True))
+    result = out.everything().decode("utf-8", errors="replace")
+    _record_end(
+        engine,
+        run,
+        workspace,
+        exit_code,
+        result,
+        stopped_because,
+        err.everything()[-TAIL:].decode("utf-8", errors="replace"),
+        timeout_s,
+        on_finished,
+    )
+
+
+def _publish(engine: Engine, job_id: str, text: str) -> None:
+    if text:
+        try:
+            engine.handle(c.RecordJobOutput(job_id=job_id, text=text))
+        except EngineError as ex:  # the job moved on (superseded, cancelled): drop the chunk
+            log.debug("output of %s not recorded: %s", job_id, ex)
+
+
+def _should_stop(engine: Engine, job_id: str) -> str | None:
+    row = (
+        engine.log.connection()
+        .execute("SELECT state FROM jobs WHERE job_id = ?", (job_id,))
+        .fetchall()
+    )
+    state = row[0][0] if row else None
+    return state if state in ("superseded", "cancelling", "cancelled") else None
+
+
+def _record_end(
+    engine: Engine,
+    run: Run,
+    workspace: Path,
+    exit_code: int,
+    result: str,
+    stopped_because: str | None,
+    stderr_tail: str,
+    timeout_s: float | None,
+    on_finished: Callable[[str, str, str], None],
+) -> None:
+    try:
+        if stopped_because in ("cancelling", "cancelled", "superseded"):
+            if stopped_because == "cancelling":
+                engine.handle(c.ConfirmJobCancelled(job_id=run.job_id))
+            return
+        if stopped_because == "timeout":
+            result = f"{result}\n[foldline: run killed after {timeout_s:g} s timeout]".lstrip()
+        outcome = "ok" if exit_code == 0 and stopped_because is None else "error"
+        if outcome == "error" and not result.strip() and stderr_tail:
+            result = stderr_tail
+        engine.handle(
+            c.FinishJob(
+                job_id=run.job_id,
+                outcome=outcome,
+                result=result[: 1 << 20],
+                files=files_manifest(result, workspace),
+                exit_code=exit_code,
+            )
+        )
+    except EngineError as ex:  # first writer wins: the job ended another way meanwhile
+        log.info("job %s ended elsewhere: %s", run.job_id, ex)
+        if _should_stop(engine, run.job_id) == "cancelling":
+            engine.handle(c.ConfirmJobCancelled(job_id=run.job_id))
+        return
+    on_finished(run.job_id, outcome, result)

@@ -1,0 +1,362 @@
+"""One server process's view of foldline: the engine, the lease, dispatch and waiting.
+
+Each gunicorn worker builds its own ``Runtime`` lazily (never before fork). All workers of one
+``foldline serve`` share a lease holder name, so the lease belongs to the server instance: the
+first request that writes takes it, and the others of the same instance find it theirs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import secrets
+import threading
+import time
+from dataclasses import dataclass
+from datetime import UTC
+from pathlib import Path
+from typing import Any
+
+from adapters import notify, runner
+from adapters.config import ServerConfig
+from adapters.processes import spawn_gated
+from engine import open_notifier
+from engine.clock import parse_time
+from engine.domain import commands as c
+from engine.domain.job import TERMINAL as JOB_TERMINAL
+from engine.domain.rules import Settings
+from engine.engine import Engine
+from engine.errors import EngineError, LeaseBusy
+from engine.log import Transaction
+from engine.notifier import Notifier
+from projections import open_engine
+from projections.view import SqlDomainView
+
+log = logging.getLogger("foldline.runtime")
+LEASE = "workspace"
+
+
+def new_id(prefix: str) -> str:
+    """``<prefix>_<time><hex>``: sortable by creation, unique without coordination."""
+    return f"{prefix}_{time.time_ns() // 1_000_000:x}{secrets.token_hex(6)}"
+
+
+@dataclass(frozen=True)
+class Accepted:
+    job_id: str
+    session_id: str
+    caller_id: str | None
+    position: int
+    duplicate: bool = False
+
+
+class DispatchFailed(Exception):
+    """The job could not reach its runner; no job row was left (HTTP 500, retry may run)."""
+
+
+class _Duplicate(Exception):
+    def __init__(self, job_id: str) -> None:
+        self.job_id = job_id
+
+
+class Runtime:
+    def __init__(self, config: ServerConfig, holder: str) -> None:
+        self.config = config
+        self.holder = holder
+        self.started_at = time.time()
+        self._pid = -1
+        self._engine: Engine | None = None
+        self._notifier: Notifier | None = None
+        self._open_lock = threading.Lock()
+        self._lease_lock = threading.Lock()
+        self._lease_epoch: int | None = None
+        self.shutdown = threading.Event()
+
+    # -- the engine, per process -------------------------------------------------------------
+
+    @property
+    def engine(self) -> Engine:
+        if self._engine is None or self._pid != os.getpid():
+            with self._open_lock:
+                if self._engine is None or self._pid != os.getpid():
+                    self._engine = open_engine(
+                        self.config.db,
+                        Settings(
+                            resource_groups=self.config.resource_groups,
+                            lease_stale_s=self.config.lease_stale_s,
+                        ),
+                        sync=self.config.sync,  # type: ignore[arg-type]
+                    )
+                    self._notifier = open_notifier(self._engine.log)
+                    self._pid = os.getpid()
+                    self._lease_epoch = None
+        return self._engine
+
+    def close(self) -> None:
+        if self._notifier is not None and self._pid == os.getpid():
+            self._notifier.stop()
+        if self._engine is not None and self._pid == os.getpid():
+            self._engine.log.close()
+        self._engine = None
+
+    def query(self, sql: str, *params: Any) -> list[Any]:
+        rows: list[Any] = self.engine.log.connection().execute(sql, params).fetchall()
+        return rows
+
+    # -- the lease (acquired on request, SPEC §4.2) ---------------------------------------------
+
+    def lease_holder(self) -> tuple[str, int] | None:
+        rows = self.query(
+            "SELECT holder, epoch FROM leases WHERE name = ? AND state = 'held'", LEASE
+        )
+        return (rows[0][0], rows[0][1]) if rows else None
+
+    def ensure_lease(self) -> None:
+        """Hold the workspace lease before writing; concurrent requests share one attempt.
+
+        Raises:
+            LeaseBusy: another server instance holds it.
+        """
+        engine = self.engine
+        if self._lease_epoch is not None:
+            return
+        with self._lease_lock:
+            if self._lease_epoch is not None:
+                return
+            current = self.lease_holder()
+            if current is None:
+                # Another worker of this instance, or another server, may have been first.
+                with contextlib.suppress(LeaseBusy):
+                    engine.handle(
+                        c.AcquireLease(
+                            name=LEASE,
+                            holder=self.holder,
+                            host=os.uname().nodename,
+                            pid=os.getppid(),
+                        )
+                    )
+                current = self.lease_holder()
+            if current is None or current[0] != self.holder:
+                raise LeaseBusy(
+                    "lease held by another server instance", holder=current[0] if current else None
+                )
+            engine.log.epoch = current[1]
+            self._lease_epoch = current[1]
+
+    def holds_lease(self) -> bool:
+        current = self.lease_holder()
+        return current is not None and current[0] == self.holder
+
+    def release_lease(self) -> None:
+        """Graceful stop: give the lease back if this instance holds it."""
+        current = self.lease_holder()
+        if current is not None and current[0] == self.holder:
+            self.engine.log.epoch = current[1]
+            try:
+                self.engine.handle(c.ReleaseLease(name=LEASE, holder=self.holder, epoch=current[1]))
+            except EngineError as ex:
+                log.warning("lease not released: %s", ex)
+
+    # -- invocations ----------------------------------------------------------------------------
+
+    def find_job(self, key: str) -> str | None:
+        """``get`` resolution: invocation (job) id first, then the caller's ``id``."""
+        rows = self.query("SELECT job_id FROM jobs WHERE job_id = ?", key)
+        if not rows:
+            rows = self.query("SELECT job_id FROM jobs WHERE command_id = ?", f"inv:{key}")
+        return rows[0][0] if rows else None
+
+    def dispatch(
+        self,
+        prompt: str,
+        prompt_file: str,
+        session_id: str | None,
+        agent: str,
+        caller_id: str | None,
+    ) -> Accepted:
+        """Record a new job and start its run, or answer the job a known ``caller_id`` made.
+
+        Raises:
+            DispatchFailed: the run could not be started (nothing recorded).
+            EngineError: the rules refused it (pointer conflict, admission, ...).
+        """
+        engine = self.engine
+        job_id, run_id = new_id("job"), new_id("run")
+        session_id = session_id or new_id("inv")
+        env = {
+            "FOLDLINE_JOB_ID": job_id,
+            "FOLDLINE_SESSION_ID": session_id,
+            "FOLDLINE_RUN_ID": run_id,
+            "FOLDLINE_RESUMED": "0",
+        }
+        try:
+            process = spawn_gated(self.config.runner, self.config.workspace, env)
+        except OSError as ex:
+            raise DispatchFailed(f"runner could not start: {ex}") from ex
+        command_id = f"inv:{caller_id}" if caller_id is not None else None
+
+        def record(tx: Transaction) -> int:
+            if command_id is not None and tx.known_command(command_id) is not None:
+                known = tx.cursor.execute(
+                    "SELECT job_id FROM jobs WHERE command_id = ?", (command_id,)
+                ).fetchall()
+                raise _Duplicate(known[0][0])
+            if SqlDomainView(tx.cursor).session(session_id) is None:
+                engine.handle_in(
+                    tx,
+                    c.CreateSession(
+                        session_id=session_id,
+                        agent=agent,
+                        origin="invocations",
+                        start_run_id=new_id("run"),
+                    ),
+                )
+            engine.handle_in(
+                tx,
+                c.AcceptJob(
+                    job_id=job_id,
+                    session_id=session_id,
+                    prompt=prompt,
+                    prompt_file=prompt_file,
+                    agent=agent,
+                    command_id=command_id,
+                ),
+            )
+            engine.handle_in(
+                tx,
+                c.StartJob(
+                    job_id=job_id,
+                    run_id=run_id,
+                    pid=process.pid,
+                    start_token=process.token,
+                    epoch=engine.log.epoch,
+                ),
+            )
+            return tx.position
+
+        try:
+            position = engine.log.write(record)
+        except _Duplicate as duplicate:
+            process.abandon()
+            return Accepted(duplicate.job_id, session_id, caller_id, 0, duplicate=True)
+        except BaseException:
+            process.abandon()
+            raise
+        prompt_bytes = prompt.encode()
+        if prompt_file:
+            prompt_bytes = (self.config.workspace / prompt_file).read_bytes()
+        run = runner.Run(job_id, session_id, run_id, prompt_bytes, process)
+        threading.Thread(target=self._run, args=(run,), name=f"run-{job_id}", daemon=True).start()
+        return Accepted(job_id, session_id, caller_id, position)
+
+    def _run(self, run: runner.Run) -> None:
+        try:
+            runner.execute(
+                self.engine,
+                run,
+                self.config.workspace,
+                timeout_s=self.config.job_timeout_s,
+                flush_s=self.config.output_flush_s,
+                on_finished=self._notify,
+            )
+        except Exception:  # a bug here must not kill the worker; the job stays running
+            log.exception("run of %s failed", run.job_id)
+
+    def _notify(self, job_id: str, status: str, result: str) -> None:
+        if not self.config.notify:
+            return
+        session_id = self.query("SELECT session_id FROM jobs WHERE job_id = ?", job_id)[0][0]
+        notify.run_hook(
+            self.engine,
+            self.config.notify,
+            self.config.workspace,
+            self.config.notify_timeout_s,
+            job_id,
+            session_id,
+            status,
+            result,
+        )
+
+    # -- reading jobs -----------------------------------------------------------------------------
+
+    def job_body(self, job_id: str) -> dict[str, Any]:
+        """The AgentCore job body (SPEC §5.1): ``status`` is ``running`` for any live state."""
+        rows = self.query(
+            "SELECT job_id, session_id, command_id, state, result, files, started_at,"
+            " finished_at, superseded_by FROM jobs WHERE job_id = ?",
+            job_id,
+        )
+        job_id, session_id, command_id, state, result, files, started, finished, by = rows[0]
+        body: dict[str, Any] = {
+            "status": state if state in JOB_TERMINAL else "running",
+            "invocation": job_id,
+            "session": session_id,
+            "id": command_id[len("inv:") :]
+            if command_id and command_id.startswith("inv:")
+            else None,
+            "result": result,
+            "files": _json_list(files),
+            "startedAt": started,
+            "finishedAt": finished,
+            "state": state,
+        }
+        if by is not None:
+            body["supersededBy"] = by
+        return body
+
+    def wait_until_done(self, job_id: str, timeout_s: float) -> dict[str, Any]:
+        """The job body once the job left running (or at the cap, still ``running``)."""
+        deadline = time.monotonic() + timeout_s
+        log_ = self.engine.log
+        while True:
+            head = log_.head()
+            body = self.job_body(job_id)
+            remaining = deadline - time.monotonic()
+            if body["status"] != "running" or remaining <= 0 or self.shutdown.is_set():
+                return body
+            log_.wait_for(head, min(remaining, 1.0))
+
+    def ping(self) -> dict[str, Any]:
+        busy = False
+        if self.holds_lease():
+            busy = bool(
+                self.query(
+                    "SELECT EXISTS (SELECT 1 FROM jobs WHERE state IN ('running', 'cancelling'))"
+                    " OR EXISTS (SELECT 1 FROM jobs WHERE notify_pid IS NOT NULL"
+                    " AND notify_ms IS NULL)"
+                )[0][0]
+            )
+        last = self.query("SELECT max(updated_at) FROM jobs")[0][0]
+        updated = parse_time(last).astimezone(UTC).timestamp() if last else self.started_at
+        return {"status": "HealthyBusy" if busy else "Healthy", "time_of_last_update": int(updated)}
+
+
+def _json_list(text: str | None) -> list[Any]:
+    return json.loads(text) if text else []
+
+
+def workspace_file(workspace: Path, name: str, limit: int) -> str:
+    """Validate a ``promptFile``: a regular, non-empty file of at most ``limit`` bytes inside the
+    workspace (after resolving links), not under ``.foldline/``. Returns it relative.
+
+    Raises:
+        ValueError: with the reason, for a 400.
+    """
+    if not name or "\0" in name:
+        raise ValueError("promptFile must be a non-empty workspace-relative path")
+    root = workspace.resolve()
+    if Path(name).is_absolute() or ".." in Path(name).parts:
+        raise ValueError("promptFile must be relative to the workspace, without '..'")
+    target = (root / name).resolve()
+    if not target.is_relative_to(root):
+        raise ValueError("promptFile resolves outside the workspace")
+    if ".foldline" in target.relative_to(root).parts:
+        raise ValueError("promptFile may not be under .foldline/")
+    if not target.is_file():
+        raise ValueError("promptFile is not a regular file")
+    size = target.stat().st_size
+    if size == 0 or size > limit:
+        raise ValueError(f"promptFile must hold 1 to {limit} bytes, it has {size}")
+    return str(target.relative_to(root))

@@ -1,0 +1,79 @@
+"""``foldline serve``: the Falcon app under gunicorn (gthread workers).
+
+- One holder name per server instance, made in the master and inherited by every worker, so
+  all workers share the workspace lease (SPEC §4.2).
+- gthread workers: each waiting request or open stream holds a thread, so the default is 32
+  threads per worker; ``--timeout`` only watches the worker's main loop, not long streams.
+- ``post_worker_init`` wraps the worker's SIGTERM handler so that open streams see the shutdown
+  and end cleanly instead of being cut at the graceful timeout
+  (``reference/library-facts.md`` §7).
+- No control socket: two instances would otherwise share one default path.
+- On exit the master releases the lease if this instance holds it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import signal
+from typing import Any
+
+from gunicorn.app.base import BaseApplication
+
+from adapters.config import ServerConfig
+from adapters.http.app import create_app
+from adapters.runtime import Runtime
+
+log = logging.getLogger("foldline.server")
+
+
+class FoldlineServer(BaseApplication):  # type: ignore[misc]
+    def __init__(self, config: ServerConfig) -> None:
+        self.config = config
+        holder = f"{os.uname().nodename}:{os.getpid()}:{secrets.token_hex(4)}"
+        self.runtime = Runtime(config, holder)
+        super().__init__()
+
+    def load_config(self) -> None:
+        runtime = self.runtime
+
+        def post_worker_init(worker: Any) -> None:
+            previous = signal.getsignal(signal.SIGTERM)
+
+            def on_term(signum: int, frame: Any) -> None:
+                runtime.shutdown.set()
+                if callable(previous):
+                    previous(signum, frame)
+
+            signal.signal(signal.SIGTERM, on_term)
+
+        def worker_exit(server: Any, worker: Any) -> None:
+            runtime.close()
+
+        def on_exit(server: Any) -> None:
+            try:
+                runtime.release_lease()
+            finally:
+                runtime.close()
+
+        settings = {
+            "bind": self.config.bind,
+            "workers": self.config.workers,
+            "worker_class": "gthread",
+            "threads": self.config.threads,
+            "timeout": 30,
+            "graceful_timeout": 10,
+            "keepalive": 5,
+            "control_socket_disable": True,
+            "post_worker_init": post_worker_init,
+            "worker_exit": worker_exit,
+            "on_exit": on_exit,
+            "accesslog": None,
+            "loglevel": "warning",
+        }
+        for key, value in settings.items():
+            self.cfg.set(key, value)
+
+    def load(self) -> Any:
+        return create_app(self.runtime)

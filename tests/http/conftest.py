@@ -1,0 +1,45 @@
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import falcon.testing
+import pytest
+
+from adapters.config import ServerConfig, load_config
+from adapters.http.app import create_app
+from adapters.runtime import Runtime
+
+MakeClient = Callable[..., tuple[falcon.testing.TestClient, Runtime]]
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    root = tmp_path / "ws"
+    root.mkdir()
+    return root
+
+
+@pytest.fixture
+def make_client(workspace: Path) -> Iterator[MakeClient]:
+    runtimes: list[Runtime] = []
+
+    def make(
+        runner: str = "cat", holder: str = "test-holder", **settings: object
+    ) -> tuple[falcon.testing.TestClient, Runtime]:
+        config: ServerConfig = replace(
+            load_config({}, workspace=str(workspace)),
+            runner=runner,
+            sync_wait_s=20,
+            sse_keepalive_s=0.2,
+            output_flush_s=0.05,
+            **settings,  # type: ignore[arg-type]
+        )
+        runtime = Runtime(config, holder)
+        runtimes.append(runtime)
+        return falcon.testing.TestClient(create_app(runtime)), runtime
+
+    yield make
+    for runtime in runtimes:
+        runtime.close()

@@ -1,0 +1,222 @@
+"""The AgentCore surface through a real gunicorn on a loopback port."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import signal
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import apsw
+import pytest
+
+from adapters.config import LEASE_BUSY_TEXT
+from tests.support.server import Server, read_events, serve
+
+pytestmark = pytest.mark.server
+
+# One runner for every test here, steered by the first word of the prompt.
+RUNNER = (
+    'read -r p; case "$p" in '
+    'slow*) printf "first "; sleep 1; printf "second";; '
+    "sleepy*) sleep 30;; "
+    '*) echo "$p";; esac'
+)
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    root = tmp_path / "ws"
+    root.mkdir()
+    return root
+
+
+def _wait_status(server: Server, key: str, limit: float = 20) -> dict[str, Any]:
+    deadline = time.monotonic() + limit
+    while True:
+        _, body = server.invoke({"get": key})
+        if body["status"] != "running" or time.monotonic() > deadline:
+            return body  # type: ignore[no-any-return]
+        time.sleep(0.05)
+
+
+def _sse(
+    server: Server, body: dict[str, Any], headers: dict[str, str] | None = None
+) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+    conn = server.connection(timeout=30)
+    conn.request(
+        "POST",
+        "/invocations",
+        body=json.dumps(body),
+        headers={"Accept": "text/event-stream", **(headers or {})},
+    )
+    return conn, conn.getresponse()
+
+
+def test_server_runs_sync_async_and_sse_jobs_end_to_end(workspace: Path) -> None:
+    with serve(workspace, {"FOLDLINE_RUNNER": RUNNER}) as server:
+        status, body = server.invoke({"prompt": "hello"})
+        assert (status, body["status"], body["result"]) == (200, "ok", "hello\n")
+
+        _, receipt = server.invoke({"prompt": "slow job", "async": True, "id": "a1"})
+        assert receipt["status"] == "accepted"
+        assert server.invoke({"get": "a1"})[1]["status"] == "running"
+        assert _wait_status(server, "a1")["result"] == "first second"
+
+        conn, answer = _sse(server, {"prompt": "slow again"})
+        assert answer.getheader("Content-Type") == "text/event-stream"
+        events = list(read_events(answer))
+        conn.close()
+        names = [e.get("event", "comment") for e in events if e.get("comment") != "stream open"]
+        assert names[0] == "accepted" and names[-1] == "result"
+        assert names.count("delta") == 2, names
+        # a keep-alive comment (0.3 s here) goes out while the runner sleeps 1 s
+        between = names[names.index("delta") : names.index("result")]
+        assert "comment" in between
+        result = json.loads(events[-1]["data"])
+        assert result["result"] == "first second"
+
+        # resume after the first delta: only what came later is sent again
+        first_delta = next(e for e in events if e.get("event") == "delta")
+        conn, answer = _sse(
+            server, {"get": result["invocation"]}, {"Last-Event-ID": first_delta["id"]}
+        )
+        resumed = [e for e in read_events(answer) if "event" in e]
+        conn.close()
+        assert [e["event"] for e in resumed] == ["delta", "result"]
+        assert json.loads(resumed[0]["data"]) == {"text": "second"}
+        assert all(int(e["id"]) > int(first_delta["id"]) for e in resumed)
+
+
+def test_server_twenty_concurrent_requests_with_one_id_run_one_job(workspace: Path) -> None:
+    with serve(workspace, {"FOLDLINE_RUNNER": RUNNER}, workers=2) as server:
+        answers: list[dict[str, Any]] = []
+        start = threading.Barrier(20)
+
+        def call() -> None:
+            start.wait(timeout=10)
+            answers.append(server.invoke({"prompt": "slow same", "id": "same-id"})[1])
+
+        threads = [threading.Thread(target=call) for _ in range(20)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+        assert len(answers) == 20
+        assert len({a["invocation"] for a in answers}) == 1
+        assert Counter(bool(a.get("duplicate")) for a in answers)[False] <= 1
+        jobs = (
+            apsw.Connection(str(workspace / ".foldline" / "foldline.db"))
+            .execute("SELECT count(*) FROM jobs")
+            .fetchall()
+        )
+        assert jobs == [(1,)]
+
+
+def test_server_new_job_supersedes_the_earlier_one_across_workers(workspace: Path) -> None:
+    with serve(workspace, {"FOLDLINE_RUNNER": RUNNER}, workers=2) as server:
+        _, first = server.invoke({"prompt": "sleepy", "session": "s", "async": True})
+        status, second = server.invoke({"prompt": "quick", "session": "s"})
+        assert (status, second["status"]) == (200, "ok")
+        body = _wait_status(server, first["invocation"])
+        assert (body["status"], body["supersededBy"]) == ("superseded", second["invocation"])
+
+
+def test_server_sigterm_ends_an_open_stream_cleanly_and_quickly(workspace: Path) -> None:
+    with serve(workspace, {"FOLDLINE_RUNNER": RUNNER}) as server:
+        conn, answer = _sse(server, {"prompt": "sleepy stream"})
+        events = read_events(answer)
+        assert next(e for e in events if "event" in e)["event"] == "accepted"
+        started = time.monotonic()
+        server.process.send_signal(signal.SIGTERM)
+        rest = list(events)
+        conn.close()
+        assert rest and rest[-1].get("event") == "shutdown"
+        server.process.wait(timeout=15)
+        assert time.monotonic() - started < 8
+
+
+def test_server_second_instance_on_the_workspace_gets_503(workspace: Path) -> None:
+    with serve(workspace, {"FOLDLINE_RUNNER": RUNNER}) as first:
+        assert first.invoke({"prompt": "mine"})[0] == 200
+        with serve(workspace, {"FOLDLINE_RUNNER": RUNNER}) as second:
+            status, _, raw = second.request("POST", "/invocations", {"prompt": "yours"})
+            assert status == 503
+            assert json.loads(raw) == {"error": LEASE_BUSY_TEXT}
+            assert json.loads(second.request("GET", "/ping")[2])["status"] == "Healthy"
+    # after a graceful stop the lease is released and a new server may write
+    with serve(workspace, {"FOLDLINE_RUNNER": RUNNER}) as third:
+        assert third.invoke({"prompt": "now mine"})[0] == 200
+
+
+def test_server_chunked_upload_over_one_mib_is_413(workspace: Path) -> None:
+    with serve(workspace, {"FOLDLINE_RUNNER": RUNNER}) as server:
+        conn = server.connection()
+        chunk = b"x" * 65536
+        body = (b'{"prompt": "' + chunk * 17 + b'"}',)
+        conn.request(
+            "POST",
+            "/invocations",
+            body=iter(body),
+            headers={"Transfer-Encoding": "chunked"},
+            encode_chunked=True,
+        )
+        answer = conn.getresponse()
+        assert answer.status == 413
+        conn.close()
+
+
+def test_server_notify_hook_gets_env_and_stdin_and_is_cut_at_its_cap(workspace: Path) -> None:
+    hook = (
+        'cat > "$FOLDLINE_WORKSPACE/notified.txt"; '
+        'echo "$FOLDLINE_JOB_ID $FOLDLINE_SESSION_ID $FOLDLINE_RUN_STATUS" '
+        '>> "$FOLDLINE_WORKSPACE/notified.txt"; '
+        'case "$FOLDLINE_RUN_STATUS" in ok) grep -q hang "$FOLDLINE_WORKSPACE/notified.txt" '
+        "&& sleep 30;; esac; echo hook-done"
+    )
+    env = {"FOLDLINE_RUNNER": RUNNER, "FOLDLINE_NOTIFY": hook, "FOLDLINE_NOTIFY_TIMEOUT_S": "1"}
+    db = workspace / ".foldline" / "foldline.db"
+    with serve(workspace, env) as server:
+        _, body = server.invoke({"prompt": "hello hook", "session": "n1"})
+        deadline = time.monotonic() + 10
+        row: list[Any] = []
+        while time.monotonic() < deadline:
+            row = (
+                apsw.Connection(str(db))
+                .execute(
+                    "SELECT notify_pid, notify_exit_code, notify_ms, notify_stdout FROM jobs"
+                    " WHERE job_id = ?",
+                    (body["invocation"],),
+                )
+                .fetchall()
+            )
+            if row and row[0][2] is not None:
+                break
+            time.sleep(0.05)
+        assert row[0][1:] == (0, row[0][2], "hook-done\n")
+        lines = (workspace / "notified.txt").read_text().splitlines()
+        assert lines == ["hello hook", f"{body['invocation']} n1 ok"]
+
+        _, hung = server.invoke({"prompt": "hang please"})
+        time.sleep(0.3)
+        assert json.loads(server.request("GET", "/ping")[2])["status"] == "HealthyBusy"
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            row = (
+                apsw.Connection(str(db))
+                .execute(
+                    "SELECT notify_exit_code, notify_ms FROM jobs WHERE job_id = ?",
+                    (hung["invocation"],),
+                )
+                .fetchall()
+            )
+            if row[0][1] is not None:
+                break
+            time.sleep(0.05)
+        exit_code, ms = row[0]
+        assert exit_code == -9 and 900 <= ms < 5000  # killed, whole group, at the 1 s cap
+        assert json.loads(server.request("GET", "/ping")[2])["status"] == "Healthy"

@@ -1,0 +1,13 @@
+"""Runner commands for tests: small shell programs standing in for an agent CLI."""
+
+ECHO = "cat"  # the result is the prompt
+SLOW = 'read -r line; echo "got: $line"; sleep 1; echo done'
+FAIL = 'cat >/dev/null; echo "it broke" >&2; exit 3'
+MEDIA = 'cat >/dev/null; printf "made a file\\nMEDIA:out.txt\\nMEDIA:../etc/passwd\\n"'
+ENV = (
+    'cat >/dev/null; echo "$FOLDLINE_JOB_ID $FOLDLINE_SESSION_ID $FOLDLINE_RUN_ID'
+    ' $FOLDLINE_RESUMED"'
+)
+# Prints a word every 0.1 s, for SSE deltas and keep-alives.
+TICKS = 'cat >/dev/null; for i in 1 2 3 4 5 6; do printf "tick$i "; sleep 0.1; done'
+SLEEPY = "cat >/dev/null; sleep 30"

@@ -1,0 +1,137 @@
+"""A real ``foldline serve`` (gunicorn) on a free loopback port, for server tests."""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@dataclass
+class Server:
+    process: subprocess.Popen[bytes]
+    port: int
+    workspace: Path
+
+    def connection(self, timeout: float = 30) -> http.client.HTTPConnection:
+        return http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        headers: dict[str, str] | None = None,
+        timeout: float = 30,
+    ) -> tuple[int, dict[str, str], bytes]:
+        conn = self.connection(timeout)
+        try:
+            payload = body if isinstance(body, bytes) or body is None else json.dumps(body)
+            conn.request(method, path, body=payload, headers=headers or {})
+            answer = conn.getresponse()
+            return answer.status, dict(answer.getheaders()), answer.read()
+        finally:
+            conn.close()
+
+    def invoke(self, body: Any, timeout: float = 30) -> tuple[int, Any]:
+        status, _, raw = self.request("POST", "/invocations", body, timeout=timeout)
+        return status, json.loads(raw)
+
+
+@contextlib.contextmanager
+def serve(
+    workspace: Path,
+    env: dict[str, str] | None = None,
+    workers: int = 1,
+    threads: int = 16,
+    port: int | None = None,
+) -> Iterator[Server]:
+    """Start the server, wait until /ping answers (at most 30 s), stop it with SIGTERM."""
+    port = port or free_port()
+    full_env = {**os.environ, "FOLDLINE_SSE_KEEPALIVE_S": "0.3", **(env or {})}
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "adapters.cli",
+            "serve",
+            "--workspace",
+            str(workspace),
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--workers",
+            str(workers),
+            "--threads",
+            str(threads),
+        ],
+        cwd=ROOT,
+        env=full_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    server = Server(process, port, workspace)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert process.poll() is None, process.stderr.read().decode()  # type: ignore[union-attr]
+            with contextlib.suppress(OSError):
+                if server.request("GET", "/ping", timeout=2)[0] == 200:
+                    break
+            assert time.monotonic() < deadline, "server did not answer /ping within 30 s"
+            time.sleep(0.05)
+        yield server
+    finally:
+        stop(process)
+
+
+def stop(process: subprocess.Popen[bytes], timeout: float = 20) -> None:
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=10)
+    for stream in (process.stdout, process.stderr):
+        if stream is not None:
+            stream.close()
+
+
+def read_events(answer: http.client.HTTPResponse, limit: float = 30) -> Iterator[dict[str, str]]:
+    """Parse an SSE response into dicts (``event``, ``id``, ``data``, ``comment``)."""
+    deadline = time.monotonic() + limit
+    block: dict[str, str] = {}
+    while time.monotonic() < deadline:
+        line = answer.readline()
+        if not line:
+            return
+        text = line.decode().rstrip("\n")
+        if not text:
+            if block:
+                yield block
+            block = {}
+        elif text.startswith(":"):
+            yield {"comment": text[1:].strip()}
+        else:
+            name, _, value = text.partition(": ")
+            block[name] = value
