@@ -25,6 +25,7 @@ from typing import Any
 import apsw
 import msgspec
 
+from bench.http_load import bench_http
 from engine import NEW, Event, MachineSpec, Transition, open_log
 from engine.log import Log, Sync
 from projections import default_projections
@@ -290,6 +291,7 @@ def main() -> int:
             "rebuild": 100_000,
             "es": 600,
             "jobs": 300,
+            "http_s": 3,
         }
     else:
         sizes = {
@@ -299,6 +301,7 @@ def main() -> int:
             "rebuild": 1_000_000,
             "es": 3000,
             "jobs": 1500,
+            "http_s": 8,
         }
     cases: dict[str, Callable[[Workdir], dict[str, float]]] = {
         "append_full": lambda w: bench_append(w, sizes["full"], "full"),
@@ -307,6 +310,7 @@ def main() -> int:
         "rebuild": lambda w: bench_rebuild(w, sizes["rebuild"]),
         "eventsourcing": lambda w: bench_eventsourcing(w, sizes["es"]),
         "job_lifecycle": lambda w: bench_job_lifecycle(w, sizes["jobs"]),
+        "http": lambda w: bench_http(sizes["http_s"]),
     }
     print(
         f"machine: {os.cpu_count()} cpus, {platform.machine()}, python "

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from engine.errors import InvalidDeclaration
@@ -22,6 +23,14 @@ from engine.events import RecordedEvent
 
 EventSource = Callable[[int], Iterator[RecordedEvent]]
 """Yields recorded events after a position, in position order."""
+
+
+@dataclass(frozen=True)
+class Folder:
+    feed: Callable[[RecordedEvent], None]
+    finish: Callable[[], None]
+    # The event types ``feed`` wants; None: all of them. Lets a rebuild skip the rest.
+    event_types: frozenset[str] | None = None
 
 
 class Projection:
@@ -36,11 +45,18 @@ class Projection:
         """Fold one event into the tables. Pure SQL on ``cursor``: no other IO, no clock."""
         raise NotImplementedError
 
+    def folder(self, cursor: Any) -> Folder:
+        """A bulk fold for rebuilds and catch-up: ``feed`` each event in order, then ``finish``.
+        Override for a faster path (fold in memory, write once); the resulting rows must be
+        the same as calling ``apply`` for each event."""
+        return Folder(lambda event: self.apply(cursor, event), lambda: None)
+
     def fold(self, cursor: Any, events: Iterable[RecordedEvent]) -> None:
-        """Fold many events (rebuilds, catch-up). Override for a faster bulk path; the result
-        must be the same as calling ``apply`` for each event."""
+        """Fold many events through ``folder``."""
+        folder = self.folder(cursor)
         for event in events:
-            self.apply(cursor, event)
+            folder.feed(event)
+        folder.finish()
 
 
 class DispatchProjection(Projection):
@@ -58,6 +74,16 @@ class DispatchProjection(Projection):
         handler = self._handlers.get(event.event_type)
         if handler is not None:
             handler(cursor, event)
+
+    def folder(self, cursor: Any) -> Folder:
+        handlers = self._handlers
+
+        def feed(event: RecordedEvent) -> None:
+            handler = handlers.get(event.event_type)
+            if handler is not None:
+                handler(cursor, event)
+
+        return Folder(feed, lambda: None, frozenset(handlers))
 
 
 class ProjectionSet:
@@ -86,8 +112,8 @@ class ProjectionSet:
                 "SELECT version FROM projections WHERE name = ?", (projection.name,)
             ).fetchall()
             if not row or row[0][0] != projection.version:
-                self._refold(cursor, projection, events_after)
                 rebuilt.append(projection.name)
+        self._refold(cursor, [p for p in self.projections if p.name in rebuilt], events_after)
         self.prepare(cursor, events_after)
         return rebuilt
 
@@ -128,9 +154,9 @@ class ProjectionSet:
                 )
 
     def rebuild(self, cursor: Any, events_after: EventSource) -> None:
-        """Drop and refold every projection from the whole log (inside a write transaction)."""
-        for projection in self.projections:
-            self._refold(cursor, projection, events_after)
+        """Drop and refold every projection from the whole log (inside a write transaction),
+        reading and decoding the log once for all of them."""
+        self._refold(cursor, self.projections, events_after)
 
     def content_hash(self, cursor: Any) -> dict[str, str]:
         """A sha256 per projection over its tables' rows in a stable order."""
@@ -147,13 +173,29 @@ class ProjectionSet:
         return hashes
 
     @staticmethod
-    def _refold(cursor: Any, projection: Projection, events_after: EventSource) -> None:
-        for table in projection.tables:
-            cursor.execute(f"DROP TABLE IF EXISTS {table}")
-        cursor.execute(projection.ddl)
-        projection.fold(cursor, events_after(0))
-        cursor.execute(
-            "INSERT INTO projections VALUES (?, ?, NULL) ON CONFLICT (name) DO UPDATE"
-            " SET version = excluded.version, checkpoint = NULL",
-            (projection.name, projection.version),
-        )
+    def _refold(cursor: Any, projections: Sequence[Projection], events_after: EventSource) -> None:
+        if not projections:
+            return
+        for projection in projections:
+            for table in projection.tables:
+                cursor.execute(f"DROP TABLE IF EXISTS {table}")
+            cursor.execute(projection.ddl)
+        folders = [projection.folder(cursor) for projection in projections]
+        routes: dict[str, list[Callable[[RecordedEvent], None]]] = {}
+        for event in events_after(0):
+            feeds = routes.get(event.event_type)
+            if feeds is None:
+                feeds = routes[event.event_type] = [
+                    f.feed
+                    for f in folders
+                    if f.event_types is None or event.event_type in f.event_types
+                ]
+            for feed in feeds:
+                feed(event)
+        for folder, projection in zip(folders, projections, strict=True):
+            folder.finish()
+            cursor.execute(
+                "INSERT INTO projections VALUES (?, ?, NULL) ON CONFLICT (name) DO UPDATE"
+                " SET version = excluded.version, checkpoint = NULL",
+                (projection.name, projection.version),
+            )

@@ -9,11 +9,10 @@ cheaper than finding the last event through the ``(stream_id, version)`` index a
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 from engine.events import RecordedEvent
-from engine.projection import Projection
+from engine.projection import Folder, Projection
 
 
 class StreamsProjection(Projection):
@@ -59,10 +58,11 @@ class StreamsProjection(Projection):
     def apply(self, cursor: Any, event: RecordedEvent) -> None:
         cursor.execute(self._upsert, self._row(event))
 
-    def fold(self, cursor: Any, events: Iterable[RecordedEvent]) -> None:
+    def folder(self, cursor: Any) -> Folder:
         # Bulk path: fold in memory, write each stream once. Same rows as apply() per event.
         rows: dict[str, list[Any]] = {}
-        for event in events:
+
+        def feed(event: RecordedEvent) -> None:
             row = rows.get(event.stream_id)
             if row is None:
                 rows[event.stream_id] = list(self._row(event))
@@ -73,4 +73,5 @@ class StreamsProjection(Projection):
                     event.position,
                     event.recorded_at,
                 )
-        cursor.executemany(self._upsert, rows.values())
+
+        return Folder(feed, lambda: cursor.executemany(self._upsert, rows.values()))

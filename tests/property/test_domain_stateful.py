@@ -41,8 +41,11 @@ class EngineVersusModel(RuleBasedStateMachine):
         self.model = DomainModel(LIMITS, max_depth=2)
 
     def teardown(self) -> None:
+        # Every read model kept incrementally equals a fold of the log from scratch.
+        rebuilt_equal = self.engine.log.content_hash() == self.engine.log.rebuild()
         self.engine.log.close()
         shutil.rmtree(self.dir, ignore_errors=True)
+        assert rebuilt_equal
 
     def run(self, command: c.Command) -> None:
         head = self.engine.log.head()
