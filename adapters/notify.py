@@ -1,9 +1,9 @@
 """The notify hook (SPEC §9): once per job that ends ``ok`` or ``error``, never again.
 
 ``FOLDLINE_NOTIFY`` runs as ``sh -c`` in its own process group with the result on stdin; the
-group is killed at the cap. Its start (pid) is recorded before it can do anything and its end
-(exit code, duration, output tails) after, so a start without an end after a crash is visible
-as a lost notification and is never re-run.
+group is killed at the cap. It is spawned gated (``adapters.processes``): its start (pid) is
+recorded before it can do anything, and its end (exit code, duration, output tails) after, so a
+start without an end after a crash is visible as a lost notification and is never re-run.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from adapters.processes import child_env, kill_group
+from adapters.processes import kill_group, spawn_gated
 from engine.domain import commands as c
 from engine.engine import Engine
 from engine.errors import EngineError
@@ -40,27 +40,19 @@ def run_hook(
     }
     started = time.monotonic()
     try:
-        process = subprocess.Popen(
-            ["sh", "-c", command],
-            cwd=workspace,
-            env=child_env(env),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
+        gated = spawn_gated(command, workspace, env)
     except OSError as ex:
         log.error("notify hook for %s could not start: %s", job_id, ex)
         return
+    process = gated.process
     try:
         engine.handle(c.RecordNotifyStarted(job_id=job_id, pid=process.pid))
     except EngineError as ex:  # at most once: no record, no run
         log.error("notify hook for %s not recorded, not run: %s", job_id, ex)
-        kill_group(process.pid)
-        process.communicate()
+        gated.abandon()
         return
     try:
-        out, err = process.communicate(result.encode(), timeout=timeout_s)
+        out, err = process.communicate(gated.gated_input(result.encode()), timeout=timeout_s)
     except subprocess.TimeoutExpired:
         kill_group(process.pid)
         out, err = process.communicate()

@@ -78,11 +78,16 @@ class GatedProcess:
     def pid(self) -> int:
         return self.process.pid
 
+    @staticmethod
+    def gated_input(stdin: bytes) -> bytes:
+        """What to write to the child so that it runs with ``stdin`` as its input."""
+        return b"go\n" + stdin
+
     def open_gate(self, stdin: bytes) -> None:
         """Let the command run with ``stdin`` as its input (blocks until it is all written)."""
         assert self.process.stdin is not None
         with contextlib.suppress(BrokenPipeError):
-            self.process.stdin.write(b"go\n" + stdin)
+            self.process.stdin.write(self.gated_input(stdin))
         with contextlib.suppress(BrokenPipeError):
             self.process.stdin.close()
 
@@ -99,7 +104,8 @@ class GatedProcess:
 
 
 def spawn_gated(command: str, cwd: Path, env: Mapping[str, str]) -> GatedProcess:
-    """Start ``sh -c command`` stopped at its gate, with piped stdin, stdout and stderr.
+    """Start ``sh -c command`` stopped at its gate (see the module docstring), in its own
+    process group, every stdio piped, with the allowlisted environment plus ``env``.
 
     Raises:
         OSError: the child could not be created.
@@ -111,6 +117,6 @@ def spawn_gated(command: str, cwd: Path, env: Mapping[str, str]) -> GatedProcess
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        start_new_session=True,
+        start_new_session=True,  # its own process group, killed as a whole
     )
     return GatedProcess(process, start_token(process.pid))
