@@ -192,6 +192,13 @@ class Runtime:
             "FOLDLINE_RESUMED": "0",
         }
         try:
+            # Read before anything is recorded: a file gone now is a failed dispatch, not a
+            # recorded job whose run can never start.
+            prompt_bytes = (
+                (self.config.workspace / prompt_file).read_bytes()
+                if prompt_file
+                else prompt.encode()
+            )
             process = spawn_gated(self.config.runner, self.config.workspace, env)
         except OSError as ex:
             raise DispatchFailed(f"runner could not start: {ex}") from ex
@@ -244,9 +251,6 @@ class Runtime:
         except BaseException:
             process.abandon()
             raise
-        prompt_bytes = prompt.encode()
-        if prompt_file:
-            prompt_bytes = (self.config.workspace / prompt_file).read_bytes()
         run = runner.Run(job_id, session_id, run_id, prompt_bytes, process)
         threading.Thread(target=self._run, args=(run,), name=f"run-{job_id}", daemon=True).start()
         return Accepted(job_id, session_id, caller_id, position)

@@ -65,7 +65,9 @@ def test_server_runs_sync_async_and_sse_jobs_end_to_end(workspace: Path) -> None
         _, receipt = server.invoke({"prompt": "slow job", "async": True, "id": "a1"})
         assert receipt["status"] == "accepted"
         assert server.invoke({"get": "a1"})[1]["status"] == "running"
+        assert json.loads(server.request("GET", "/ping")[2])["status"] == "HealthyBusy"
         assert _wait_status(server, "a1")["result"] == "first second"
+        assert json.loads(server.request("GET", "/ping")[2])["status"] == "Healthy"
 
         conn, answer = _sse(server, {"prompt": "slow again"})
         assert answer.getheader("Content-Type") == "text/event-stream"
@@ -90,6 +92,16 @@ def test_server_runs_sync_async_and_sse_jobs_end_to_end(workspace: Path) -> None
         assert [e["event"] for e in resumed] == ["delta", "result"]
         assert json.loads(resumed[0]["data"]) == {"text": "second"}
         assert all(int(e["id"]) > int(first_delta["id"]) for e in resumed)
+
+
+def test_server_client_disconnect_does_not_affect_the_run(workspace: Path) -> None:
+    with serve(workspace, {"FOLDLINE_RUNNER": RUNNER}) as server:
+        conn, answer = _sse(server, {"prompt": "slow and alone", "id": "gone"})
+        accepted = next(e for e in read_events(answer) if "event" in e)
+        conn.close()  # the caller goes away right after the receipt
+        invocation = json.loads(accepted["data"])["invocation"]
+        body = _wait_status(server, invocation)
+        assert (body["status"], body["result"]) == ("ok", "first second")
 
 
 def test_server_twenty_concurrent_requests_with_one_id_run_one_job(workspace: Path) -> None:
