@@ -85,9 +85,12 @@ def execute(
     timeout_s: float | None,
     flush_s: float,
     on_finished: Callable[[str, str, str], None],
+    stopping: threading.Event,
 ) -> None:
     """Run to the end and record it. ``on_finished(job_id, status, result)`` follows an ``ok``
-    or ``error`` finish (the notify hook)."""
+    or ``error`` finish (the notify hook). When ``stopping`` is set (the server is shutting
+    down) the run is killed and nothing is recorded: the job stays ``running``, cut off, for
+    recovery to resume."""
     process = run.process
     assert process.process.stdout is not None and process.process.stderr is not None
     out = _Pump(process.process.stdout.fileno())
@@ -102,7 +105,7 @@ def execute(
     while process.process.poll() is None:
         time.sleep(flush_s)
         _publish(engine, run.job_id, decoder.decode(out.take_new()))
-        stopped_because = _should_stop(engine, run.job_id)
+        stopped_because = "shutdown" if stopping.is_set() else _should_stop(engine, run.job_id)
         if stopped_because is None and deadline is not None and time.monotonic() > deadline:
             stopped_because = "timeout"
         if stopped_because:
@@ -115,6 +118,8 @@ def execute(
     feeder.join(timeout=5)
     for stream in (process.process.stdout, process.process.stderr):
         stream.close()
+    if stopped_because == "shutdown" or stopping.is_set():
+        return
     _publish(engine, run.job_id, decoder.decode(out.take_new(), final=True))
     result = out.everything().decode("utf-8", errors="replace")
     _record_end(

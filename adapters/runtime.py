@@ -72,6 +72,7 @@ class Runtime:
         self._open_lock = threading.Lock()
         self._lease_lock = threading.Lock()
         self._lease_epoch: int | None = None
+        self._runs: dict[str, threading.Thread] = {}
         self.shutdown = threading.Event()
 
     # -- the engine, per process -------------------------------------------------------------
@@ -95,6 +96,11 @@ class Runtime:
         return self._engine
 
     def close(self) -> None:
+        """Stop: cut off the runs of this process (they stay recorded as running, for recovery),
+        then close the notifier and the log."""
+        self.shutdown.set()
+        for thread in list(self._runs.values()):
+            thread.join(timeout=10)
         if self._notifier is not None and self._pid == os.getpid():
             self._notifier.stop()
         if self._engine is not None and self._pid == os.getpid():
@@ -252,7 +258,9 @@ class Runtime:
             process.abandon()
             raise
         run = runner.Run(job_id, session_id, run_id, prompt_bytes, process)
-        threading.Thread(target=self._run, args=(run,), name=f"run-{job_id}", daemon=True).start()
+        thread = threading.Thread(target=self._run, args=(run,), name=f"run-{job_id}", daemon=True)
+        self._runs[job_id] = thread
+        thread.start()
         return Accepted(job_id, session_id, caller_id, position)
 
     def _run(self, run: runner.Run) -> None:
@@ -264,9 +272,12 @@ class Runtime:
                 timeout_s=self.config.job_timeout_s,
                 flush_s=self.config.output_flush_s,
                 on_finished=self._notify,
+                stopping=self.shutdown,
             )
         except Exception:  # a bug here must not kill the worker; the job stays running
             log.exception("run of %s failed", run.job_id)
+        finally:
+            self._runs.pop(run.job_id, None)
 
     def _notify(self, job_id: str, status: str, result: str) -> None:
         if not self.config.notify:

@@ -16,6 +16,7 @@ busy timeout. Connections are opened lazily per thread and per process, never ac
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -254,6 +255,7 @@ class Log:
         self.max_batch = max_batch
         self.codec = EventCodec(machines.event_classes, max_payload_bytes)
         self.epoch = 0
+        self._closed = False
         self._local = threading.local()
         self._connections: list[tuple[int, Any]] = []
         self._connections_lock = threading.Lock()
@@ -272,6 +274,8 @@ class Log:
 
     def connection(self) -> Any:
         """This thread's connection, opened on first use in this process."""
+        if self._closed:
+            raise StorageError(f"{self.path}: the log is closed")
         pid = os.getpid()
         held = getattr(self._local, "held", None)
         if held is not None and held[0] == pid:
@@ -291,12 +295,18 @@ class Log:
         return conn
 
     def close(self) -> None:
-        """Close every connection this process opened. The log must not be used afterwards."""
+        """Close every connection this process opened; later use raises ``StorageError``.
+
+        A connection that another thread is using at this moment is left to that thread: its
+        next call on the log fails cleanly instead (apsw refuses to close it under its feet).
+        """
+        self._closed = True
         with self._connections_lock:
             mine = [c for pid, c in self._connections if pid == os.getpid()]
             self._connections.clear()
         for conn in mine:
-            conn.close()
+            with contextlib.suppress(apsw.ThreadingViolationError):
+                conn.close()
         self._local = threading.local()
 
     # -- writes --------------------------------------------------------------------------
