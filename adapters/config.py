@@ -47,6 +47,8 @@ class ServerConfig:
     sse_keepalive_s: float = 15.0
     notify_timeout_s: float = 300.0
     output_flush_s: float = 0.1
+    a2a_keepalive_s: float = 2.0
+    public_url: str | None = None
     max_body: int = 1 << 20
 
     @property
@@ -111,6 +113,7 @@ def load_config(
         "notify": env.get("FOLDLINE_NOTIFY") or None,
         "token": env.get("FOLDLINE_TOKEN") or None,
         "resource_groups": _groups(env.get("FOLDLINE_RESOURCE_GROUPS", "")),
+        "public_url": env.get("FOLDLINE_PUBLIC_URL") or None,
     }
     numbers = {
         "lease_renew_s": "FOLDLINE_LEASE_RENEW_S",
@@ -119,6 +122,7 @@ def load_config(
         "sync_wait_s": "FOLDLINE_SYNC_WAIT_S",
         "sse_keepalive_s": "FOLDLINE_SSE_KEEPALIVE_S",
         "notify_timeout_s": "FOLDLINE_NOTIFY_TIMEOUT_S",
+        "a2a_keepalive_s": "FOLDLINE_A2A_KEEPALIVE_S",
     }
     for attr, name in numbers.items():
         if env.get(name):
@@ -132,6 +136,8 @@ def load_config(
         elif env.get(name):
             updates[attr] = int(_number(name, env[name], int))
     config = replace(config, **updates)  # type: ignore[arg-type]
+    if config.a2a_keepalive_s > 2:
+        raise ConfigError("FOLDLINE_A2A_KEEPALIVE_S must be at most 2: A2A clients wait 5 s")
     if config.lease_renew_s >= config.lease_stale_s:
         raise ConfigError("FOLDLINE_LEASE_RENEW_S must be smaller than FOLDLINE_LEASE_STALE_S")
     return config

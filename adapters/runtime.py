@@ -14,6 +14,7 @@ import os
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC
 from pathlib import Path
@@ -189,33 +190,22 @@ class Runtime:
             EngineError: the rules refused it (pointer conflict, admission, ...).
         """
         engine = self.engine
-        job_id, run_id = new_id("job"), new_id("run")
         session_id = session_id or new_id("inv")
-        env = {
-            "FOLDLINE_JOB_ID": job_id,
-            "FOLDLINE_SESSION_ID": session_id,
-            "FOLDLINE_RUN_ID": run_id,
-            "FOLDLINE_RESUMED": "0",
-        }
+        command_id = f"inv:{caller_id}" if caller_id is not None else None
         try:
             # Read before anything is recorded: a file gone now is a failed dispatch, not a
             # recorded job whose run can never start.
-            prompt_bytes = (
+            stdin = (
                 (self.config.workspace / prompt_file).read_bytes()
                 if prompt_file
-                else prompt.encode()
+                else (prompt.encode())
             )
-            process = spawn_gated(self.config.runner, self.config.workspace, env)
         except OSError as ex:
-            raise DispatchFailed(f"runner could not start: {ex}") from ex
-        command_id = f"inv:{caller_id}" if caller_id is not None else None
+            raise DispatchFailed(f"prompt file could not be read: {ex}") from ex
 
-        def record(tx: Transaction) -> int:
+        def record(tx: Transaction, job_id: str) -> None:
             if command_id is not None and tx.known_command(command_id) is not None:
-                known = tx.cursor.execute(
-                    "SELECT job_id FROM jobs WHERE command_id = ?", (command_id,)
-                ).fetchall()
-                raise _Duplicate(known[0][0])
+                raise _Duplicate(self._job_of_command(tx, command_id))
             if SqlDomainView(tx.cursor).session(session_id) is None:
                 engine.handle_in(
                     tx,
@@ -237,6 +227,45 @@ class Runtime:
                     command_id=command_id,
                 ),
             )
+
+        try:
+            job_id, position = self.launch(session_id, stdin, record)
+        except _Duplicate as duplicate:
+            return Accepted(duplicate.job_id, session_id, caller_id, 0, duplicate=True)
+        return Accepted(job_id, session_id, caller_id, position)
+
+    @staticmethod
+    def _job_of_command(tx: Transaction, command_id: str) -> str:
+        rows = tx.cursor.execute(
+            "SELECT job_id FROM jobs WHERE command_id = ?", (command_id,)
+        ).fetchall()
+        return str(rows[0][0])
+
+    def launch(
+        self, session_id: str, stdin: bytes, record: Callable[[Transaction, str], None]
+    ) -> tuple[str, int]:
+        """Spawn a gated run, let ``record(tx, job_id)`` accept the job in one transaction,
+        start it there, then open the gate. Returns the job id and the commit's position.
+
+        Raises:
+            DispatchFailed: the run could not be started (nothing recorded).
+            whatever ``record`` raises (nothing recorded, the process is abandoned).
+        """
+        engine = self.engine
+        job_id, run_id = new_id("job"), new_id("run")
+        env = {
+            "FOLDLINE_JOB_ID": job_id,
+            "FOLDLINE_SESSION_ID": session_id,
+            "FOLDLINE_RUN_ID": run_id,
+            "FOLDLINE_RESUMED": "0",
+        }
+        try:
+            process = spawn_gated(self.config.runner, self.config.workspace, env)
+        except OSError as ex:
+            raise DispatchFailed(f"runner could not start: {ex}") from ex
+
+        def work(tx: Transaction) -> int:
+            record(tx, job_id)
             engine.handle_in(
                 tx,
                 c.StartJob(
@@ -250,18 +279,15 @@ class Runtime:
             return tx.position
 
         try:
-            position = engine.log.write(record)
-        except _Duplicate as duplicate:
-            process.abandon()
-            return Accepted(duplicate.job_id, session_id, caller_id, 0, duplicate=True)
+            position = engine.log.write(work)
         except BaseException:
             process.abandon()
             raise
-        run = runner.Run(job_id, session_id, run_id, prompt_bytes, process)
+        run = runner.Run(job_id, session_id, run_id, stdin, process)
         thread = threading.Thread(target=self._run, args=(run,), name=f"run-{job_id}", daemon=True)
         self._runs[job_id] = thread
         thread.start()
-        return Accepted(job_id, session_id, caller_id, position)
+        return job_id, position
 
     def _run(self, run: runner.Run) -> None:
         try:

@@ -33,6 +33,7 @@ class JobsProjection(DispatchProjection):
             resource_group    TEXT,
             units             INTEGER NOT NULL,
             write_scope       TEXT    NOT NULL,
+            task_id           TEXT,
             run_id            TEXT,
             pid               INTEGER,
             start_token       TEXT,
@@ -59,6 +60,7 @@ class JobsProjection(DispatchProjection):
         CREATE INDEX jobs_by_parent ON jobs (parent_job);
         CREATE INDEX jobs_by_group ON jobs (resource_group, state);
         CREATE INDEX jobs_by_command ON jobs (command_id);
+        CREATE INDEX jobs_by_task ON jobs (task_id) WHERE task_id IS NOT NULL;
         CREATE INDEX jobs_by_update ON jobs (updated_at);
         CREATE INDEX jobs_notifying ON jobs (job_id)
             WHERE notify_pid IS NOT NULL AND notify_ms IS NULL;
@@ -80,8 +82,8 @@ class JobsProjection(DispatchProjection):
         cur.execute(
             "INSERT INTO jobs (job_id, session_id, state, version, accepted_position, agent,"
             " prompt_file, command_id, parent_job, depth, batch, resource_group, units,"
-            " write_scope, created_at, updated_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " write_scope, task_id, created_at, updated_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 self._id(e),
                 ev.session,
@@ -97,6 +99,7 @@ class JobsProjection(DispatchProjection):
                 ev.resource_group,
                 ev.units,
                 json.dumps(list(ev.write_scope)),
+                ev.task,
                 e.recorded_at,
                 e.recorded_at,
             ),

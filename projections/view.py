@@ -19,7 +19,8 @@ def _marks(values: Any) -> str:
 
 
 _JOB_COLUMNS = (
-    "job_id, version, state, session_id, parent_job, depth, resource_group, units, write_scope"
+    "job_id, version, state, session_id, parent_job, depth, resource_group, units, write_scope,"
+    " task_id"
 )
 _LIVE_JOBS = _marks(job.LIVE_STATES)
 _JOBS_HOLDING = _marks(job.HOLDS_CAPACITY)
@@ -38,6 +39,7 @@ def _job_row(row: Any) -> JobRow:
         resource_group=row[6],
         units=row[7],
         write_scope=tuple(json.loads(row[8])),
+        task_id=row[9],
     )
 
 

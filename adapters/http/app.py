@@ -8,7 +8,7 @@ from typing import Any
 
 import falcon
 
-from adapters.http import agentcore
+from adapters.http import a2a, agentcore
 from adapters.runtime import Runtime
 from engine.errors import EngineError
 
@@ -29,6 +29,8 @@ def create_app(runtime: Runtime) -> falcon.App:
     app = falcon.App()
     app.add_route("/ping", agentcore.Ping(runtime))
     app.add_route("/invocations", agentcore.Invocations(runtime))
+    app.add_route("/", a2a.JsonRpc(runtime))
+    app.add_route("/.well-known/agent-card.json", a2a.AgentCard(runtime))
     app.add_error_handler(Exception, _unexpected)
     app.add_error_handler(EngineError, agentcore.handle_engine_error)
     app.add_error_handler(agentcore.HttpError, agentcore.handle_http_error)

@@ -152,6 +152,8 @@ class AcceptJob(Command, tag="AcceptJob", frozen=True, kw_only=True):
     resource_group: Id | None = None
     units: Units = 1
     write_scope: tuple[Short, ...] = ()
+    # The A2A task this job works for: its end completes or fails the task.
+    task_id: Id | None = None
     # A job a caller waits on takes the session's reply pointer; a worker spawned by another
     # job does not.
     owed: bool = True

@@ -45,6 +45,7 @@ class JobAccepted(Event, tag="job.accepted", frozen=True, kw_only=True):
     resource_group: str | None = None
     units: int = 1
     write_scope: tuple[str, ...] = ()
+    task: str | None = None  # the A2A task this job works for
 
 
 class JobStarted(Event, tag="job.started", frozen=True, kw_only=True):

@@ -46,6 +46,7 @@ class JobRow(msgspec.Struct, frozen=True, kw_only=True):
     resource_group: str | None
     units: int
     write_scope: tuple[str, ...]
+    task_id: str | None = None
 
 
 class TaskRow(msgspec.Struct, frozen=True, kw_only=True):

@@ -490,6 +490,7 @@ def accept_job(cmd: c.AcceptJob, ctx: Context) -> None:
             resource_group=cmd.resource_group,
             units=cmd.units,
             write_scope=cmd.write_scope,
+            task=cmd.task_id,
         ),
     )
 
@@ -521,6 +522,9 @@ def start_job(cmd: c.StartJob, ctx: Context) -> None:
             resumed=cmd.resumed,
         ),
     )
+    task = ctx.view.task(row.task_id) if row.task_id else None
+    if task is not None and task.state in (T.SUBMITTED, T.INPUT_REQUIRED, T.AUTH_REQUIRED):
+        ctx.append(f"task:{task.task_id}", task_.TaskStatusUpdated(text=""))
 
 
 def finish_job(cmd: c.FinishJob, ctx: Context) -> None:
@@ -536,6 +540,19 @@ def finish_job(cmd: c.FinishJob, ctx: Context) -> None:
         ),
     )
     _settle(ctx, row.session_id, Owed("job", row.job_id))
+    _end_task_of(ctx, row, cmd.outcome, cmd.result)
+
+
+def _end_task_of(ctx: Context, job: JobRow, outcome: str, text: str) -> None:
+    """The job worked for an A2A task: its end is the task's end, in the same transaction."""
+    task = ctx.view.task(job.task_id) if job.task_id else None
+    if task is None or task.state in task_.TERMINAL:
+        return
+    event: Event = (
+        task_.TaskCompleted(result=text) if outcome == "ok" else task_.TaskFailed(text=text)
+    )
+    ctx.append(f"task:{task.task_id}", event)
+    _settle(ctx, task.session_id, Owed("a2a", task.task_id))
 
 
 def record_job_output(cmd: c.RecordJobOutput, ctx: Context) -> None:
@@ -628,6 +645,9 @@ def _task_event(event: Callable[[Any], Event], ends: bool) -> Callable[[Any, Con
         ctx.append(f"task:{row.task_id}", event(cmd))
         if ends:
             _settle(ctx, row.session_id, Owed("a2a", row.task_id))
+            for job in ctx.view.live_jobs(row.session_id):  # the work for it stops too
+                if job.task_id == row.task_id:
+                    _cancel_one(ctx, job, f"task {row.task_id} ended")
 
     return rule
 

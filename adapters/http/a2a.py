@@ -1,0 +1,510 @@
+"""A2A v1.0 JSON-RPC on ``POST /`` and the agent card (SPEC §5.2).
+
+The wire follows what the official ``a2a-sdk`` client insists on
+(``reference/a2a-agentcore-wire.md``): camelCase ProtoJSON, ``TASK_STATE_*`` and ``ROLE_*``
+enum names, SendMessage wrapped as ``{"task": ...}``, GetTask and CancelTask bare, one whole
+JSON-RPC envelope per SSE ``data:`` line with the Task first, errors as JSON-RPC objects in
+HTTP 200. The official client gives up after 5 s of silence, so streams send a comment and
+blocking sends a space at least every ``a2a_keepalive_s`` (2 s).
+
+A task's work runs through the runner as a job of the task's session (its context): the job's
+end completes or fails the task in the same transaction (``engine.domain.rules``).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import falcon
+
+from adapters.config import LEASE_BUSY_TEXT
+from adapters.runtime import DispatchFailed, Runtime, new_id
+from engine.domain import commands as c
+from engine.domain.task import TERMINAL as TASK_TERMINAL
+from engine.errors import EngineError, LeaseBusy
+from engine.log import Transaction
+from projections.view import SqlDomainView
+
+MAX_BODY = 16 << 20
+INTERRUPTED = frozenset({"input-required", "auth-required"})
+STATE = {
+    "submitted": "TASK_STATE_SUBMITTED",
+    "working": "TASK_STATE_WORKING",
+    "input-required": "TASK_STATE_INPUT_REQUIRED",
+    "auth-required": "TASK_STATE_AUTH_REQUIRED",
+    "completed": "TASK_STATE_COMPLETED",
+    "failed": "TASK_STATE_FAILED",
+    "canceled": "TASK_STATE_CANCELED",
+    "rejected": "TASK_STATE_REJECTED",
+}
+STATE_BY_NAME = {name: state for state, name in STATE.items()}
+
+PARSE, INVALID_REQUEST, NO_METHOD, INVALID_PARAMS, INTERNAL = -32700, -32600, -32601, -32602, -32603
+TASK_NOT_FOUND, NOT_CANCELABLE, PUSH_UNSUPPORTED, UNSUPPORTED = -32001, -32002, -32003, -32004
+VERSION_UNSUPPORTED = -32009
+
+
+class RpcError(Exception):
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code, self.message = code, message
+
+
+class _Duplicate(Exception):
+    def __init__(self, task_id: str) -> None:
+        self.task_id = task_id
+
+
+def agent_card(base_url: str) -> dict[str, Any]:
+    description = "foldline: runs each message through the configured agent command"
+    return {
+        "name": "foldline",
+        "description": description,
+        "supportedInterfaces": [
+            {"url": base_url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}
+        ],
+        "version": "0.1.0",
+        "capabilities": {"streaming": True},
+        "defaultInputModes": ["text/plain"],
+        "defaultOutputModes": ["text/plain"],
+        "skills": [{"id": "run", "name": "run", "description": description, "tags": ["agent"]}],
+    }
+
+
+class AgentCard:
+    """Served without the lease: a plain description of this endpoint."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        resp.media = agent_card(self.runtime.config.public_url or f"{req.prefix}/")
+
+
+# -- wire shapes -------------------------------------------------------------------------------
+
+
+def _message(message_id: str, role: str, text: str, task_id: str, context: str) -> dict[str, Any]:
+    return {
+        "messageId": message_id,
+        "contextId": context,
+        "taskId": task_id,
+        "role": role,
+        "parts": [{"text": text}],
+    }
+
+
+def task_json(row: Any, history_length: int | None = None) -> dict[str, Any]:
+    task_id, context, state, message_id, text, status_text, result, updated = row
+    status: dict[str, Any] = {"state": STATE[state], "timestamp": updated}
+    reply = result if state == "completed" else status_text
+    if reply:
+        status["message"] = _message(f"{task_id}-status", "ROLE_AGENT", reply, task_id, context)
+    task: dict[str, Any] = {"id": task_id, "contextId": context, "status": status}
+    if state == "completed":
+        task["artifacts"] = [
+            {"artifactId": f"{task_id}-result", "name": "result", "parts": [{"text": result or ""}]}
+        ]
+    history = [_message(message_id or f"{task_id}-in", "ROLE_USER", text, task_id, context)]
+    if history_length is not None:
+        history = history[len(history) - history_length :] if history_length else []
+    if history:
+        task["history"] = history
+    return task
+
+
+_TASK_COLUMNS = "task_id, session_id, state, message_id, text, status_text, result, updated_at"
+
+
+def _prompt(message: dict[str, Any]) -> str:
+    parts = message.get("parts")
+    if not isinstance(parts, list) or not parts:
+        raise RpcError(INVALID_PARAMS, "message.parts must be a non-empty list")
+    texts = []
+    for part in parts:
+        if not isinstance(part, dict):
+            raise RpcError(INVALID_PARAMS, "each part must be an object")
+        if isinstance(part.get("text"), str):
+            texts.append(part["text"])
+        elif "data" in part:
+            texts.append(json.dumps(part["data"]))
+        elif isinstance(part.get("raw"), str):
+            try:
+                texts.append(base64.b64decode(part["raw"]).decode())
+            except ValueError:
+                raise RpcError(INVALID_PARAMS, "raw parts must be base64 UTF-8 text") from None
+        else:
+            raise RpcError(INVALID_PARAMS, "only text, data and raw text parts are supported")
+    return "\n".join(texts)
+
+
+def _optional_id(params: dict[str, Any], name: str, where: str) -> str | None:
+    value = params.get(name)
+    if value is not None and (not isinstance(value, str) or not 0 < len(value) <= 200):
+        raise RpcError(INVALID_PARAMS, f"{where}{name} must be a string of 1 to 200 characters")
+    return value
+
+
+def _history_length(params: dict[str, Any]) -> int | None:
+    value = params.get("historyLength")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise RpcError(INVALID_PARAMS, "historyLength must be an integer >= 0")
+    return value
+
+
+# -- the endpoint ------------------------------------------------------------------------------
+
+
+class JsonRpc:
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.methods = {
+            "SendMessage": self.send_message,
+            "SendStreamingMessage": self.send_streaming_message,
+            "GetTask": self.get_task,
+            "CancelTask": self.cancel_task,
+            "ListTasks": self.list_tasks,
+            "SubscribeToTask": self.subscribe,
+        }
+        self.unsupported = {
+            "CreateTaskPushNotificationConfig",
+            "GetTaskPushNotificationConfig",
+            "ListTaskPushNotificationConfigs",
+            "DeleteTaskPushNotificationConfig",
+        }
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        request_id: Any = None
+        try:
+            raw = req.stream.read(MAX_BODY + 1)
+            if len(raw) > MAX_BODY:
+                raise RpcError(INVALID_REQUEST, f"request exceeds {MAX_BODY} bytes")
+            try:
+                body = json.loads(raw)
+            except (ValueError, UnicodeDecodeError):
+                raise RpcError(PARSE, "Parse error") from None
+            if isinstance(body, list):
+                raise RpcError(INVALID_REQUEST, "batch requests are not supported")
+            if not isinstance(body, dict):
+                raise RpcError(INVALID_REQUEST, "the request must be a JSON-RPC object")
+            request_id = body.get("id")
+            if not isinstance(request_id, (str, int, type(None))) or isinstance(request_id, bool):
+                request_id = None
+                raise RpcError(INVALID_REQUEST, "id must be a string, a number or null")
+            method = body.get("method")
+            if body.get("jsonrpc") != "2.0" or not isinstance(method, str):
+                raise RpcError(INVALID_REQUEST, "jsonrpc must be '2.0' and method a string")
+            version = req.get_header("A2A-Version")
+            if version and version.split(".")[0] != "1":
+                raise RpcError(VERSION_UNSUPPORTED, f"A2A version {version!r} is not supported")
+            if method in self.unsupported:
+                raise RpcError(PUSH_UNSUPPORTED, "push notifications are not supported")
+            handler = self.methods.get(method)
+            if handler is None:
+                raise RpcError(NO_METHOD, "Method not found")
+            params = body.get("params", {})
+            if not isinstance(params, dict):
+                raise RpcError(INVALID_PARAMS, "params must be an object")
+            handler(params, request_id, resp)
+        except RpcError as ex:
+            resp.content_type = falcon.MEDIA_JSON
+            resp.media = {
+                "jsonrpc": "2.0",
+                "id": request_id,
+                "error": {"code": ex.code, "message": ex.message},
+            }
+
+    @staticmethod
+    def _result(resp: falcon.Response, request_id: Any, result: Any) -> None:
+        resp.media = {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+    def _task_row(self, task_id: str) -> Any:
+        rows = self.runtime.query(f"SELECT {_TASK_COLUMNS} FROM tasks WHERE task_id = ?", task_id)
+        if not rows:
+            raise RpcError(TASK_NOT_FOUND, f"Task {task_id} not found")
+        return rows[0]
+
+    def _task_id(self, params: dict[str, Any]) -> str:
+        task_id = params.get("id")
+        if not isinstance(task_id, str) or not task_id:
+            raise RpcError(INVALID_PARAMS, "id must be a non-empty string")
+        return task_id
+
+    def _write(self) -> None:
+        try:
+            self.runtime.ensure_lease()
+        except LeaseBusy:
+            raise RpcError(INTERNAL, LEASE_BUSY_TEXT) from None
+
+    # -- SendMessage / SendStreamingMessage ------------------------------------------------------
+
+    def _accept(self, params: dict[str, Any]) -> str:
+        """Record the message's work (new task, or a follow-up of an interrupted one) and start
+        it; a known messageId answers its task again. Returns the task id."""
+        message = params.get("message")
+        if not isinstance(message, dict):
+            raise RpcError(INVALID_PARAMS, "message is required")
+        message_id = message.get("messageId")
+        if not isinstance(message_id, str) or not 0 < len(message_id) <= 200:
+            raise RpcError(INVALID_PARAMS, "message.messageId must be a string of 1..200")
+        if message.get("role") not in (None, "ROLE_USER"):
+            raise RpcError(INVALID_PARAMS, "message.role must be ROLE_USER")
+        text = _prompt(message)
+        context_id = _optional_id(message, "contextId", "message.")
+        task_id = _optional_id(message, "taskId", "message.")
+        config = params.get("configuration", {})
+        if not isinstance(config, dict):
+            raise RpcError(INVALID_PARAMS, "configuration must be an object")
+        self._write()
+        runtime, engine = self.runtime, self.runtime.engine
+        command_id = f"a2a:{message_id}"
+        session_id = context_id or new_id("a2a")
+        chosen: dict[str, str] = {}
+
+        def record(tx: Transaction, job_id: str) -> None:
+            if tx.known_command(command_id) is not None:
+                rows = tx.cursor.execute(
+                    "SELECT task_id FROM jobs WHERE command_id = ?", (command_id,)
+                ).fetchall()
+                raise _Duplicate(rows[0][0])
+            view = SqlDomainView(tx.cursor)
+            session = view.session(session_id)
+            if context_id is not None and session is None:
+                raise RpcError(INVALID_PARAMS, f"unknown contextId {context_id}")
+            if session is None:
+                engine.handle_in(
+                    tx,
+                    c.CreateSession(
+                        session_id=session_id, origin="a2a", start_run_id=new_id("run")
+                    ),
+                )
+            target = task_id
+            if (
+                target is None
+                and session is not None
+                and session.owes is not None
+                and (session.owes.kind == "a2a")
+            ):
+                target = session.owes.ref
+            if target is not None:
+                task = view.task(target)
+                if task is None or task.session_id != session_id:
+                    raise RpcError(TASK_NOT_FOUND, f"Task {target} not found in this context")
+                if task.state in TASK_TERMINAL:
+                    raise RpcError(UNSUPPORTED, f"Task {target} is in terminal state")
+                if any(j.task_id == target for j in view.live_jobs(session_id)):
+                    raise RpcError(UNSUPPORTED, f"Task {target} is still working")
+            else:
+                target = new_id("task")
+                engine.handle_in(
+                    tx,
+                    c.CreateTask(
+                        task_id=target, session_id=session_id, message_id=message_id, text=text
+                    ),
+                )
+            engine.handle_in(
+                tx,
+                c.AcceptJob(
+                    job_id=job_id,
+                    session_id=session_id,
+                    prompt=text,
+                    task_id=target,
+                    owed=False,
+                    command_id=command_id,
+                ),
+            )
+            chosen["task_id"] = target
+
+        try:
+            runtime.launch(session_id, text.encode(), record)
+        except _Duplicate as duplicate:
+            return duplicate.task_id
+        except DispatchFailed as ex:
+            raise RpcError(INTERNAL, f"Dispatch failed on the remote: {ex}") from None
+        except LeaseBusy:
+            raise RpcError(INTERNAL, LEASE_BUSY_TEXT) from None
+        except EngineError as ex:
+            raise RpcError(UNSUPPORTED, ex.message) from None
+        return chosen["task_id"]
+
+    def send_message(self, params: dict[str, Any], request_id: Any, resp: falcon.Response) -> None:
+        history = _history_length(params.get("configuration") or {})
+        task_id = self._accept(params)
+        config = params.get("configuration") or {}
+        if config.get("returnImmediately"):
+            self._result(resp, request_id, {"task": task_json(self._task_row(task_id), history)})
+            return
+        resp.content_type = falcon.MEDIA_JSON
+        resp.stream = self._blocking(task_id, request_id, history)
+
+    def _blocking(self, task_id: str, request_id: Any, history: int | None) -> Iterator[bytes]:
+        """Headers at once, then a space every keep-alive interval (leading whitespace is
+        valid JSON and resets the client's read timeout), then the answer."""
+        deadline = time.monotonic() + self.runtime.config.sync_wait_s
+        for row in self._watch(task_id, deadline):
+            if row is None:
+                yield b" "
+                continue
+            if row[2] in TASK_TERMINAL or row[2] in INTERRUPTED:
+                break
+        row = self._task_row(task_id)
+        yield json.dumps(
+            {"jsonrpc": "2.0", "id": request_id, "result": {"task": task_json(row, history)}}
+        ).encode()
+
+    def _watch(self, task_id: str, deadline: float) -> Iterator[Any]:
+        """Yields the task row each time it changes, and None when a keep-alive is due."""
+        log = self.runtime.engine.log
+        interval = self.runtime.config.a2a_keepalive_s
+        last_version, quiet_since = -1, time.monotonic()
+        while time.monotonic() < deadline and not self.runtime.shutdown.is_set():
+            head = log.head()
+            rows = self.runtime.query(
+                f"SELECT {_TASK_COLUMNS}, version FROM tasks WHERE task_id = ?", task_id
+            )
+            if rows and rows[0][8] != last_version:
+                last_version = rows[0][8]
+                quiet_since = time.monotonic()
+                yield rows[0][:8]
+            elif time.monotonic() - quiet_since >= interval:
+                quiet_since = time.monotonic()
+                yield None
+            log.wait_for(head, min(0.25, interval))
+
+    def send_streaming_message(
+        self, params: dict[str, Any], request_id: Any, resp: falcon.Response
+    ) -> None:
+        task_id = self._accept(params)
+        self._stream(resp, task_id, request_id)
+
+    def _stream(self, resp: falcon.Response, task_id: str, request_id: Any) -> None:
+        resp.content_type = "text/event-stream"
+        resp.set_header("Cache-Control", "no-store")
+        resp.stream = self._events(task_id, request_id)
+
+    def _events(self, task_id: str, request_id: Any) -> Iterator[bytes]:
+        def frame(result: dict[str, Any]) -> bytes:
+            envelope = {"jsonrpc": "2.0", "id": request_id, "result": result}
+            return f"data: {json.dumps(envelope)}\n\n".encode()
+
+        deadline = time.monotonic() + self.runtime.config.sync_wait_s
+        first = True
+        for row in self._watch(task_id, deadline):
+            if row is None:
+                yield b": keep-alive\n\n"
+                continue
+            task = task_json(row)
+            if first:  # the Task comes first, as the client insists
+                first = False
+                yield frame({"task": task})
+            else:
+                if row[2] == "completed":
+                    yield frame(
+                        {
+                            "artifactUpdate": {
+                                "taskId": task_id,
+                                "contextId": row[1],
+                                "artifact": task["artifacts"][0],
+                                "lastChunk": True,
+                            }
+                        }
+                    )
+                yield frame(
+                    {
+                        "statusUpdate": {
+                            "taskId": task_id,
+                            "contextId": row[1],
+                            "status": task["status"],
+                        }
+                    }
+                )
+            if row[2] in TASK_TERMINAL or row[2] in INTERRUPTED:
+                return
+        if self.runtime.shutdown.is_set():
+            yield b"event: shutdown\nretry: 1000\ndata: {}\n\n"
+
+    # -- GetTask / CancelTask / ListTasks / SubscribeToTask --------------------------------------
+
+    def get_task(self, params: dict[str, Any], request_id: Any, resp: falcon.Response) -> None:
+        row = self._task_row(self._task_id(params))
+        self._result(resp, request_id, task_json(row, _history_length(params)))
+
+    def cancel_task(self, params: dict[str, Any], request_id: Any, resp: falcon.Response) -> None:
+        task_id = self._task_id(params)
+        row = self._task_row(task_id)
+        if row[2] != "canceled":
+            if row[2] in TASK_TERMINAL:
+                raise RpcError(NOT_CANCELABLE, f"task {task_id} is already {row[2]}")
+            self._write()
+            try:
+                self.runtime.engine.handle(
+                    c.CancelTask(task_id=task_id, text="Canceled by the caller.")
+                )
+            except EngineError as ex:
+                raise RpcError(NOT_CANCELABLE, ex.message) from None
+        self._result(resp, request_id, task_json(self._task_row(task_id)))
+
+    def list_tasks(self, params: dict[str, Any], request_id: Any, resp: falcon.Response) -> None:
+        size = params.get("pageSize", 50)
+        if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= 100:
+            raise RpcError(INVALID_PARAMS, "pageSize must be an integer from 1 to 100")
+        where, args = [], []
+        context = _optional_id(params, "contextId", "")
+        if context is not None:
+            where.append("session_id = ?")
+            args.append(context)
+        status = params.get("status")
+        if status not in (None, "TASK_STATE_UNSPECIFIED"):
+            if status not in STATE_BY_NAME:
+                raise RpcError(INVALID_PARAMS, f"unknown status {status!r}")
+            where.append("state = ?")
+            args.append(STATE_BY_NAME[status])
+        total = self.runtime.query(
+            f"SELECT count(*) FROM tasks {'WHERE ' + ' AND '.join(where) if where else ''}", *args
+        )[0][0]
+        token = params.get("pageToken")
+        if token:  # keyset: the last (created_at, task_id) of the previous page
+            try:
+                created, last_id = json.loads(base64.urlsafe_b64decode(token.encode()))
+            except (ValueError, TypeError, AttributeError):
+                raise RpcError(INVALID_PARAMS, "pageToken is not one this server issued") from None
+            where.append("(created_at, task_id) < (?, ?)")
+            args += [created, last_id]
+        rows = self.runtime.query(
+            f"SELECT {_TASK_COLUMNS}, created_at FROM tasks"
+            f" {'WHERE ' + ' AND '.join(where) if where else ''}"
+            " ORDER BY created_at DESC, task_id DESC LIMIT ?",
+            *args,
+            size + 1,
+        )
+        more = len(rows) > size
+        rows = rows[:size]
+        next_token = ""
+        if more:
+            next_token = base64.urlsafe_b64encode(
+                json.dumps([rows[-1][8], rows[-1][0]]).encode()
+            ).decode()
+        history = _history_length(params)
+        self._result(
+            resp,
+            request_id,
+            {
+                "tasks": [task_json(row[:8], history) for row in rows],
+                "nextPageToken": next_token,
+                "pageSize": size,
+                "totalSize": total,
+            },
+        )
+
+    def subscribe(self, params: dict[str, Any], request_id: Any, resp: falcon.Response) -> None:
+        task_id = self._task_id(params)
+        row = self._task_row(task_id)
+        if row[2] in TASK_TERMINAL:
+            raise RpcError(UNSUPPORTED, f"Task {task_id} is in terminal state: {STATE[row[2]]}")
+        self._stream(resp, task_id, request_id)
