@@ -12,6 +12,7 @@ from __future__ import annotations
 import codecs
 import logging
 import os
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -26,6 +27,8 @@ from engine.errors import EngineError
 
 log = logging.getLogger("foldline.runner")
 TAIL = 1000
+# Job states in which the run must stop: it is no longer wanted.
+ENDED = frozenset({"superseded", "cancelling", "cancelled"})
 
 
 @dataclass(frozen=True)
@@ -101,11 +104,15 @@ def execute(
     feeder.start()
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
-    stopped_because = None
+    stopped_because, frozen = None, False
     while process.process.poll() is None:
         time.sleep(flush_s)
         _publish(engine, run.job_id, decoder.decode(out.take_new()))
-        stopped_because = "shutdown" if stopping.is_set() else _should_stop(engine, run.job_id)
+        state = _job_state(engine, run.job_id)
+        if (state == "paused") != frozen:  # a paused job's group is stopped, not killed
+            frozen = state == "paused"
+            kill_group(process.pid, signal.SIGSTOP if frozen else signal.SIGCONT)
+        stopped_because = "shutdown" if stopping.is_set() else (state if state in ENDED else None)
         if stopped_because is None and deadline is not None and time.monotonic() > deadline:
             stopped_because = "timeout"
         if stopped_because:
@@ -143,14 +150,13 @@ def _publish(engine: Engine, job_id: str, text: str) -> None:
             log.debug("output of %s not recorded: %s", job_id, ex)
 
 
-def _should_stop(engine: Engine, job_id: str) -> str | None:
-    row = (
+def _job_state(engine: Engine, job_id: str) -> str | None:
+    rows = (
         engine.log.connection()
         .execute("SELECT state FROM jobs WHERE job_id = ?", (job_id,))
         .fetchall()
     )
-    state = row[0][0] if row else None
-    return state if state in ("superseded", "cancelling", "cancelled") else None
+    return rows[0][0] if rows else None
 
 
 def _record_end(
@@ -185,7 +191,7 @@ def _record_end(
         )
     except EngineError as ex:  # first writer wins: the job ended another way meanwhile
         log.info("job %s ended elsewhere: %s", run.job_id, ex)
-        if _should_stop(engine, run.job_id) == "cancelling":
+        if _job_state(engine, run.job_id) == "cancelling":
             engine.handle(c.ConfirmJobCancelled(job_id=run.job_id))
         return
     on_finished(run.job_id, outcome, result)

@@ -14,7 +14,7 @@ import os
 import secrets
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC
 from pathlib import Path
@@ -74,6 +74,8 @@ class Runtime:
         self._lease_lock = threading.Lock()
         self._lease_epoch: int | None = None
         self._runs: dict[str, threading.Thread] = {}
+        self.open_streams = 0
+        self._streams_lock = threading.Lock()
         self.shutdown = threading.Event()
 
     # -- the engine, per process -------------------------------------------------------------
@@ -111,6 +113,17 @@ class Runtime:
     def query(self, sql: str, *params: Any) -> list[Any]:
         rows: list[Any] = self.engine.log.connection().execute(sql, params).fetchall()
         return rows
+
+    @contextlib.contextmanager
+    def open_stream(self) -> Iterator[None]:
+        """Count an open SSE stream for the metrics while the block runs."""
+        with self._streams_lock:
+            self.open_streams += 1
+        try:
+            yield
+        finally:
+            with self._streams_lock:
+                self.open_streams -= 1
 
     # -- the lease (acquired on request, SPEC §4.2) ---------------------------------------------
 

@@ -21,7 +21,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -54,6 +54,7 @@ MAX_COMMAND_ID = 256
 # (measured in ADR 0009); scans and big payloads lose little.
 PAGE_SIZE = 2048
 MAX_READ_LIMIT = 10_000
+MAX_POSITION = (1 << 63) - 1  # SQLite's INTEGER range
 _COLUMNS = (
     "position, stream_id, version, event_type, recorded_at, epoch, command_id, state, payload, hash"
 )
@@ -69,6 +70,16 @@ class AppendResult(msgspec.Struct, frozen=True, kw_only=True):
     last_position: int
     state: str
     duplicate: bool = False
+
+
+@dataclass
+class LogStats:
+    """Counters of this process's writes, for metrics. Updated only by the batch leader."""
+
+    commits: int = 0
+    events: int = 0
+    commit_seconds: float = 0.0
+    batch_sizes: dict[int, int] = field(default_factory=dict)  # batch size -> batches
 
 
 @dataclass
@@ -255,6 +266,7 @@ class Log:
         self.max_batch = max_batch
         self.codec = EventCodec(machines.event_classes, max_payload_bytes)
         self.epoch = 0
+        self.stats = LogStats()
         self._closed = False
         self._local = threading.local()
         self._connections: list[tuple[int, Any]] = []
@@ -386,6 +398,7 @@ class Log:
                     request.done.set()
 
     def _commit(self, batch: list[_Request]) -> None:
+        started = time.perf_counter()
         cur = self.connection().cursor()
         try:
             cur.execute("BEGIN IMMEDIATE")
@@ -420,6 +433,11 @@ class Log:
                 request.result, request.error = None, request.error or failure
             return
         if tx.appended:
+            stats = self.stats
+            stats.commits += 1
+            stats.events += len(tx.appended)
+            stats.commit_seconds += time.perf_counter() - started
+            stats.batch_sizes[len(batch)] = stats.batch_sizes.get(len(batch), 0) + 1
             self._announce(tx.position)
 
     def _announce(self, position: int) -> None:
@@ -457,9 +475,11 @@ class Log:
         if (
             isinstance(after_version, bool)
             or not isinstance(after_version, int)
-            or after_version < 0
+            or not 0 <= after_version <= MAX_POSITION
         ):
-            raise InvalidArgument(f"after_version must be an int >= 0, got {after_version!r}")
+            raise InvalidArgument(
+                f"after_version must be an int in 0..{MAX_POSITION}, got {after_version!r}"
+            )
         rows = self._query(
             f"SELECT {_COLUMNS} FROM events WHERE stream_id = ? AND version > ? ORDER BY version",
             (stream_id, after_version),
@@ -471,9 +491,11 @@ class Log:
         if (
             isinstance(after_position, bool)
             or not isinstance(after_position, int)
-            or after_position < 0
+            or not 0 <= after_position <= MAX_POSITION
         ):
-            raise InvalidArgument(f"after_position must be an int >= 0, got {after_position!r}")
+            raise InvalidArgument(
+                f"after_position must be an int in 0..{MAX_POSITION}, got {after_position!r}"
+            )
         if (
             isinstance(limit, bool)
             or not isinstance(limit, int)
@@ -533,6 +555,7 @@ class Log:
         )
 
     def wait_for(self, after_position: int, timeout: float) -> bool:
+        # (after_position is compared, never sent to SQLite: any int is fine.)
         """Block until the head passes ``after_position`` (True) or ``timeout`` runs out.
 
         Wakes at once for commits made through this object; commits by other processes are

@@ -152,7 +152,7 @@ class Invocations:
             resp.media = self.runtime.job_body(job_id)
             return
         last = req.get_header("Last-Event-ID") or "0"
-        if not last.isdigit():
+        if not last.isdigit() or int(last) >= 1 << 63:
             raise HttpError(falcon.HTTP_400, "Last-Event-ID must be a log position")
         self._stream(resp, job_id, None, 0, after=int(last))
 

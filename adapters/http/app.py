@@ -4,11 +4,14 @@ the log lazily, per process, on the first request."""
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any
 
 import falcon
+import msgspec
 
-from adapters.http import a2a, agentcore
+from adapters.http import a2a, agentcore, metrics, openapi, v1
+from adapters.http.errors import ApiError, answer, status_of
 from adapters.runtime import Runtime
 from engine.errors import EngineError
 
@@ -25,13 +28,77 @@ def _unexpected(
     resp.media = {"error": "internal error; the server log has the details"}
 
 
+class WorkerHeader:
+    """``X-Foldline-Worker: <pid>`` on every answer: which worker process served it."""
+
+    def process_response(
+        self, req: falcon.Request, resp: falcon.Response, resource: Any, succeeded: bool
+    ) -> None:
+        resp.set_header("X-Foldline-Worker", str(os.getpid()))
+
+
 def create_app(runtime: Runtime) -> falcon.App:
-    app = falcon.App()
+    app = falcon.App(middleware=[WorkerHeader()])
     app.add_route("/ping", agentcore.Ping(runtime))
     app.add_route("/invocations", agentcore.Invocations(runtime))
     app.add_route("/", a2a.JsonRpc(runtime))
     app.add_route("/.well-known/agent-card.json", a2a.AgentCard(runtime))
+    app.add_route("/v1/sessions", v1.SessionsCollection(runtime))
+    app.add_route("/v1/sessions/{session_id}", v1.SessionItem(runtime))
+    app.add_route("/v1/sessions/{session_id}/taint", v1.SessionTaint(runtime))
+    app.add_route("/v1/sessions/{session_id}/{action}", v1.SessionControl(runtime))
+    app.add_route("/v1/jobs", v1.JobsCollection(runtime))
+    app.add_route("/v1/jobs/{job_id}", v1.JobItem(runtime))
+    app.add_route("/v1/jobs/{job_id}/{action}", v1.JobControl(runtime))
+    app.add_route("/v1/tasks/{task_id}", v1.TaskItem(runtime))
+    app.add_route("/v1/leases", v1.Leases(runtime))
+    app.add_route("/v1/streams/{stream_id}/events", v1.StreamEvents(runtime))
+    app.add_route("/v1/events", v1.Events(runtime))
+    app.add_route("/v1/machines", v1.MachinesResource())
+    app.add_route("/openapi.json", OpenApi())
+    app.add_route("/metrics", metrics.Metrics(runtime))
+    app.set_error_serializer(_falcon_error)
     app.add_error_handler(Exception, _unexpected)
-    app.add_error_handler(EngineError, agentcore.handle_engine_error)
+    app.add_error_handler(EngineError, _engine_error)
     app.add_error_handler(agentcore.HttpError, agentcore.handle_http_error)
+    app.add_error_handler(ApiError, _api_error)
     return app
+
+
+def _falcon_error(req: falcon.Request, resp: falcon.Response, ex: falcon.HTTPError) -> None:
+    """Falcon's own errors (unknown route, wrong method, ...) in foldline's error shape."""
+    code = (ex.title or "error").lower().replace(" ", "_")
+    resp.content_type = falcon.MEDIA_JSON
+    resp.data = msgspec.json.encode(
+        {"error": {"code": code, "message": ex.description or ex.title or ""}}
+    )
+
+
+class OpenApi:
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        resp.media = openapi.document()
+
+
+def _api_error(
+    req: falcon.Request, resp: falcon.Response, ex: ApiError, params: dict[str, Any]
+) -> None:
+    answer(resp, ex.status, ex.code, ex.message, **ex.fields)
+    if ex.status == falcon.HTTP_401:
+        resp.set_header("WWW-Authenticate", "Bearer")
+
+
+def _engine_error(
+    req: falcon.Request, resp: falcon.Response, ex: EngineError, params: dict[str, Any]
+) -> None:
+    """Engine refusals: the one status table for /v1, the AgentCore shape elsewhere."""
+    if req.path.startswith("/v1/"):
+        answer(resp, status_of(ex), ex.code, ex.message, **_jsonable(ex.fields))
+    else:
+        agentcore.handle_engine_error(req, resp, ex, params)
+
+
+def _jsonable(fields: dict[str, Any]) -> dict[str, Any]:
+    return {
+        k: v if isinstance(v, (str, int, float, bool, type(None))) else str(v)
+        for k, v in fields.items()
+    }

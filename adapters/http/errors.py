@@ -1,0 +1,56 @@
+"""One table from every ``EngineError`` class to an HTTP status, and the ``/v1`` error body
+``{"error": {"code", "message", ...fields}}``. A test asserts that no class is missing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import falcon
+import msgspec
+
+from engine import errors as e
+
+STATUS: dict[type[e.EngineError], str] = {
+    e.EngineError: falcon.HTTP_500,
+    e.InvalidArgument: falcon.HTTP_400,
+    e.InvalidEvent: falcon.HTTP_400,
+    e.UnknownEventType: falcon.HTTP_400,
+    e.UnknownStreamKind: falcon.HTTP_404,
+    e.PayloadTooLarge: falcon.HTTP_413,
+    e.InvalidDeclaration: falcon.HTTP_500,
+    e.ConcurrencyError: falcon.HTTP_412,
+    e.InvalidTransition: falcon.HTTP_409,
+    e.FencedOut: falcon.HTTP_503,
+    e.SchemaTooNew: falcon.HTTP_500,
+    e.NotALog: falcon.HTTP_500,
+    e.StorageError: falcon.HTTP_503,
+    e.ChainBroken: falcon.HTTP_500,
+    e.NotFound: falcon.HTTP_404,
+    e.AlreadyExists: falcon.HTTP_409,
+    e.Conflict: falcon.HTTP_409,
+    e.AdmissionRejected: falcon.HTTP_429,
+    e.LeaseBusy: falcon.HTTP_503,
+    e.NotLeaseHolder: falcon.HTTP_409,
+}
+
+
+def status_of(error: e.EngineError) -> str:
+    """The status of the most specific class in the table."""
+    for cls in type(error).__mro__:
+        if cls in STATUS:
+            return STATUS[cls]  # type: ignore[index]
+    return falcon.HTTP_500
+
+
+class ApiError(Exception):
+    """An error answered as ``{"error": {"code", "message", ...}}`` with ``status``."""
+
+    def __init__(self, status: str, code: str, message: str, **fields: Any) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message, self.fields = status, code, message, fields
+
+
+def answer(resp: falcon.Response, status: str, code: str, message: str, **fields: Any) -> None:
+    resp.status = status
+    resp.content_type = falcon.MEDIA_JSON
+    resp.data = msgspec.json.encode({"error": {"code": code, "message": message, **fields}})

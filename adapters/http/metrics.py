@@ -1,0 +1,98 @@
+"""``GET /metrics`` in the Prometheus text format (0.0.4).
+
+Entity counts and the lease come from the read models (the same in every worker); append,
+commit and batch figures are this worker process's own (label ``pid``), as Prometheus expects
+from a multi-process server scraped through one port.
+"""
+
+from __future__ import annotations
+
+import os
+
+import falcon
+
+from adapters.runtime import LEASE, Runtime
+
+BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+
+
+def render(runtime: Runtime) -> str:
+    lines: list[str] = []
+
+    def metric(name: str, kind: str, help_text: str, samples: list[tuple[str, float]]) -> None:
+        lines.append(f"# HELP {name} {help_text}")
+        lines.append(f"# TYPE {name} {kind}")
+        lines.extend(f"{name}{labels} {value:g}" for labels, value in samples)
+
+    counts = runtime.query("SELECT kind, state, count(*) FROM streams GROUP BY 1, 2 ORDER BY 1, 2")
+    metric(
+        "foldline_entities",
+        "gauge",
+        "Entities per machine and state.",
+        [(f'{{kind="{k}",state="{s}"}}', n) for k, s, n in counts],
+    )
+    head = runtime.query("SELECT coalesce(max(position), 0) FROM events")[0][0]
+    metric("foldline_log_head", "gauge", "Position of the last committed event.", [("", head)])
+    stats, pid = runtime.engine.log.stats, f'pid="{os.getpid()}"'
+    metric(
+        "foldline_appended_events_total",
+        "counter",
+        "Events appended by this process.",
+        [(f"{{{pid}}}", stats.events)],
+    )
+    metric(
+        "foldline_commits_total",
+        "counter",
+        "Commits that appended events, this process.",
+        [(f"{{{pid}}}", stats.commits)],
+    )
+    metric(
+        "foldline_commit_seconds_total",
+        "counter",
+        "Time spent in those commits.",
+        [(f"{{{pid}}}", stats.commit_seconds)],
+    )
+    sizes = dict(stats.batch_sizes)
+    buckets = [
+        (f'{{{pid},le="{bound}"}}', sum(n for size, n in sizes.items() if size <= bound))
+        for bound in BATCH_BUCKETS
+    ]
+    total_batches = sum(sizes.values())
+    buckets.append((f'{{{pid},le="+Inf"}}', total_batches))
+    lines.append("# HELP foldline_group_commit_batch_size Requests per shared transaction.")
+    lines.append("# TYPE foldline_group_commit_batch_size histogram")
+    lines.extend(
+        f"foldline_group_commit_batch_size_bucket{labels} {value:g}" for labels, value in buckets
+    )
+    lines.append(
+        f"foldline_group_commit_batch_size_sum{{{pid}}} "
+        f"{sum(size * n for size, n in sizes.items()):g}"
+    )
+    lines.append(f"foldline_group_commit_batch_size_count{{{pid}}} {total_batches:g}")
+    metric(
+        "foldline_open_streams",
+        "gauge",
+        "SSE streams open in this process.",
+        [(f"{{{pid}}}", runtime.open_streams)],
+    )
+    lease = runtime.query("SELECT holder, epoch, state FROM leases WHERE name = ?", LEASE)
+    if lease:
+        holder, epoch, state = lease[0]
+        mine = 1 if holder == runtime.holder and state == "held" else 0
+        metric("foldline_lease_epoch", "gauge", "Epoch of the workspace lease.", [("", epoch)])
+        metric(
+            "foldline_lease_held",
+            "gauge",
+            "1 if this server instance holds the lease.",
+            [(f'{{holder="{holder}"}}', mine)],
+        )
+    return "\n".join(lines) + "\n"
+
+
+class Metrics:
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        resp.content_type = "text/plain; version=0.0.4; charset=utf-8"
+        resp.text = render(self.runtime)

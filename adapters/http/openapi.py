@@ -1,0 +1,203 @@
+"""``GET /openapi.json``: OpenAPI 3.1 for ``/v1``, generated from the msgspec Structs.
+
+Only the paths are listed here; every body schema comes from ``adapters.http.schemas`` through
+``msgspec.json.schema_components``, so the document cannot drift from what is encoded.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from adapters.http import schemas as s
+from adapters.http.v1 import JOB_ACTIONS, SESSION_ACTIONS
+
+REF = "#/components/schemas/{name}"
+ERRORS = {
+    "400": "bad input",
+    "401": "missing or wrong bearer token",
+    "404": "unknown",
+    "409": "invalid transition or conflict",
+    "412": "If-Match version mismatch",
+    "413": "too large",
+    "415": "not JSON",
+    "429": "admission refused",
+    "503": "another server holds the workspace",
+}
+
+
+def _ref(cls: type) -> dict[str, str]:
+    return {"$ref": REF.format(name=cls.__name__)}
+
+
+def _json(cls: type, description: str = "OK") -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": _ref(cls)}}}
+
+
+def _errors(*codes: str) -> dict[str, Any]:
+    return {code: _json(s.ErrorOut, ERRORS[code]) for code in codes}
+
+
+def _param(
+    name: str, where: str = "query", required: bool = False, schema: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    return {"name": name, "in": where, "required": required, "schema": schema or {"type": "string"}}
+
+
+LIMIT = _param("limit", schema={"type": "integer", "minimum": 1, "maximum": 500})
+AFTER_ID = _param("after", schema={"type": "string", "minLength": 1})
+
+
+def _control(
+    kind: str, key: str, actions: list[str] | None, row: type, body: type = s.ControlIn
+) -> dict[str, Any]:
+    """A control call; ``actions`` None is a path of its own (taint) with a required body."""
+    action = (
+        []
+        if actions is None
+        else [_param("action", "path", True, {"type": "string", "enum": actions})]
+    )
+    return {
+        "post": {
+            "summary": f"Control a {kind}: {', '.join(actions or ['taint'])}",
+            "operationId": f"control_{kind}" if actions else f"taint_{kind}",
+            "parameters": [
+                _param(key, "path", True),
+                *action,
+                _param("If-Match", "header", schema={"type": "string", "pattern": "^[0-9]+$"}),
+                _param("Authorization", "header"),
+            ],
+            "requestBody": {
+                "required": actions is None,
+                "content": {"application/json": {"schema": _ref(body)}},
+            },
+            "responses": {
+                "200": _json(row),
+                **_errors("400", "401", "404", "409", "412", "413", "415", "429", "503"),
+            },
+        }
+    }
+
+
+def document() -> dict[str, Any]:
+    _, schemas = msgspec.json.schema_components(
+        [
+            s.ErrorOut,
+            s.SessionOut,
+            s.SessionPage,
+            s.JobOut,
+            s.JobPage,
+            s.TaskOut,
+            s.LeasePage,
+            s.EventPage,
+            s.ControlIn,
+            s.TaintIn,
+        ],
+        ref_template=REF,
+    )
+    position = {"type": "integer", "minimum": 0, "maximum": (1 << 63) - 1}
+    paths: dict[str, Any] = {
+        "/v1/sessions": {
+            "get": {
+                "operationId": "list_sessions",
+                "summary": "Sessions, by id",
+                "parameters": [_param("state"), LIMIT, AFTER_ID],
+                "responses": {"200": _json(s.SessionPage), **_errors("400")},
+            }
+        },
+        "/v1/sessions/{session_id}": {
+            "get": {
+                "operationId": "get_session",
+                "summary": "One session",
+                "parameters": [_param("session_id", "path", True)],
+                "responses": {"200": _json(s.SessionOut), **_errors("404")},
+            }
+        },
+        "/v1/sessions/{session_id}/{action}": _control(
+            "session", "session_id", sorted(SESSION_ACTIONS), s.SessionOut
+        ),
+        "/v1/sessions/{session_id}/taint": _control(
+            "session", "session_id", None, s.SessionOut, s.TaintIn
+        ),
+        "/v1/jobs": {
+            "get": {
+                "operationId": "list_jobs",
+                "summary": "Jobs, by id; filter by session and state",
+                "parameters": [_param("session"), _param("state"), LIMIT, AFTER_ID],
+                "responses": {"200": _json(s.JobPage), **_errors("400")},
+            }
+        },
+        "/v1/jobs/{job_id}": {
+            "get": {
+                "operationId": "get_job",
+                "summary": "One job",
+                "parameters": [_param("job_id", "path", True)],
+                "responses": {"200": _json(s.JobOut), **_errors("404")},
+            }
+        },
+        "/v1/jobs/{job_id}/{action}": _control("job", "job_id", sorted(JOB_ACTIONS), s.JobOut),
+        "/v1/tasks/{task_id}": {
+            "get": {
+                "operationId": "get_task",
+                "summary": "One A2A task",
+                "parameters": [_param("task_id", "path", True)],
+                "responses": {"200": _json(s.TaskOut), **_errors("404")},
+            }
+        },
+        "/v1/leases": {
+            "get": {
+                "operationId": "list_leases",
+                "summary": "Leases",
+                "responses": {"200": _json(s.LeasePage)},
+            }
+        },
+        "/v1/streams/{stream_id}/events": {
+            "get": {
+                "operationId": "stream_events",
+                "summary": "One stream's events",
+                "parameters": [_param("stream_id", "path", True), _param("after", schema=position)],
+                "responses": {"200": _json(s.EventPage), **_errors("400", "404")},
+            }
+        },
+        "/v1/events": {
+            "get": {
+                "operationId": "events",
+                "summary": "The log after a position; SSE with Accept: text/event-stream",
+                "parameters": [
+                    _param("after", schema=position),
+                    _param("limit", schema={"type": "integer", "minimum": 1, "maximum": 10000}),
+                ],
+                "responses": {"200": _json(s.EventPage), **_errors("400")},
+            }
+        },
+        "/v1/machines": {
+            "get": {
+                "operationId": "machines",
+                "summary": "The machine declarations (JSON)",
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "content": {
+                            "application/json": {
+                                "schema": {"type": "array", "items": {"type": "object"}}
+                            }
+                        },
+                    }
+                },
+            }
+        },
+    }
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "foldline /v1",
+            "version": "0.1.0",
+            "description": "Reads and controls over foldline's read models.",
+        },
+        "paths": paths,
+        "components": {
+            "schemas": schemas,
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+    }

@@ -1,0 +1,146 @@
+"""The ``/v1`` request and response bodies as msgspec Structs: the single source of both the
+encoding and the OpenAPI document (``adapters.http.openapi``)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import msgspec
+
+Reason = Annotated[str, msgspec.Meta(max_length=1000)]
+
+
+class ErrorBody(msgspec.Struct, kw_only=True):
+    code: str
+    message: str
+
+
+class ErrorOut(msgspec.Struct, kw_only=True):
+    error: ErrorBody
+
+
+class Owed(msgspec.Struct, kw_only=True):
+    kind: str
+    ref: str
+
+
+class SessionOut(msgspec.Struct, kw_only=True):
+    session_id: str
+    state: str
+    version: int
+    agent: str
+    origin: str
+    resource_group: str | None
+    units: int
+    has_controller: bool
+    run_id: str | None
+    tainted: bool
+    taint_reasons: list[str]
+    owes: Owed | None
+    detached_by: str | None
+    created_at: str
+    updated_at: str
+    finished_at: str | None
+
+
+class FileOut(msgspec.Struct, kw_only=True):
+    path: str
+    size: int
+
+
+class JobOut(msgspec.Struct, kw_only=True):
+    job_id: str
+    session_id: str
+    state: str
+    version: int
+    agent: str
+    parent_job: str | None
+    depth: int
+    batch: str | None
+    resource_group: str | None
+    units: int
+    task_id: str | None
+    run_id: str | None
+    pid: int | None
+    runs: int
+    result: str | None
+    files: list[FileOut]
+    exit_code: int | None
+    superseded_by: str | None
+    reason: str | None
+    notify_exit_code: int | None
+    created_at: str
+    started_at: str | None
+    finished_at: str | None
+    updated_at: str
+
+
+class TaskOut(msgspec.Struct, kw_only=True):
+    task_id: str
+    session_id: str
+    state: str
+    version: int
+    message_id: str
+    text: str
+    status_text: str | None
+    result: str | None
+    created_at: str
+    updated_at: str
+
+
+class LeaseOut(msgspec.Struct, kw_only=True):
+    name: str
+    state: str
+    version: int
+    holder: str
+    host: str
+    pid: int
+    epoch: int
+    acquired_at: str
+    renewed_at: str
+
+
+class EventOut(msgspec.Struct, kw_only=True):
+    position: int
+    stream_id: str
+    version: int
+    event_type: str
+    recorded_at: str
+    epoch: int
+    command_id: str | None
+    state: str
+    event: dict[str, Any]
+    hash: str
+
+
+class Page(msgspec.Struct, kw_only=True):
+    """A page of rows; ``next`` is the cursor for the following page (null on the last)."""
+
+    next: str | None
+
+
+class SessionPage(Page, kw_only=True):
+    sessions: list[SessionOut]
+
+
+class JobPage(Page, kw_only=True):
+    jobs: list[JobOut]
+
+
+class LeasePage(msgspec.Struct, kw_only=True):
+    leases: list[LeaseOut]
+
+
+class EventPage(msgspec.Struct, kw_only=True):
+    events: list[EventOut]
+    next: int
+
+
+class ControlIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """Optional body of a control call."""
+
+    reason: Reason = ""
+
+
+class TaintIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    reason: Annotated[str, msgspec.Meta(min_length=1, max_length=1000)]

@@ -1,0 +1,395 @@
+"""The ``/v1`` read and control API (SPEC §5.3), served from the read models.
+
+Reads take no lease. Controls are one command each, need ``Authorization: Bearer`` when
+``FOLDLINE_TOKEN`` is set (compared in constant time), take the lease, map ``If-Match`` to
+``expected_version`` and answer the new row. Errors use one table (``adapters.http.errors``).
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import falcon
+import msgspec
+
+from adapters.config import LEASE_BUSY_TEXT
+from adapters.http import sse
+from adapters.http.errors import ApiError
+from adapters.http.schemas import (
+    ControlIn,
+    EventOut,
+    EventPage,
+    FileOut,
+    JobOut,
+    JobPage,
+    LeaseOut,
+    LeasePage,
+    Owed,
+    SessionOut,
+    SessionPage,
+    TaintIn,
+    TaskOut,
+)
+from adapters.runtime import Runtime
+from engine import Machines
+from engine.domain import MACHINES
+from engine.domain import commands as c
+from engine.errors import LeaseBusy
+from engine.events import RecordedEvent
+
+MAX_LIMIT = 500
+
+
+def _json(resp: falcon.Response, value: Any) -> None:
+    resp.content_type = falcon.MEDIA_JSON
+    resp.data = msgspec.json.encode(value)
+
+
+def _limit(req: falcon.Request, default: int = 100, maximum: int = MAX_LIMIT) -> int:
+    raw = req.get_param("limit")
+    if raw is None:
+        return default
+    if not raw.isdigit() or not 1 <= int(raw) <= maximum:
+        raise ApiError(falcon.HTTP_400, "invalid_argument", f"limit must be 1..{maximum}")
+    return int(raw)
+
+
+def _after_position(req: falcon.Request) -> int:
+    raw = req.get_param("after") or req.get_header("Last-Event-ID") or "0"
+    if not raw.isdigit():
+        raise ApiError(falcon.HTTP_400, "invalid_argument", "after must be a log position")
+    return int(raw)
+
+
+_SESSION_COLUMNS = (
+    "session_id, state, version, agent, origin, resource_group, units, has_controller, run_id,"
+    " tainted, taint_reasons, owes_kind, owes_ref, detached_by, created_at, updated_at,"
+    " finished_at"
+)
+_JOB_COLUMNS = (
+    "job_id, session_id, state, version, agent, parent_job, depth, batch, resource_group, units,"
+    " task_id, run_id, pid, runs, result, files, exit_code, superseded_by, reason,"
+    " notify_exit_code, created_at, started_at, finished_at, updated_at"
+)
+_TASK_COLUMNS = (
+    "task_id, session_id, state, version, message_id, text, status_text, result, created_at,"
+    " updated_at"
+)
+_LEASE_COLUMNS = "name, state, version, holder, host, pid, epoch, acquired_at, renewed_at"
+
+
+def session_out(row: Any) -> SessionOut:
+    (
+        sid,
+        state,
+        version,
+        agent,
+        origin,
+        group,
+        units,
+        controller,
+        run_id,
+        tainted,
+        reasons,
+        owes_kind,
+        owes_ref,
+        detached_by,
+        created,
+        updated,
+        finished,
+    ) = row
+    return SessionOut(
+        session_id=sid,
+        state=state,
+        version=version,
+        agent=agent,
+        origin=origin,
+        resource_group=group,
+        units=units,
+        has_controller=bool(controller),
+        run_id=run_id,
+        tainted=bool(tainted),
+        taint_reasons=json.loads(reasons),
+        owes=Owed(kind=owes_kind, ref=owes_ref) if owes_kind else None,
+        detached_by=detached_by,
+        created_at=created,
+        updated_at=updated,
+        finished_at=finished,
+    )
+
+
+def job_out(row: Any) -> JobOut:
+    values = dict(zip([n.strip() for n in _JOB_COLUMNS.split(",")], row, strict=True))
+    values["files"] = [FileOut(**f) for f in json.loads(values["files"])]
+    return JobOut(**values)
+
+
+def event_out(recorded: RecordedEvent) -> EventOut:
+    return EventOut(
+        position=recorded.position,
+        stream_id=recorded.stream_id,
+        version=recorded.version,
+        event_type=recorded.event_type,
+        recorded_at=recorded.recorded_at,
+        epoch=recorded.epoch,
+        command_id=recorded.command_id,
+        state=recorded.state,
+        event=msgspec.to_builtins(recorded.event),
+        hash=recorded.hash,
+    )
+
+
+class Reads:
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    def _one(self, sql: str, key: str, what: str) -> Any:
+        rows = self.runtime.query(sql, key)
+        if not rows:
+            raise ApiError(falcon.HTTP_404, "not_found", f"{what} {key!r} does not exist")
+        return rows[0]
+
+    def _page(
+        self,
+        req: falcon.Request,
+        table: str,
+        key: str,
+        columns: str,
+        filters: dict[str, str | None],
+    ) -> tuple[list[Any], str | None]:
+        limit = _limit(req)
+        where, args = [], []
+        for column, value in filters.items():
+            if value is not None:
+                where.append(f"{column} = ?")
+                args.append(value)
+        after = req.get_param("after")
+        if after:
+            where.append(f"{key} > ?")
+            args.append(after)
+        clause = f"WHERE {' AND '.join(where)}" if where else ""
+        rows = self.runtime.query(
+            f"SELECT {columns} FROM {table} {clause} ORDER BY {key} LIMIT ?", *args, limit + 1
+        )
+        more = len(rows) > limit
+        rows = rows[:limit]
+        return rows, (rows[-1][0] if more else None)
+
+
+class SessionsCollection(Reads):
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        rows, after = self._page(
+            req, "sessions", "session_id", _SESSION_COLUMNS, {"state": req.get_param("state")}
+        )
+        _json(resp, SessionPage(sessions=[session_out(r) for r in rows], next=after))
+
+
+class SessionItem(Reads):
+    def on_get(self, req: falcon.Request, resp: falcon.Response, session_id: str) -> None:
+        row = self._one(
+            f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE session_id = ?", session_id, "session"
+        )
+        _json(resp, session_out(row))
+
+
+class JobsCollection(Reads):
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        rows, after = self._page(
+            req,
+            "jobs",
+            "job_id",
+            _JOB_COLUMNS,
+            {"session_id": req.get_param("session"), "state": req.get_param("state")},
+        )
+        _json(resp, JobPage(jobs=[job_out(r) for r in rows], next=after))
+
+
+class JobItem(Reads):
+    def on_get(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
+        row = self._one(f"SELECT {_JOB_COLUMNS} FROM jobs WHERE job_id = ?", job_id, "job")
+        _json(resp, job_out(row))
+
+
+class TaskItem(Reads):
+    def on_get(self, req: falcon.Request, resp: falcon.Response, task_id: str) -> None:
+        row = self._one(f"SELECT {_TASK_COLUMNS} FROM tasks WHERE task_id = ?", task_id, "task")
+        names = [n.strip() for n in _TASK_COLUMNS.split(",")]
+        _json(resp, TaskOut(**dict(zip(names, row, strict=True))))
+
+
+class Leases(Reads):
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        names = [n.strip() for n in _LEASE_COLUMNS.split(",")]
+        rows = self.runtime.query(f"SELECT {_LEASE_COLUMNS} FROM leases ORDER BY name")
+        _json(resp, LeasePage(leases=[LeaseOut(**dict(zip(names, r, strict=True))) for r in rows]))
+
+
+class StreamEvents(Reads):
+    def on_get(self, req: falcon.Request, resp: falcon.Response, stream_id: str) -> None:
+        after = req.get_param("after") or "0"
+        if not after.isdigit():
+            raise ApiError(falcon.HTTP_400, "invalid_argument", "after must be a version")
+        events = self.runtime.engine.log.read_stream(stream_id, int(after))
+        if not events and self.runtime.engine.log.stream_head(stream_id).version == 0:
+            raise ApiError(falcon.HTTP_404, "not_found", f"stream {stream_id!r} does not exist")
+        last = events[-1].position if events else 0
+        _json(resp, EventPage(events=[event_out(e) for e in events], next=last))
+
+
+class Events(Reads):
+    """The global log: a JSON page, or followed live as SSE (ids are positions)."""
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        after = _after_position(req)
+        if "text/event-stream" in (req.get_header("Accept") or ""):
+            resp.content_type = "text/event-stream"
+            resp.set_header("Cache-Control", "no-cache")
+            resp.stream = self._follow(after)
+            return
+        events = self.runtime.engine.log.read_all(after, _limit(req, 1000, 10_000))
+        _json(
+            resp,
+            EventPage(
+                events=[event_out(e) for e in events], next=events[-1].position if events else after
+            ),
+        )
+
+    def _follow(self, after: int) -> Iterator[bytes]:
+        runtime, log = self.runtime, self.runtime.engine.log
+        interval = runtime.config.sse_keepalive_s
+        yield sse.comment("following")
+        quiet_since = time.monotonic()
+        with runtime.open_stream():
+            while not runtime.shutdown.is_set():
+                head = log.head()
+                for recorded in log.read_all(after, 1000):
+                    after = recorded.position
+                    quiet_since = time.monotonic()
+                    yield (
+                        (f"id: {recorded.position}\nevent: {recorded.event_type}\ndata: ").encode()
+                        + msgspec.json.encode(event_out(recorded))
+                        + b"\n\n"
+                    )
+                if time.monotonic() - quiet_since >= interval:
+                    quiet_since = time.monotonic()
+                    yield sse.comment("keepalive")
+                log.wait_for(head, min(interval, 1.0))
+            yield b"event: shutdown\nretry: 1000\ndata: {}\n\n"
+
+
+class MachinesResource:
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        machines = Machines(MACHINES).by_kind.values()
+        if req.get_param("format") == "mermaid":
+            resp.content_type = "text/plain; charset=utf-8"
+            resp.text = "\n".join(f"%% {m.kind}\n{m.to_mermaid()}" for m in machines)
+            return
+        _json(resp, [m.to_json() for m in machines])
+
+
+# -- controls ---------------------------------------------------------------------------------
+
+SESSION_ACTIONS: dict[str, Callable[[str, str], c.Command]] = {
+    "pause": lambda sid, reason: c.PauseSession(session_id=sid),
+    "continue": lambda sid, reason: c.AttachSession(session_id=sid),
+    "detach": lambda sid, reason: c.DetachSession(session_id=sid, by="operator"),
+    "stop": lambda sid, reason: c.StopSession(session_id=sid, reason=reason),
+    "cancel": lambda sid, reason: c.CancelSession(session_id=sid, reason=reason),
+}
+JOB_ACTIONS: dict[str, Callable[[str, str], c.Command]] = {
+    "pause": lambda jid, reason: c.PauseJob(job_id=jid),
+    "continue": lambda jid, reason: c.ContinueJob(job_id=jid),
+    "cancel": lambda jid, reason: c.CancelJob(job_id=jid, reason=reason),
+}
+
+
+class Control:
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    def authorize(self, req: falcon.Request) -> None:
+        token = self.runtime.config.token
+        if token is None:
+            return
+        given = req.get_header("Authorization") or ""
+        scheme, _, value = given.partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(value.encode(), token.encode()):
+            raise ApiError(falcon.HTTP_401, "unauthorized", "a valid bearer token is required")
+
+    @staticmethod
+    def expected_version(req: falcon.Request) -> int | None:
+        raw = req.get_header("If-Match")
+        if raw is None:
+            return None
+        value = raw.removeprefix("W/").strip('"')
+        if not value.isdigit():
+            raise ApiError(falcon.HTTP_400, "invalid_argument", "If-Match must be a version")
+        return int(value)
+
+    @staticmethod
+    def body(req: falcon.Request, schema: type[Any], required: bool) -> Any:
+        raw = req.stream.read(65537)
+        if len(raw) > 65536:
+            raise ApiError(falcon.HTTP_413, "payload_too_large", "body exceeds 64 KiB")
+        if not raw.strip():
+            if required:
+                raise ApiError(falcon.HTTP_400, "invalid_argument", "a JSON body is required")
+            return schema()
+        if not (req.content_type or "").startswith("application/json"):
+            raise ApiError(
+                falcon.HTTP_415, "unsupported_media_type", "send the body as application/json"
+            )
+        try:
+            return msgspec.json.decode(raw, type=schema)
+        except msgspec.ValidationError as ex:
+            raise ApiError(falcon.HTTP_400, "invalid_argument", str(ex)) from None
+        except msgspec.DecodeError:
+            raise ApiError(falcon.HTTP_400, "invalid_argument", "body is not JSON") from None
+
+    def run(self, req: falcon.Request, command: c.Command) -> None:
+        expected = self.expected_version(req)
+        if expected is not None:
+            command = msgspec.structs.replace(command, expected_version=expected)
+        try:
+            self.runtime.ensure_lease()
+        except LeaseBusy:
+            raise ApiError(falcon.HTTP_503, "lease_busy", LEASE_BUSY_TEXT) from None
+        self.runtime.engine.handle(command)
+
+
+class SessionControl(Control):
+    def on_post(
+        self, req: falcon.Request, resp: falcon.Response, session_id: str, action: str
+    ) -> None:
+        make = SESSION_ACTIONS.get(action)
+        if make is None:
+            raise ApiError(falcon.HTTP_404, "not_found", f"no session action {action!r}")
+        self.authorize(req)
+        body = self.body(req, ControlIn, False)
+        self.run(req, make(session_id, body.reason))
+        SessionItem(self.runtime).on_get(req, resp, session_id)
+
+
+class SessionTaint(Control):
+    """Taint is permanent, so it needs a reason: its own path with a required body."""
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, session_id: str) -> None:
+        self.authorize(req)
+        body = self.body(req, TaintIn, True)
+        self.run(req, c.TaintSession(session_id=session_id, reason=body.reason))
+        SessionItem(self.runtime).on_get(req, resp, session_id)
+
+
+class JobControl(Control):
+    def on_post(self, req: falcon.Request, resp: falcon.Response, job_id: str, action: str) -> None:
+        make = JOB_ACTIONS.get(action)
+        if make is None:
+            raise ApiError(falcon.HTTP_404, "not_found", f"no job action {action!r}")
+        self.authorize(req)
+        body = self.body(req, ControlIn, False)
+        self.run(req, make(job_id, body.reason))
+        JobItem(self.runtime).on_get(req, resp, job_id)

@@ -1,0 +1,177 @@
+"""The /v1 API through falcon's test client: every status, the error table, OpenAPI."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from openapi_spec_validator import validate
+
+from adapters.http import errors
+from adapters.http.openapi import document
+from engine import errors as engine_errors
+from tests.http.conftest import MakeClient
+
+SLEEPY = "cat >/dev/null; sleep 30"
+
+
+def _all_engine_errors() -> list[type]:
+    found, frontier = [], [engine_errors.EngineError]
+    while frontier:
+        cls = frontier.pop()
+        found.append(cls)
+        frontier += cls.__subclasses__()
+    return found
+
+
+def test_v1_error_table_has_a_row_for_every_engine_error() -> None:
+    missing = [cls.__name__ for cls in _all_engine_errors() if cls not in errors.STATUS]
+    assert not missing, f"no HTTP status for {missing}"
+
+
+def test_v1_openapi_document_is_valid_openapi_3_1(make_client: MakeClient) -> None:
+    client, _ = make_client()
+    served = client.simulate_get("/openapi.json").json
+    assert served == json.loads(json.dumps(document()))
+    assert served["openapi"] == "3.1.0"
+    validate(served)
+    assert "SessionOut" in served["components"]["schemas"]
+
+
+def _session(client: Any, runner_session: str = "s1") -> dict[str, Any]:
+    answer = client.simulate_post(
+        "/invocations", json={"prompt": "x", "session": runner_session, "async": True}
+    )
+    return answer.json  # type: ignore[no-any-return]
+
+
+def test_v1_reads_sessions_jobs_tasks_leases_and_events(make_client: MakeClient) -> None:
+    client, _ = make_client(SLEEPY)
+    receipt = _session(client)
+    sessions = client.simulate_get("/v1/sessions").json
+    assert [s["session_id"] for s in sessions["sessions"]] == ["s1"] and sessions["next"] is None
+    session = client.simulate_get("/v1/sessions/s1").json
+    assert session["owes"] == {"kind": "job", "ref": receipt["invocation"]}
+    jobs = client.simulate_get("/v1/jobs", params={"session": "s1", "state": "running"}).json
+    assert [j["job_id"] for j in jobs["jobs"]] == [receipt["invocation"]]
+    assert client.simulate_get(f"/v1/jobs/{receipt['invocation']}").json["state"] == "running"
+    leases = client.simulate_get("/v1/leases").json["leases"]
+    assert leases[0]["holder"] == "test-holder" and leases[0]["epoch"] == 1
+    events = client.simulate_get("/v1/events", params={"after": "1", "limit": "2"}).json
+    assert [e["position"] for e in events["events"]] == [2, 3] and events["next"] == 3
+    stream = client.simulate_get("/v1/streams/session:s1/events").json
+    assert stream["events"][0]["event_type"] == "session.created"
+    assert client.simulate_get("/v1/machines").json[0]["kind"] == "lease"
+    mermaid = client.simulate_get("/v1/machines", params={"format": "mermaid"})
+    assert "stateDiagram-v2" in mermaid.text
+
+
+def test_v1_lists_page_with_a_cursor(make_client: MakeClient) -> None:
+    client, _ = make_client()
+    for name in ("a", "b", "c"):
+        client.simulate_post("/invocations", json={"prompt": "x", "session": name})
+    first = client.simulate_get("/v1/sessions", params={"limit": "2"}).json
+    assert [s["session_id"] for s in first["sessions"]] == ["a", "b"] and first["next"] == "b"
+    rest = client.simulate_get("/v1/sessions", params={"limit": "2", "after": "b"}).json
+    assert [s["session_id"] for s in rest["sessions"]] == ["c"] and rest["next"] is None
+
+
+def test_v1_controls_answer_the_new_row(make_client: MakeClient) -> None:
+    client, _ = make_client(SLEEPY)
+    receipt = _session(client)
+    job = receipt["invocation"]
+    paused = client.simulate_post(f"/v1/jobs/{job}/pause").json
+    assert paused["state"] == "paused"
+    assert client.simulate_post(f"/v1/jobs/{job}/continue").json["state"] == "running"
+    version = client.simulate_get("/v1/sessions/s1").json["version"]
+    detached = client.simulate_post("/v1/sessions/s1/detach", headers={"If-Match": str(version)})
+    assert detached.status_code == 200 and detached.json["detached_by"] == "operator"
+    tainted = client.simulate_post("/v1/sessions/s1/taint", json={"reason": "suspicious"}).json
+    assert tainted["tainted"] and tainted["taint_reasons"] == ["suspicious"]
+    cancelled = client.simulate_post("/v1/sessions/s1/cancel", json={"reason": "enough"}).json
+    assert cancelled["state"] == "cancelled"
+    assert client.simulate_get(f"/v1/jobs/{job}").json["state"] == "cancelled"
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "kwargs", "status", "code"),
+    [
+        ("get", "/v1/sessions/nope", {}, 404, "not_found"),
+        ("get", "/v1/jobs/nope", {}, 404, "not_found"),
+        ("get", "/v1/tasks/nope", {}, 404, "not_found"),
+        ("get", "/v1/streams/session:nope/events", {}, 404, "not_found"),
+        ("get", "/v1/streams/bogus/events", {}, 404, "unknown_stream_kind"),
+        ("get", "/v1/sessions", {"params": {"limit": "0"}}, 400, "invalid_argument"),
+        ("get", "/v1/events", {"params": {"after": "x"}}, 400, "invalid_argument"),
+        ("post", "/v1/sessions/s1/explode", {}, 404, "not_found"),
+        ("post", "/v1/sessions/s1/pause", {"headers": {"If-Match": "99"}}, 412, "version_conflict"),
+        ("post", "/v1/sessions/s1/pause", {"headers": {"If-Match": "x"}}, 400, "invalid_argument"),
+        ("post", "/v1/sessions/s1/taint", {}, 400, "invalid_argument"),
+        ("post", "/v1/sessions/s1/stop", {"json": {"reason": 5}}, 400, "invalid_argument"),
+        ("post", "/v1/sessions/s1/stop", {"json": {"why": "x"}}, 400, "invalid_argument"),
+        (
+            "post",
+            "/v1/sessions/s1/stop",
+            {"body": "reason", "headers": {"Content-Type": "text/plain"}},
+            415,
+            "unsupported_media_type",
+        ),
+        (
+            "post",
+            "/v1/sessions/s1/stop",
+            {"body": "x" * 70000, "headers": {"Content-Type": "application/json"}},
+            413,
+            "payload_too_large",
+        ),
+        ("post", "/v1/sessions/nope/pause", {}, 404, "not_found"),
+        ("post", "/v1/sessions/s1/continue", {}, 409, "invalid_transition"),
+    ],
+)
+def test_v1_errors_have_the_mapped_status_and_a_stable_code(
+    make_client: MakeClient,
+    method: str,
+    path: str,
+    kwargs: dict[str, Any],
+    status: int,
+    code: str,
+) -> None:
+    client, runtime = make_client()
+    client.simulate_post("/invocations", json={"prompt": "x", "session": "s1"})
+    head = runtime.engine.log.head()
+    answer = getattr(client, f"simulate_{method}")(path, **kwargs)
+    assert answer.status_code == status, answer.text
+    assert answer.json["error"]["code"] == code and answer.json["error"]["message"]
+    assert runtime.engine.log.head() == head  # a refused call appends nothing
+    assert "Traceback" not in answer.text
+
+
+def test_v1_writes_need_the_bearer_token_when_one_is_set(make_client: MakeClient) -> None:
+    client, _ = make_client(token="s3cret")
+    client.simulate_post("/invocations", json={"prompt": "x", "session": "s1"})
+    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "Basic s3cret"}):
+        answer = client.simulate_post("/v1/sessions/s1/pause", headers=headers)
+        assert answer.status_code == 401 and answer.json["error"]["code"] == "unauthorized"
+        assert answer.headers["www-authenticate"] == "Bearer"
+    assert client.simulate_get("/v1/sessions/s1").status_code == 200  # reads stay open
+    ok = client.simulate_post("/v1/sessions/s1/pause", headers={"Authorization": "Bearer s3cret"})
+    assert ok.status_code == 200
+
+
+def test_v1_control_when_another_server_holds_the_lease_is_503(make_client: MakeClient) -> None:
+    first, _ = make_client(holder="one")
+    first.simulate_post("/invocations", json={"prompt": "x", "session": "s1"})
+    second, _ = make_client(holder="two")
+    answer = second.simulate_post("/v1/sessions/s1/pause")
+    assert answer.status_code == 503 and answer.json["error"]["code"] == "lease_busy"
+
+
+def test_metrics_are_prometheus_text(make_client: MakeClient) -> None:
+    client, _ = make_client()
+    client.simulate_post("/invocations", json={"prompt": "x"})
+    text = client.simulate_get("/metrics").text
+    assert 'foldline_entities{kind="job",state="ok"} 1' in text
+    assert "foldline_commits_total" in text and "foldline_lease_epoch 1" in text
+    assert "foldline_group_commit_batch_size_bucket" in text
+    for line in text.splitlines():
+        assert line.startswith("#") or len(line.rsplit(" ", 1)) == 2

@@ -1,0 +1,103 @@
+"""/v1 on a real gunicorn: the live events feed across workers, and schemathesis."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, given, settings
+
+from tests.support.server import Server, read_events, serve
+
+pytestmark = pytest.mark.server
+
+
+def test_v1_events_follower_sees_events_appended_through_other_workers(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    with serve(workspace, {"FOLDLINE_RUNNER": "cat"}, workers=2) as server:
+        conn = server.connection(timeout=30)
+        conn.request("GET", "/v1/events", headers={"Accept": "text/event-stream"})
+        answer = conn.getresponse()
+        follower = answer.getheader("X-Foldline-Worker")
+        events = read_events(answer, limit=60)
+        assert next(events) == {"comment": "following"}
+        writers, invocations = set(), []
+        for i in range(40):  # new connections land on both workers
+            if len(writers - {follower}) and len(invocations) >= 6:
+                break
+            fresh = server.connection()
+            fresh.request(
+                "POST",
+                "/invocations",
+                body=json.dumps({"prompt": f"p{i}"}),
+                headers={"Connection": "close"},
+            )
+            reply = fresh.getresponse()
+            writers.add(reply.getheader("X-Foldline-Worker"))
+            invocations.append(json.loads(reply.read())["invocation"])
+            fresh.close()
+        assert writers - {follower}, "no request reached the other worker"
+        finished: set[str] = set()
+        deadline = time.monotonic() + 30
+        for event in events:
+            if event.get("event") == "job.finished":
+                finished.add(json.loads(event["data"])["stream_id"].partition(":")[2])
+            if finished >= set(invocations) or time.monotonic() > deadline:
+                break
+        conn.close()
+        assert finished >= set(invocations)
+
+
+@pytest.fixture(scope="module")
+def live_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    workspace = tmp_path_factory.mktemp("schemathesis")
+    with serve(workspace, {"FOLDLINE_RUNNER": "cat"}, workers=1) as server:
+        for name in ("s1", "s2"):
+            server.invoke({"prompt": "seed", "session": name})
+        yield server
+
+
+def test_v1_conforms_to_its_openapi_document(live_server: Server) -> None:
+    """schemathesis, bounded to 15 examples an operation: no 5xx, and every answer (status,
+    content type, body) matches the document. (Driven by hand: its pytest plugin does not
+    load under pytest 9.)"""
+    schema = schemathesis.openapi.from_url(f"http://127.0.0.1:{live_server.port}/openapi.json")
+    counts = {"operations": 0, "examples": 0}
+    for result in schema.get_all_operations():
+        operation = result.ok()
+
+        @given(case=operation.as_strategy())
+        @settings(
+            max_examples=15,
+            deadline=None,
+            derandomize=True,
+            database=None,
+            suppress_health_check=list(HealthCheck),
+        )
+        def check(case: Any) -> None:
+            counts["examples"] += 1
+            case.call_and_validate(timeout=10)
+
+        check()
+        counts["operations"] += 1
+    print(f"schemathesis: {counts['operations']} operations, {counts['examples']} examples")
+    assert counts["operations"] == 12 and counts["examples"] >= 12 * 5
+
+
+def test_v1_openapi_is_served_by_the_real_server(live_server: Server) -> None:
+    status, _, raw = live_server.request("GET", "/openapi.json")
+    assert status == 200 and json.loads(raw)["openapi"] == "3.1.0"
+    conn: http.client.HTTPConnection = live_server.connection()
+    conn.request("DELETE", "/v1/sessions")
+    answer = conn.getresponse()
+    body = json.loads(answer.read())
+    conn.close()
+    assert answer.status == 405
+    assert body["error"]["code"] == "405_method_not_allowed"
