@@ -378,3 +378,30 @@ def test_rules_unknown_entities_are_not_found(engine: Engine) -> None:
 def test_rules_engine_refuses_anything_but_a_command(engine: Engine) -> None:
     with pytest.raises(InvalidArgument):
         engine.handle(TicketOpened())  # type: ignore[arg-type]
+
+
+# -- tasks worked by jobs (A2A) ---------------------------------------------------------------
+
+
+def test_rules_a_job_working_for_a_task_starts_and_ends_it(engine: Engine) -> None:
+    session(engine)
+    engine.handle(c.CreateTask(task_id="t1", session_id="s1"))
+    job(engine, "j1", task_id="t1", owed=False, start=True)
+    assert state(engine, "task", "t1") == "working"
+    engine.handle(c.FinishJob(job_id="j1", outcome="ok", result="the answer"))
+    task = row(engine, "tasks", "task_id", "t1")
+    assert (task["state"], task["result"]) == ("completed", "the answer")
+    assert row(engine, "sessions", "session_id", "s1")["owes_kind"] is None
+    engine.handle(c.CreateTask(task_id="t2", session_id="s1"))
+    job(engine, "j2", task_id="t2", owed=False, start=True)
+    engine.handle(c.FinishJob(job_id="j2", outcome="error", result="it broke"))
+    assert row(engine, "tasks", "task_id", "t2")["state"] == "failed"
+
+
+def test_rules_cancelling_a_task_cancels_the_job_working_for_it(engine: Engine) -> None:
+    session(engine)
+    engine.handle(c.CreateTask(task_id="t1", session_id="s1"))
+    job(engine, "j1", task_id="t1", owed=False, start=True)
+    engine.handle(c.CancelTask(task_id="t1", text="Canceled by the caller."))
+    assert state(engine, "task", "t1") == "canceled"
+    assert state(engine, "job", "j1") == "cancelling"  # its runner confirms once it is gone
