@@ -42,6 +42,7 @@ class ServerConfig:
     resource_groups: Mapping[str, int] = field(default_factory=dict)
     lease_renew_s: float = 10.0
     lease_stale_s: float = 45.0
+    lease_confirm_s: float = 2.0
     job_timeout_s: float | None = None
     sync_wait_s: float = 600.0
     sse_keepalive_s: float = 15.0
@@ -117,6 +118,7 @@ def load_config(
     }
     numbers = {
         "lease_renew_s": "FOLDLINE_LEASE_RENEW_S",
+        "lease_confirm_s": "FOLDLINE_LEASE_CONFIRM_S",
         "lease_stale_s": "FOLDLINE_LEASE_STALE_S",
         "job_timeout_s": "FOLDLINE_JOB_TIMEOUT_S",
         "sync_wait_s": "FOLDLINE_SYNC_WAIT_S",

@@ -20,7 +20,7 @@ from datetime import UTC
 from pathlib import Path
 from typing import Any
 
-from adapters import notify, runner
+from adapters import notify, recovery, runner
 from adapters.config import ServerConfig
 from adapters.processes import spawn_gated
 from engine import open_notifier
@@ -74,6 +74,9 @@ class Runtime:
         self._lease_lock = threading.Lock()
         self._lease_epoch: int | None = None
         self._runs: dict[str, threading.Thread] = {}
+        self.lost = threading.Event()
+        # What losing the lease does beyond refusing writes; the server makes it exit.
+        self.on_lost: Callable[[], None] = lambda: None
         self.open_streams = 0
         self._streams_lock = threading.Lock()
         self.shutdown = threading.Event()
@@ -136,34 +139,107 @@ class Runtime:
     def ensure_lease(self) -> None:
         """Hold the workspace lease before writing; concurrent requests share one attempt.
 
+        The worker that takes the lease (fresh, or over a stale holder) runs recovery before
+        anything new is dispatched; the other workers of this instance wait for it.
+
         Raises:
-            LeaseBusy: another server instance holds it.
+            LeaseBusy: another live server instance holds it, or this one lost it.
         """
-        engine = self.engine
+        if self.lost.is_set():
+            raise LeaseBusy("this server lost the workspace lease")
         if self._lease_epoch is not None:
             return
+        engine = self.engine
         with self._lease_lock:
             if self._lease_epoch is not None:
                 return
-            current = self.lease_holder()
-            if current is None:
-                # Another worker of this instance, or another server, may have been first.
-                with contextlib.suppress(LeaseBusy):
-                    engine.handle(
-                        c.AcquireLease(
-                            name=LEASE,
-                            holder=self.holder,
-                            host=os.uname().nodename,
-                            pid=os.getppid(),
-                        )
-                    )
-                current = self.lease_holder()
-            if current is None or current[0] != self.holder:
-                raise LeaseBusy(
-                    "lease held by another server instance", holder=current[0] if current else None
+            epoch, taken_now = self._take_lease()
+            engine.log.epoch = epoch
+            if taken_now:
+                try:
+                    recovery.recover(self)
+                except BaseException:
+                    log.exception("recovery failed; giving the lease back")
+                    self.release_lease()
+                    raise LeaseBusy("recovery failed") from None
+            else:
+                deadline = time.monotonic() + 60
+                while not recovery.is_recovered(self) and time.monotonic() < deadline:
+                    time.sleep(0.05)
+            self._lease_epoch = epoch
+            threading.Thread(target=self._renew, name="foldline-lease", daemon=True).start()
+
+    def _take_lease(self) -> tuple[int, bool]:
+        """The epoch this instance holds, and whether this call just took it."""
+        engine, host = self.engine, os.uname().nodename
+        rows = self.query(
+            "SELECT holder, epoch, state, renewed_at FROM leases WHERE name = ?", LEASE
+        )
+        if not rows or rows[0][2] == "released":
+            with contextlib.suppress(LeaseBusy):  # another worker or server may be first
+                engine.handle(
+                    c.AcquireLease(name=LEASE, holder=self.holder, host=host, pid=os.getppid())
                 )
-            engine.log.epoch = current[1]
-            self._lease_epoch = current[1]
+        elif rows[0][0] != self.holder:
+            # Takeover of a stale lease (the domain rule checks the age on the recorded clock),
+            # then confirmed: re-read after a pause before opening anything.
+            engine.handle(
+                c.TakeOverLease(name=LEASE, holder=self.holder, host=host, pid=os.getppid())
+            )
+            time.sleep(self.config.lease_confirm_s)
+        current = self.lease_holder()
+        if current is None or current[0] != self.holder:
+            raise LeaseBusy(
+                "lease held by another server instance", holder=current[0] if current else None
+            )
+        took = not rows or rows[0][2] == "released" or rows[0][0] != self.holder
+        return current[1], took
+
+    def _renew(self) -> None:
+        """Renew while held; on a newer epoch (or renewals failing for too long) stop at once."""
+        last_ok = time.monotonic()
+        margin = self.config.lease_renew_s
+        while not self.shutdown.wait(self.config.lease_renew_s / 2):
+            try:
+                rows = self.query(
+                    "SELECT holder, epoch, state, renewed_at FROM leases WHERE name = ?", LEASE
+                )
+                holder, epoch, state, renewed = rows[0]
+                if (holder, epoch, state) != (self.holder, self._lease_epoch, "held"):
+                    self._lose(f"the lease is now {holder} at epoch {epoch} ({state})")
+                    return
+                age = (self.engine.clock.now() - parse_time(renewed)).total_seconds()
+                if age >= self.config.lease_renew_s * 0.8:
+                    self.engine.handle(c.RenewLease(name=LEASE, holder=self.holder, epoch=epoch))
+                last_ok = time.monotonic()
+            except EngineError as ex:
+                log.error("lease renewal failed: %s", ex)
+            if time.monotonic() - last_ok > self.config.lease_stale_s - margin:
+                self._lose("renewals have failed for too long: fencing ourselves off")
+                return
+
+    def _lose(self, why: str) -> None:
+        """Stop writing at once; no graceful flush into the next holder's log."""
+        log.critical("workspace lease lost: %s", why)
+        self.lost.set()
+        self.shutdown.set()
+        self.on_lost()
+
+    def resume(self, job_id: str) -> None:
+        """Start a cut-off job again: a new run, ``FOLDLINE_RESUMED=1``, the same prompt."""
+        accepted = self.engine.log.read_stream(f"job:{job_id}")[0].event
+        prompt_file = accepted.prompt_file  # type: ignore[attr-defined]
+        stdin = (
+            (self.config.workspace / prompt_file).read_bytes()
+            if prompt_file
+            else (accepted.prompt.encode())
+        )  # type: ignore[attr-defined]
+        self.launch(
+            accepted.session,
+            stdin,
+            lambda tx, _: None,  # type: ignore[attr-defined]
+            job_id=job_id,
+        )
 
     def holds_lease(self) -> bool:
         current = self.lease_holder()
@@ -255,22 +331,28 @@ class Runtime:
         return str(rows[0][0])
 
     def launch(
-        self, session_id: str, stdin: bytes, record: Callable[[Transaction, str], None]
+        self,
+        session_id: str,
+        stdin: bytes,
+        record: Callable[[Transaction, str], None],
+        job_id: str | None = None,
     ) -> tuple[str, int]:
         """Spawn a gated run, let ``record(tx, job_id)`` accept the job in one transaction,
         start it there, then open the gate. Returns the job id and the commit's position.
+        With ``job_id`` (an accepted, cut-off job) the run is a resumption.
 
         Raises:
             DispatchFailed: the run could not be started (nothing recorded).
             whatever ``record`` raises (nothing recorded, the process is abandoned).
         """
         engine = self.engine
-        job_id, run_id = new_id("job"), new_id("run")
+        resumed = job_id is not None
+        job_id, run_id = job_id or new_id("job"), new_id("run")
         env = {
             "FOLDLINE_JOB_ID": job_id,
             "FOLDLINE_SESSION_ID": session_id,
             "FOLDLINE_RUN_ID": run_id,
-            "FOLDLINE_RESUMED": "0",
+            "FOLDLINE_RESUMED": "1" if resumed else "0",
         }
         try:
             process = spawn_gated(self.config.runner, self.config.workspace, env)
@@ -287,6 +369,7 @@ class Runtime:
                     pid=process.pid,
                     start_token=process.token,
                     epoch=engine.log.epoch,
+                    resumed=resumed,
                 ),
             )
             return tx.position

@@ -48,6 +48,12 @@ class FoldlineServer(BaseApplication):  # type: ignore[misc]
 
             signal.signal(signal.SIGTERM, on_term)
 
+            def on_lost() -> None:  # a holder that lost the lease stops at once, whole server
+                os.kill(os.getppid(), signal.SIGTERM)
+                os._exit(70)
+
+            runtime.on_lost = on_lost
+
         def worker_exit(server: Any, worker: Any) -> None:
             runtime.close()
 

@@ -57,7 +57,8 @@ class RunsProjection(DispatchProjection):
     on_job_cancelled = _job_run_ended
 
     def on_session_started(self, cur: Any, e: RecordedEvent) -> None:
-        self._start(cur, "session", e)
+        if e.event.pid > 0:  # type: ignore[attr-defined]  # sessions without a controller run nothing
+            self._start(cur, "session", e)
 
     def _session_run_ended(self, cur: Any, e: RecordedEvent) -> None:
         self._end(cur, "session", e)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import time
@@ -145,6 +146,10 @@ class Invocations:
             raise HttpError(falcon.HTTP_400, "get must be a non-empty string")
         if "prompt" in body or "promptFile" in body:
             raise HttpError(falcon.HTTP_400, "get reads a job; it takes no prompt")
+        # A get is a write request for the lease (SPEC §4.2: it starts recovery after a crash)
+        # but only a read for its answer: a busy lease does not stop it.
+        with contextlib.suppress(LeaseBusy):
+            self.runtime.ensure_lease()
         job_id = self.runtime.find_job(key)
         if job_id is None:
             raise HttpError(falcon.HTTP_404, f"no job {key!r}")

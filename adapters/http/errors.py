@@ -8,6 +8,7 @@ from typing import Any
 import falcon
 import msgspec
 
+from adapters.recovery import RecoveryFailed
 from engine import errors as e
 
 STATUS: dict[type[e.EngineError], str] = {
@@ -31,6 +32,7 @@ STATUS: dict[type[e.EngineError], str] = {
     e.AdmissionRejected: falcon.HTTP_429,
     e.LeaseBusy: falcon.HTTP_503,
     e.NotLeaseHolder: falcon.HTTP_409,
+    RecoveryFailed: falcon.HTTP_503,
 }
 
 
