@@ -62,6 +62,16 @@ def recover(runtime: Runtime) -> list[str]:
                 engine.handle(c.SuspendSession(session_id=entity, reason="controller lost"))
         except EngineError as ex:  # it moved on meanwhile: nothing to record
             log.info("run of %s %s not recorded as cut off: %s", kind, entity, ex)
+    for job_id, pid in runtime.query(
+        "SELECT job_id, notify_pid FROM jobs WHERE notify_pid IS NOT NULL AND notify_ms IS NULL"
+    ):
+        # At most once: a hook cut off by the crash is reported, never run again.
+        log.warning(
+            "lost notification: the notify hook of %s (pid %s) started before the "
+            "crash and never finished; it is not run again",
+            job_id,
+            pid,
+        )
     resumed = []
     for (job_id,) in runtime.query(
         "SELECT j.job_id FROM jobs j JOIN sessions s ON s.session_id = j.session_id"

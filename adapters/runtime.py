@@ -73,6 +73,7 @@ class Runtime:
         self._open_lock = threading.Lock()
         self._lease_lock = threading.Lock()
         self._lease_epoch: int | None = None
+        self._lease_seen: tuple[tuple[str, int, int], float] | None = None
         self._runs: dict[str, threading.Thread] = {}
         self.lost = threading.Event()
         # What losing the lease does beyond refusing writes; the server makes it exit.
@@ -172,17 +173,16 @@ class Runtime:
     def _take_lease(self) -> tuple[int, bool]:
         """The epoch this instance holds, and whether this call just took it."""
         engine, host = self.engine, os.uname().nodename
-        rows = self.query(
-            "SELECT holder, epoch, state, renewed_at FROM leases WHERE name = ?", LEASE
-        )
+        rows = self.query("SELECT holder, epoch, state, version FROM leases WHERE name = ?", LEASE)
         if not rows or rows[0][2] == "released":
             with contextlib.suppress(LeaseBusy):  # another worker or server may be first
                 engine.handle(
                     c.AcquireLease(name=LEASE, holder=self.holder, host=host, pid=os.getppid())
                 )
         elif rows[0][0] != self.holder:
-            # Takeover of a stale lease (the domain rule checks the age on the recorded clock),
-            # then confirmed: re-read after a pause before opening anything.
+            self._check_stale(rows[0])
+            # The domain rule checks the age on the recorded clock as well; then the takeover
+            # is confirmed by a re-read after a pause, before anything is opened.
             engine.handle(
                 c.TakeOverLease(name=LEASE, holder=self.holder, host=host, pid=os.getppid())
             )
@@ -194,6 +194,21 @@ class Runtime:
             )
         took = not rows or rows[0][2] == "released" or rows[0][0] != self.holder
         return current[1], took
+
+    def _check_stale(self, row: Any) -> None:
+        """Stale means: this process has seen the same lease row, unrenewed, for the whole
+        stale window of its own monotonic clock. Clock skew between hosts cannot shorten it.
+
+        Raises:
+            LeaseBusy: not stale (yet).
+        """
+        holder, epoch, _, version = row
+        seen = self._lease_seen
+        if seen is None or seen[0] != (holder, epoch, version):
+            self._lease_seen = ((holder, epoch, version), time.monotonic())
+            raise LeaseBusy(f"lease held by {holder} (epoch {epoch})", holder=holder)
+        if time.monotonic() - seen[1] <= self.config.lease_stale_s:
+            raise LeaseBusy(f"lease held by {holder} (epoch {epoch})", holder=holder)
 
     def _renew(self) -> None:
         """Renew while held; on a newer epoch (or renewals failing for too long) stop at once."""

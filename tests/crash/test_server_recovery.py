@@ -130,7 +130,8 @@ def test_zombie_holder_woken_after_a_takeover_writes_nothing_and_exits(tmp_path:
                     .fetchall()[0][0]
                 )
                 os.killpg(first.process.pid, signal.SIGCONT)
-                os.killpg(runner_pid, signal.SIGCONT)  # already killed as an orphan: no-op
+                with contextlib.suppress(ProcessLookupError):  # killed as an orphan already
+                    os.killpg(runner_pid, signal.SIGCONT)
                 first.process.wait(timeout=20)  # it sees the newer epoch and exits
                 late = (
                     _db(workspace)
@@ -153,3 +154,55 @@ def test_zombie_holder_woken_after_a_takeover_writes_nothing_and_exits(tmp_path:
         .fetchall()
     )
     assert finished == [(1,)]
+
+
+def test_kill_during_a_notify_hook_never_runs_it_twice(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    env = {
+        **ENV,
+        "FOLDLINE_NOTIFY": 'echo start >> "$FOLDLINE_WORKSPACE/hook.log"; sleep 30',
+        "FOLDLINE_NOTIFY_TIMEOUT_S": "2",
+    }
+    with serve(workspace, env) as first:
+        _, body = first.invoke({"prompt": "notify me", "id": "n1"})
+        deadline = time.monotonic() + 10
+        pid = None
+        while pid is None and time.monotonic() < deadline:
+            pid = (
+                _db(workspace)
+                .execute("SELECT notify_pid FROM jobs WHERE job_id = ?", (body["invocation"],))
+                .fetchall()[0][0]
+            )
+            time.sleep(0.05)
+        assert pid is not None
+        time.sleep(0.2)
+        os.killpg(pid, signal.SIGKILL)  # the hook's group dies with the server
+        kill_everything(first)
+    with serve(workspace, env) as second:
+        deadline = time.monotonic() + 20
+        status = 503
+        while status == 503 and time.monotonic() < deadline:  # until the stale lease is taken
+            status, answer = second.invoke({"prompt": "another"})
+            time.sleep(0.1)
+        assert status == 200 and answer["status"] == "ok"
+        time.sleep(0.5)
+    lines = (workspace / "hook.log").read_text().splitlines()
+    assert lines.count("start") == 2  # one hook for each job: the first was never re-run
+    starts = (
+        _db(workspace)
+        .execute(
+            "SELECT count(*) FROM events WHERE stream_id = ? AND event_type = 'job.notify_started'",
+            (f"job:{body['invocation']}",),
+        )
+        .fetchall()
+    )
+    ends = (
+        _db(workspace)
+        .execute(
+            "SELECT count(*) FROM events WHERE stream_id = ? AND event_type = 'job.notify_finished'",
+            (f"job:{body['invocation']}",),
+        )
+        .fetchall()
+    )
+    assert (starts, ends) == ([(1,)], [(0,)])
