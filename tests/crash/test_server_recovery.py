@@ -200,7 +200,8 @@ def test_kill_during_a_notify_hook_never_runs_it_twice(tmp_path: Path) -> None:
     ends = (
         _db(workspace)
         .execute(
-            "SELECT count(*) FROM events WHERE stream_id = ? AND event_type = 'job.notify_finished'",
+            "SELECT count(*) FROM events"
+            " WHERE stream_id = ? AND event_type = 'job.notify_finished'",
             (f"job:{body['invocation']}",),
         )
         .fetchall()
