@@ -43,6 +43,8 @@ class ServerConfig:
     lease_renew_s: float = 10.0
     lease_stale_s: float = 45.0
     lease_confirm_s: float = 2.0
+    start_grace_s: float = 60.0
+    transition_grace_s: float = 120.0
     job_timeout_s: float | None = None
     sync_wait_s: float = 600.0
     sse_keepalive_s: float = 15.0
@@ -119,6 +121,8 @@ def load_config(
     numbers = {
         "lease_renew_s": "FOLDLINE_LEASE_RENEW_S",
         "lease_confirm_s": "FOLDLINE_LEASE_CONFIRM_S",
+        "start_grace_s": "FOLDLINE_START_GRACE_S",
+        "transition_grace_s": "FOLDLINE_TRANSITION_GRACE_S",
         "lease_stale_s": "FOLDLINE_LEASE_STALE_S",
         "job_timeout_s": "FOLDLINE_JOB_TIMEOUT_S",
         "sync_wait_s": "FOLDLINE_SYNC_WAIT_S",

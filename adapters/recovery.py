@@ -9,6 +9,8 @@ dispatches anything new. Every decision is recorded as an event; nothing is "wri
    session controllers ``session.suspended``.
 4. Every suspended job still owed to a caller (its session's pointer, or an open A2A task it
    works for) is resumed as a new run with ``FOLDLINE_RESUMED=1``.
+5. The timeouts of SPEC §4.3 are recorded for sessions with a controller (``record_timeouts``,
+   also run by the holder at every lease renewal).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from adapters.processes import is_alive, kill_group
+from engine.clock import parse_time
 from engine.domain import commands as c
 from engine.errors import EngineError, StorageError
 
@@ -72,6 +75,7 @@ def recover(runtime: Runtime) -> list[str]:
             job_id,
             pid,
         )
+    record_timeouts(runtime)
     resumed = []
     for (job_id,) in runtime.query(
         "SELECT j.job_id FROM jobs j JOIN sessions s ON s.session_id = j.session_id"
@@ -84,6 +88,50 @@ def recover(runtime: Runtime) -> list[str]:
     if resumed:
         log.warning("resumed %d cut-off job(s): %s", len(resumed), ", ".join(resumed))
     return resumed
+
+
+def record_timeouts(runtime: Runtime) -> None:
+    """SPEC §4.3, for sessions that record a controller: ``starting`` with no live controller
+    past the start grace becomes ``failed`` (it never started) or ``suspended``; a closing
+    state whose controller is gone past the transition grace reaches its terminal state."""
+    now = runtime.engine.clock.now()
+    live = {
+        entity
+        for entity, pid, token in runtime.query(
+            "SELECT entity_id, pid, start_token FROM runs WHERE kind = 'session'"
+        )
+        if is_alive(pid, token)
+    }
+    config = runtime.config
+    for session_id, state, run_id, updated in runtime.query(
+        "SELECT session_id, state, run_id, updated_at FROM sessions WHERE has_controller = 1"
+        " AND state IN ('starting', 'finishing', 'stopping', 'cancelling')"
+    ):
+        if session_id in live:
+            continue
+        age = (now - parse_time(updated)).total_seconds()
+        command: c.Command | None = None
+        if state == "starting" and age > config.start_grace_s:
+            command = (
+                c.SuspendSession(session_id=session_id, reason="controller never came up")
+                if run_id
+                else c.FinishSession(
+                    session_id=session_id,
+                    requested="failed",
+                    error="no controller within the grace",
+                )
+            )
+        elif state != "starting" and age > config.transition_grace_s:
+            command = {
+                "finishing": c.FinishSession,
+                "stopping": c.StopSession,
+                "cancelling": c.CancelSession,
+            }[state](session_id=session_id)
+        if command is not None:
+            try:
+                runtime.engine.handle(command)
+            except EngineError as ex:
+                log.info("timeout of session %s not recorded: %s", session_id, ex)
 
 
 def _cut_off_job(runtime: Runtime, job_id: str) -> None:

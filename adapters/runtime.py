@@ -226,6 +226,7 @@ class Runtime:
                 age = (self.engine.clock.now() - parse_time(renewed)).total_seconds()
                 if age >= self.config.lease_renew_s * 0.8:
                     self.engine.handle(c.RenewLease(name=LEASE, holder=self.holder, epoch=epoch))
+                    recovery.record_timeouts(self)  # the holder keeps SPEC §4.3's clocks
                 last_ok = time.monotonic()
             except EngineError as ex:
                 log.error("lease renewal failed: %s", ex)

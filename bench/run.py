@@ -26,6 +26,7 @@ import apsw
 import msgspec
 
 from bench.http_load import bench_http
+from bench.ready import bench_ready
 from engine import NEW, Event, MachineSpec, Transition, open_log
 from engine.log import Log, Sync
 from projections import default_projections
@@ -292,6 +293,7 @@ def main() -> int:
             "es": 600,
             "jobs": 300,
             "http_s": 3,
+            "ready": (1_000, 10_000, 100_000),
         }
     else:
         sizes = {
@@ -302,6 +304,7 @@ def main() -> int:
             "es": 3000,
             "jobs": 1500,
             "http_s": 8,
+            "ready": (10_000, 100_000, 1_000_000),
         }
     cases: dict[str, Callable[[Workdir], dict[str, float]]] = {
         "append_full": lambda w: bench_append(w, sizes["full"], "full"),
@@ -311,6 +314,7 @@ def main() -> int:
         "eventsourcing": lambda w: bench_eventsourcing(w, sizes["es"]),
         "job_lifecycle": lambda w: bench_job_lifecycle(w, sizes["jobs"]),
         "http": lambda w: bench_http(sizes["http_s"]),
+        "ready": lambda w: bench_ready(sizes["ready"], 1),
     }
     print(
         f"machine: {os.cpu_count()} cpus, {platform.machine()}, python "
@@ -321,7 +325,7 @@ def main() -> int:
     for name, case in cases.items():
         if args.only and name not in args.only:
             continue
-        runs = 1 if name == "rebuild" and args.quick else args.runs
+        runs = 1 if name in ("rebuild", "ready", "http") and args.quick else args.runs
         results: dict[str, list[float]] = {}
         for _ in range(runs):
             work = Workdir()
@@ -332,7 +336,11 @@ def main() -> int:
                 work.close()
         for key, values in results.items():
             median = statistics.median(values)
-            shown = f"{median:.3f}" if key.startswith("ratio.") else f"{median:.0f}"
+            shown = (
+                f"{median:.0f}"
+                if median >= 100 and not key.startswith("ratio.")
+                else (f"{median:.3f}")
+            )
             print(f"{key}: {shown}", flush=True)
     return 0
 
