@@ -9,11 +9,14 @@ import sys
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
-from engine import EngineError, Machines
+from engine import EngineError, Machines, open_log, open_notifier
+from engine.audit import diff, export_line, open_audit, state_at, verify
+from engine.clock import format_time, parse_time
 from engine.domain import MACHINES
 from engine.schema import LATEST
-from projections import open_engine
+from projections import default_projections, open_engine
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -72,6 +75,131 @@ def _machines(args: argparse.Namespace) -> int:
     return 0
 
 
+def _audit(path: str) -> Any:
+    return open_audit(path, MACHINES, default_projections())
+
+
+def _verify(args: argparse.Namespace) -> int:
+    """Exit 0 when the log is intact, 1 with the violations listed, 2 when unreadable."""
+    with _audit(args.db) as log:
+        violations = verify(log)
+        head = log.head()
+    print(
+        json.dumps(
+            {
+                "db": args.db,
+                "events": head,
+                "ok": not violations,
+                "violations": [v.__dict__ for v in violations],
+            },
+            indent=2,
+        )
+    )
+    for v in violations:
+        print(f"foldline: position {v.position}: {v.kind}: {v.detail}", file=sys.stderr)
+    return 1 if violations else 0
+
+
+def _diff(args: argparse.Namespace) -> int:
+    with _audit(args.a) as a, _audit(args.b) as b:
+        result = diff(a, b, args.at)
+        heads = (a.head(), b.head())
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "identical": result.identical,
+                    "common_prefix": result.common_prefix,
+                    "heads": {"a": heads[0], "b": heads[1]},
+                    "only_a": result.only_a,
+                    "only_b": result.only_b,
+                    "changed": result.changed,
+                    "entities": result.entities,
+                },
+                indent=2,
+            )
+        )
+    elif result.identical:
+        print(f"identical: {heads[0]} events")
+    else:
+        print(
+            f"the logs part after position {result.common_prefix} "
+            f"(A has {heads[0]} events, B has {heads[1]})"
+        )
+        for title, streams in (
+            ("only in A", result.only_a),
+            ("only in B", result.only_b),
+            ("changed", result.changed),
+        ):
+            for stream, versions in streams.items():
+                print(f"  {title}: {stream} versions {versions}")
+        for stream, sides in result.entities.items():
+            a_side = sides["a"] and f"{sides['a']['state']} v{sides['a']['version']}"
+            b_side = sides["b"] and f"{sides['b']['state']} v{sides['b']['version']}"
+            print(f"  {stream}: A {a_side or '(none)'} | B {b_side or '(none)'}")
+    return 0 if result.identical else 1
+
+
+def _history(args: argparse.Namespace) -> int:
+    with _audit(args.db) as log:
+        for row in log.iter_rows():
+            if row[1] == args.stream:
+                sys.stdout.buffer.write(export_line(row) + b"\n")
+    return 0
+
+
+def _state(args: argparse.Namespace) -> int:
+    with _audit(args.db) as log:
+        time_text = format_time(parse_time(args.time)) if args.time else None
+        heads = state_at(log, args.at, time_text)
+    if args.stream:
+        heads = {k: v for k, v in heads.items() if k == args.stream}
+    print(json.dumps(heads, indent=2, sort_keys=True))
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    with _audit(args.db) as log:
+        for row in log.iter_rows(max(0, args.start - 1)):
+            if args.end is not None and row[0] > args.end:
+                break
+            sys.stdout.buffer.write(export_line(row) + b"\n")
+    return 0
+
+
+def _tail(args: argparse.Namespace) -> int:
+    log = open_log(args.db, MACHINES, default_projections())
+    notifier = open_notifier(log) if args.follow else None
+    try:
+        after = max(0, log.head() - args.lines)
+        while True:
+            for row in log.iter_rows(after):
+                sys.stdout.buffer.write(export_line(row) + b"\n")
+                after = row[0]
+            sys.stdout.flush()
+            if notifier is None:
+                return 0
+            log.wait_for(after, 1.0)
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        if notifier is not None:
+            notifier.stop()
+        log.close()
+
+
+def _rebuild(args: argparse.Namespace) -> int:
+    log = open_log(args.db, MACHINES, default_projections())
+    try:
+        before = log.content_hash()
+        after = log.rebuild()
+    finally:
+        log.close()
+    changed = sorted(name for name in after if before.get(name) != after[name])
+    print(json.dumps({"projections": after, "changed": changed}, indent=2))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="foldline", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -95,6 +223,73 @@ def build_parser() -> argparse.ArgumentParser:
     form.add_argument("--json", action="store_true", help="the declarations as JSON")
     form.add_argument("--mermaid", action="store_true", help="Mermaid state diagrams")
     machines.set_defaults(run=_machines)
+
+    def command(name: str, help_text: str, example: str, run: Any) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help_text, epilog=f"example: {example}")
+        sub.set_defaults(run=run)
+        return sub
+
+    verify_cmd = command(
+        "verify",
+        "check a log: chain, versions, legality, projections",
+        "foldline verify .foldline/foldline.db",
+        _verify,
+    )
+    verify_cmd.add_argument("db")
+    diff_cmd = command(
+        "diff",
+        "tell two logs apart: first divergence, streams, entities",
+        "foldline diff backup.db live.db --json",
+        _diff,
+    )
+    diff_cmd.add_argument("a")
+    diff_cmd.add_argument("b")
+    diff_cmd.add_argument("--at", type=int, help="compare entity states at this position")
+    diff_cmd.add_argument("--json", action="store_true", help="machine-readable output")
+    history_cmd = command(
+        "history",
+        "one stream's events as JSON lines",
+        "foldline history .foldline/foldline.db job:job_18c",
+        _history,
+    )
+    history_cmd.add_argument("db")
+    history_cmd.add_argument("stream")
+    state_cmd = command(
+        "state",
+        "every stream's head at a position or a time",
+        "foldline state .foldline/foldline.db --time 2026-11-30T06:00:00Z",
+        _state,
+    )
+    state_cmd.add_argument("db")
+    when = state_cmd.add_mutually_exclusive_group()
+    when.add_argument("--at", type=int, help="a log position (inclusive)")
+    when.add_argument("--time", help="an ISO-8601 time (inclusive)")
+    state_cmd.add_argument("--stream", help="only this stream")
+    export_cmd = command(
+        "export",
+        "canonical JSON lines, one per event, stable key order",
+        "foldline export .foldline/foldline.db --from 1 --to 1000",
+        _export,
+    )
+    export_cmd.add_argument("db")
+    export_cmd.add_argument("--from", dest="start", type=int, default=1)
+    export_cmd.add_argument("--to", dest="end", type=int)
+    tail_cmd = command(
+        "tail",
+        "the last events, and with --follow the new ones as they land",
+        "foldline tail .foldline/foldline.db --follow",
+        _tail,
+    )
+    tail_cmd.add_argument("db")
+    tail_cmd.add_argument("--lines", type=int, default=10)
+    tail_cmd.add_argument("--follow", action="store_true")
+    rebuild_cmd = command(
+        "rebuild",
+        "drop and refold every projection (writes the file)",
+        "foldline rebuild .foldline/foldline.db",
+        _rebuild,
+    )
+    rebuild_cmd.add_argument("db")
     return parser
 
 

@@ -516,6 +516,19 @@ class Log:
         ):
             yield self._decode(row)
 
+    def iter_rows(self, after_position: int = 0) -> Iterator[tuple[Any, ...]]:
+        """Raw rows after a position, in position order, payloads undecoded (audits)."""
+        cur = self.connection().cursor()
+        yield from cur.execute(
+            f"SELECT {_COLUMNS} FROM events WHERE position > ? ORDER BY position",
+            (after_position,),
+        )
+
+    def hash_at(self, position: int) -> bytes | None:
+        """The chain hash stored at a position (None past the head)."""
+        rows = self._query("SELECT hash FROM events WHERE position = ?", (position,))
+        return bytes(rows[0][0]) if rows else None
+
     def head(self) -> int:
         """The position of the last committed event (0 for an empty log)."""
         return int(self._query("SELECT coalesce(max(position), 0) FROM events")[0][0])
@@ -615,6 +628,30 @@ class Log:
     def _events_after_in(self, tx: Transaction) -> Callable[[int], Iterator[RecordedEvent]]:
         connection = tx.cursor.connection
         return lambda position: self.iter_all(position, connection.cursor())
+
+
+def snapshot(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> None:
+    """Copy a log consistently (SQLite's backup API) without writing to the source: audits
+    work on the copy, so they can migrate and refold it while the inputs stay untouched.
+
+    Raises:
+        NotALog: the source is not a SQLite database.
+        StorageError: it could not be read.
+    """
+    if not Path(source).is_file():
+        raise NotALog(f"{os.fspath(source)}: no such file")
+    try:
+        src = apsw.Connection(
+            f"file:{os.fspath(source)}?mode=ro",
+            flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI,
+        )
+        dst = apsw.Connection(os.fspath(target))
+        with dst.backup("main", src, "main") as backup:
+            backup.step()
+        dst.close()
+        src.close()
+    except apsw.Error as ex:
+        raise _translate(ex) from ex
 
 
 def open_log(

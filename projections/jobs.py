@@ -15,7 +15,7 @@ TERMINAL = ("ok", "error", "superseded", "cancelled")
 
 class JobsProjection(DispatchProjection):
     name = "jobs"
-    version = 1
+    version = 2  # 2: task_id column
     tables = ("jobs",)
     ddl = """
         CREATE TABLE jobs (

@@ -14,7 +14,7 @@ from engine.projection import DispatchProjection
 
 class RunsProjection(DispatchProjection):
     name = "runs"
-    version = 1
+    version = 2  # 2: session runs only for a controller process
     tables = ("runs",)
     ddl = """
         CREATE TABLE runs (

@@ -162,6 +162,13 @@ def test_torture_random_sigkills_lose_nothing_and_finish_nothing_twice(tmp_path:
         ).fetchall()
         assert state == [("ok",)], key
     assert len(acked) > TRIALS  # the workload really ran
+    resumed = db.execute("SELECT count(*) FROM jobs WHERE runs > 1").fetchall()[0][0]
+    kinds = {kind: sum(1 for k in acked.values() if k == kind) for kind in ("inv", "a2a")}
+    print(
+        f"torture: {trials} kills, {len(acked)} acknowledged ({kinds}), {len(finished)} "
+        f"finished in a sync answer, {resumed} jobs resumed after a kill, "
+        f"{db.execute('SELECT max(position) FROM events').fetchall()[0][0]} events"
+    )
     log = open_log(workspace / ".foldline" / "foldline.db", MACHINES, default_projections())
     assert log.verify_chain() == []
     assert log.content_hash() == log.rebuild()

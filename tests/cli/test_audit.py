@@ -1,0 +1,214 @@
+"""The audit commands on real files: every tampering is caught, diffs say where logs part."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import apsw
+import pytest
+
+from engine import FixedClock, chain
+from engine.domain import commands as c
+from engine.domain.rules import Settings
+from projections import open_engine
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def foldline(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "adapters.cli", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def make_log(path: Path, sessions: int = 3, clock: FixedClock | None = None) -> None:
+    """A small, realistic log: sessions, jobs started and finished, a task."""
+    engine = open_engine(path, Settings(), clock=clock or FixedClock())
+    for i in range(sessions):
+        engine.handle(c.CreateSession(session_id=f"s{i}", start_run_id=f"r{i}"))
+        engine.handle(c.AcceptJob(job_id=f"j{i}", session_id=f"s{i}", prompt=f"p{i}"))
+        engine.handle(c.StartJob(job_id=f"j{i}", run_id=f"run{i}"))
+        engine.handle(c.FinishJob(job_id=f"j{i}", outcome="ok", result=f"done {i}"))
+    engine.handle(c.CreateTask(task_id="t0", session_id="s0"))
+    engine.log.close()
+
+
+def tamper(path: Path, *statements: str) -> None:
+    conn = apsw.Connection(str(path))
+    for trigger in ("events_refuse_update", "events_refuse_delete"):
+        conn.execute(f"DROP TRIGGER IF EXISTS {trigger}")
+    for sql in statements:
+        conn.execute(sql)
+    conn.close()
+
+
+def verdict(path: Path) -> tuple[int, set[str]]:
+    done = foldline("verify", str(path))
+    kinds = {v["kind"] for v in json.loads(done.stdout)["violations"]} if done.stdout else set()
+    return done.returncode, kinds
+
+
+@pytest.fixture
+def clean(tmp_path: Path) -> Path:
+    path = tmp_path / "clean.db"
+    make_log(path)
+    return path
+
+
+def test_audit_verify_passes_a_clean_log_and_leaves_it_untouched(clean: Path) -> None:
+    before = clean.read_bytes()
+    assert verdict(clean) == (0, set())
+    assert clean.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    ("statements", "expected"),
+    [
+        (
+            [
+                'UPDATE events SET payload = CAST(\'{"type":"job.finished","outcome":"ok",'
+                '"result":"forged"}\' AS BLOB) WHERE position = 13'
+            ],
+            "hash_mismatch",
+        ),
+        (["DELETE FROM events WHERE position = 5"], "position_gap"),
+        (
+            [
+                "INSERT INTO events SELECT position + 100, stream_id, version + 100, event_type,"
+                " recorded_at, epoch, command_id, state, payload, hash FROM events WHERE position = 3"
+            ],
+            "position_gap",
+        ),
+        (
+            [
+                "UPDATE events SET position = -4 WHERE position = 4",
+                "UPDATE events SET position = 4 WHERE position = 5",
+                "UPDATE events SET position = 5 WHERE position = -4",
+            ],
+            "hash_mismatch",
+        ),
+        (
+            ["DELETE FROM events WHERE position > (SELECT max(position) - 3 FROM events)"],
+            "projection_mismatch",
+        ),
+        (["UPDATE jobs SET state = 'error' WHERE job_id = 'j1'"], "projection_mismatch"),
+    ],
+    ids=[
+        "edited-payload",
+        "deleted-row",
+        "inserted-row",
+        "swapped-rows",
+        "truncated-tail",
+        "edited-projection",
+    ],
+)
+def test_audit_verify_detects_every_tampering(
+    clean: Path, statements: list[str], expected: str
+) -> None:
+    tamper(clean, *statements)
+    code, kinds = verdict(clean)
+    assert code == 1 and expected in kinds, kinds
+
+
+def test_audit_verify_catches_an_illegal_event_behind_a_consistent_forged_chain(
+    clean: Path,
+) -> None:
+    """Someone rewrites an event and every later hash: the chain verifies, legality does not."""
+    conn = apsw.Connection(str(clean))
+    conn.execute("DROP TRIGGER events_refuse_update")
+    conn.execute(
+        'UPDATE events SET state = \'error\', payload = CAST(\'{"type":"job.finished",'
+        '"outcome":"maybe"}\' AS BLOB) WHERE position = 13'
+    )
+    previous = chain.GENESIS
+    for row in conn.execute("SELECT * FROM events ORDER BY position").fetchall():
+        digest = chain.link(previous, *row[:9])
+        conn.execute("UPDATE events SET hash = ? WHERE position = ?", (digest, row[0]))
+        previous = digest
+    conn.close()
+    code, kinds = verdict(clean)
+    assert code == 1 and "illegal_transition" in kinds and "hash_mismatch" not in kinds
+
+
+def test_audit_verify_refuses_what_is_not_a_log(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"not a database" * 100)
+    done = foldline("verify", str(junk))
+    assert done.returncode == 2 and "not_a_log" in done.stderr
+    assert foldline("verify", str(tmp_path / "missing.db")).returncode == 2
+
+
+def _diff(a: Path, b: Path) -> tuple[int, dict[str, Any]]:
+    done = foldline("diff", str(a), str(b), "--json")
+    return done.returncode, json.loads(done.stdout)
+
+
+def test_audit_diff_of_identical_logs(clean: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "copy.db"
+    shutil.copy(clean, copy)
+    code, report = _diff(clean, copy)
+    assert code == 0 and report["identical"]
+    assert foldline("diff", str(clean), str(copy)).stdout.startswith("identical")
+
+
+def test_audit_diff_finds_where_two_histories_part(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.db", tmp_path / "b.db"
+    make_log(a, sessions=2)
+    shutil.copy(a, b)
+    engine_a = open_engine(a, clock=FixedClock())
+    engine_a.handle(c.AcceptJob(job_id="only-a", session_id="s1"))
+    engine_a.log.close()
+    engine_b = open_engine(b, clock=FixedClock())
+    engine_b.handle(c.CancelSession(session_id="s1"))
+    engine_b.log.close()
+    code, report = _diff(a, b)
+    assert code == 1 and report["common_prefix"] == 16  # 2 sessions x 7 events, owes, task
+    assert "job:only-a" in report["only_a"]
+    assert report["changed"]["session:s1"] == [5]
+    assert report["entities"]["session:s1"]["a"]["state"] == "running"
+    assert report["entities"]["session:s1"]["b"]["state"] == "cancelled"
+    human = foldline("diff", str(a), str(b)).stdout
+    assert "part after position 16" in human and "only in A: job:only-a" in human
+    at_fork = _diff_at(a, b, 16)
+    assert at_fork["entities"] == {}
+
+
+def _diff_at(a: Path, b: Path, position: int) -> dict[str, Any]:
+    return json.loads(foldline("diff", str(a), str(b), "--json", "--at", str(position)).stdout)
+
+
+def test_audit_state_history_export_tail(clean: Path) -> None:
+    state = json.loads(foldline("state", str(clean), "--at", "5").stdout)
+    assert state["job:j0"]["state"] == "running" and "job:j1" not in state
+    time = json.loads(foldline("state", str(clean), "--time", "2026-01-01T00:00:00Z").stdout)
+    assert time["task:t0"]["state"] == "submitted"
+    history = foldline("history", str(clean), "job:j2").stdout.splitlines()
+    assert [json.loads(line)["event_type"] for line in history] == [
+        "job.accepted",
+        "job.started",
+        "job.finished",
+    ]
+    export = foldline("export", str(clean)).stdout
+    assert export == foldline("export", str(clean)).stdout  # byte-stable
+    first = json.loads(export.splitlines()[0])
+    assert list(first) == sorted(first) and first["position"] == 1 and len(first["hash"]) == 64
+    part = foldline("export", str(clean), "--from", "3", "--to", "4").stdout.splitlines()
+    assert [json.loads(line)["position"] for line in part] == [3, 4]
+    tail = foldline("tail", str(clean), "--lines", "2").stdout.splitlines()
+    assert len(tail) == 2
+
+
+def test_audit_rebuild_refolds_and_reports(clean: Path) -> None:
+    tamper(clean, "UPDATE jobs SET state = 'error' WHERE job_id = 'j1'")
+    report = json.loads(foldline("rebuild", str(clean)).stdout)
+    assert "jobs" in report["changed"]
+    assert verdict(clean) == (0, set())
