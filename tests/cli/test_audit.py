@@ -84,7 +84,8 @@ def test_audit_verify_passes_a_clean_log_and_leaves_it_untouched(clean: Path) ->
         (
             [
                 "INSERT INTO events SELECT position + 100, stream_id, version + 100, event_type,"
-                " recorded_at, epoch, command_id, state, payload, hash FROM events WHERE position = 3"
+                " recorded_at, epoch, command_id, state, payload, hash FROM events"
+                " WHERE position = 3"
             ],
             "position_gap",
         ),
