@@ -27,7 +27,7 @@ from projections import default_projections
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def build(workspace: Path, n: int) -> None:
+def build(workspace: Path, n: int, result: str = "done") -> None:
     """A log of ``n`` job events (accepted, started, finished), in large transactions."""
     log = open_log(
         workspace / ".foldline" / "foldline.db", MACHINES, default_projections(), sync="normal"
@@ -45,7 +45,7 @@ def build(workspace: Path, n: int) -> None:
                     [
                         JobAccepted(session="s"),
                         JobStarted(run_id=f"r{i}"),
-                        JobFinished(outcome="ok", result="done"),
+                        JobFinished(outcome="ok", result=result),
                     ],
                 )
 

@@ -25,6 +25,7 @@ from typing import Any
 import apsw
 import msgspec
 
+from bench.audit import bench_audit
 from bench.http_load import bench_http
 from bench.ready import bench_ready
 from engine import NEW, Event, MachineSpec, Transition, open_log
@@ -294,6 +295,7 @@ def main() -> int:
             "jobs": 300,
             "http_s": 3,
             "ready": (1_000, 10_000, 100_000),
+            "audit": 100_000,
         }
     else:
         sizes = {
@@ -305,6 +307,7 @@ def main() -> int:
             "jobs": 1500,
             "http_s": 8,
             "ready": (10_000, 100_000, 1_000_000),
+            "audit": 1_000_000,
         }
     cases: dict[str, Callable[[Workdir], dict[str, float]]] = {
         "append_full": lambda w: bench_append(w, sizes["full"], "full"),
@@ -315,6 +318,7 @@ def main() -> int:
         "job_lifecycle": lambda w: bench_job_lifecycle(w, sizes["jobs"]),
         "http": lambda w: bench_http(sizes["http_s"]),
         "ready": lambda w: bench_ready(sizes["ready"], 1),
+        "audit": lambda w: bench_audit(sizes["audit"]),
     }
     print(
         f"machine: {os.cpu_count()} cpus, {platform.machine()}, python "
@@ -325,7 +329,12 @@ def main() -> int:
     for name, case in cases.items():
         if args.only and name not in args.only:
             continue
-        runs = 1 if name in ("rebuild", "ready", "http") and args.quick else args.runs
+        # One run where a run builds a large log; the quick mode must stay near a minute.
+        runs = (
+            1
+            if name == "audit" or (name in ("rebuild", "ready", "http") and args.quick)
+            else (args.runs)
+        )
         results: dict[str, list[float]] = {}
         for _ in range(runs):
             work = Workdir()

@@ -112,6 +112,28 @@ def state_at(
     return heads
 
 
+def heads(log: Log) -> dict[str, dict[str, Any]]:
+    """Every stream's head now, from the ``streams`` projection (no scan of the log)."""
+    rows = (
+        log.connection()
+        .execute(
+            "SELECT s.stream_id, s.version, s.state, e.event_type, s.last_position, s.updated_at"
+            " FROM streams s JOIN events e ON e.position = s.last_position"
+        )
+        .fetchall()
+    )
+    return {
+        stream: {
+            "version": version,
+            "state": state,
+            "event_type": event_type,
+            "position": position,
+            "recorded_at": recorded_at,
+        }
+        for stream, version, state, event_type, position, recorded_at in rows
+    }
+
+
 @dataclass(frozen=True)
 class Diff:
     identical: bool
@@ -159,7 +181,9 @@ def diff(a: Log, b: Log, at: int | None = None) -> Diff:
         )
         if bucket is not None:
             bucket.setdefault(key[0], []).append(key[1])
-    heads_a, heads_b = state_at(a, at), state_at(b, at)
+    heads_a, heads_b = (
+        (state_at(a, at), state_at(b, at)) if at is not None else (heads(a), heads(b))
+    )
     entities = {
         stream: {"a": heads_a.get(stream), "b": heads_b.get(stream)}
         for stream in sorted(heads_a.keys() | heads_b.keys())
