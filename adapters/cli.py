@@ -79,10 +79,17 @@ def _audit(path: str) -> Any:
     return open_audit(path, MACHINES, default_projections())
 
 
+def _progress(stage: str, done: int, total: int) -> None:
+    """A one-line progress report on a terminal; nothing at all when stderr is piped."""
+    if sys.stderr.isatty():
+        end = "\n" if stage == "projections" else ""
+        print(f"\rfoldline: {stage}: {done}/{total} events", end=end, file=sys.stderr, flush=True)
+
+
 def _verify(args: argparse.Namespace) -> int:
     """Exit 0 when the log is intact, 1 with the violations listed, 2 when unreadable."""
     with _audit(args.db) as log:
-        violations = verify(log)
+        violations = verify(log, _progress)
         head = log.head()
     print(
         json.dumps(
@@ -160,10 +167,13 @@ def _state(args: argparse.Namespace) -> int:
 
 def _export(args: argparse.Namespace) -> int:
     with _audit(args.db) as log:
+        total = log.head()
         for row in log.iter_rows(max(0, args.start - 1)):
             if args.end is not None and row[0] > args.end:
                 break
             sys.stdout.buffer.write(export_line(row) + b"\n")
+            if row[0] % 100_000 == 0:
+                _progress("export", row[0], total)
     return 0
 
 

@@ -51,7 +51,17 @@ def test_cli_serve_refuses_invalid_settings_with_one_line(tmp_path: Path) -> Non
 
 
 def test_cli_help_of_every_subcommand_ends_with_an_example() -> None:
-    for command in ("serve", "machines"):
+    for command in (
+        "serve",
+        "machines",
+        "verify",
+        "diff",
+        "history",
+        "state",
+        "export",
+        "tail",
+        "rebuild",
+    ):
         done = _foldline(command, "--help")
         assert done.returncode == 0
         assert done.stdout.strip().splitlines()[-1].startswith(f"example: foldline {command}")
