@@ -75,8 +75,8 @@ def _machines(args: argparse.Namespace) -> int:
     return 0
 
 
-def _audit(path: str) -> Any:
-    return open_audit(path, MACHINES, default_projections())
+def _audit(path: str, writable: bool = False) -> Any:
+    return open_audit(path, MACHINES, default_projections(), writable)
 
 
 def _progress(stage: str, done: int, total: int) -> None:
@@ -88,7 +88,7 @@ def _progress(stage: str, done: int, total: int) -> None:
 
 def _verify(args: argparse.Namespace) -> int:
     """Exit 0 when the log is intact, 1 with the violations listed, 2 when unreadable."""
-    with _audit(args.db) as log:
+    with _audit(args.db, writable=True) as log:  # the projection check refolds a copy
         violations = verify(log, _progress)
         head = log.head()
     print(

@@ -35,7 +35,7 @@ def bench_audit(n: int) -> dict[str, float]:
         build(a, n)
         build(early, n, result="different")  # parts from A at the first finished job
         started = time.perf_counter()
-        with open_audit(_db(a), MACHINES, default_projections()) as log:
+        with open_audit(_db(a), MACHINES, default_projections(), writable=True) as log:
             violations = verify(log)
         verify_s = time.perf_counter() - started
         assert not violations, violations[:3]

@@ -19,21 +19,37 @@ import msgspec
 
 from engine import chain
 from engine.chain import Violation
-from engine.errors import EngineError, InvalidTransition
-from engine.log import Log, open_log, snapshot
+from engine.errors import EngineError, InvalidTransition, NeedsMigration
+from engine.log import Log, open_log, open_log_readonly, snapshot
 from engine.machines import Machines, MachineSpec, StreamHead
 from engine.projection import Projection
 
 
 @contextmanager
 def open_audit(
-    path: str | Path, machines: Sequence[MachineSpec], projections: Sequence[Projection]
+    path: str | Path,
+    machines: Sequence[MachineSpec],
+    projections: Sequence[Projection],
+    writable: bool = False,
 ) -> Iterator[Log]:
-    """A private, migrated copy of the log at ``path``, removed afterwards.
+    """The log at ``path`` for an audit that never modifies it: opened read-only when it is
+    current and only read; otherwise (``writable``, or an older schema) a private, migrated
+    copy, removed afterwards.
 
     Raises:
         NotALog, SchemaTooNew, StorageError: the file cannot be audited.
     """
+    if not writable:
+        try:
+            direct = open_log_readonly(path, machines, projections)
+        except NeedsMigration:
+            pass
+        else:
+            try:
+                yield direct
+            finally:
+                direct.close()
+            return
     folder = Path(tempfile.mkdtemp(prefix="foldline-audit-"))
     try:
         copy = folder / "audit.db"

@@ -177,3 +177,9 @@ class NotLeaseHolder(EngineError):
     """Renew or release by someone who does not hold the current epoch."""
 
     code = "not_lease_holder"
+
+
+class NeedsMigration(EngineError):
+    """A read-only open found a file that must be migrated or refolded first."""
+
+    code = "needs_migration"

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
+from urllib.parse import quote
 
 import apsw
 import msgspec
@@ -35,13 +36,14 @@ from engine.errors import (
     EngineError,
     FencedOut,
     InvalidArgument,
+    NeedsMigration,
     NotALog,
     StorageError,
 )
 from engine.events import Event, EventCodec, RecordedEvent
 from engine.machines import Machines, MachineSpec, StreamHead
 from engine.projection import Projection, ProjectionSet
-from engine.schema import migrate
+from engine.schema import LATEST, migrate
 from engine.streams import StreamsProjection
 
 Sync = Literal["full", "normal"]
@@ -266,6 +268,7 @@ class Log:
         self.max_batch = max_batch
         self.codec = EventCodec(machines.event_classes, max_payload_bytes)
         self.epoch = 0
+        self.readonly = False
         self.stats = LogStats()
         self._closed = False
         self._local = threading.local()
@@ -293,12 +296,19 @@ class Log:
         if held is not None and held[0] == pid:
             return held[1]
         try:
-            conn = apsw.Connection(self.path)
-            conn.set_busy_timeout(self.busy_timeout_ms)
-            # Only takes effect when the file is created (before WAL is switched on).
-            conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute(f"PRAGMA synchronous = {self.sync.upper()}")
+            if self.readonly:
+                conn = apsw.Connection(
+                    f"file:{quote(self.path)}?mode=ro",
+                    flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI,
+                )
+                conn.set_busy_timeout(self.busy_timeout_ms)
+            else:
+                conn = apsw.Connection(self.path)
+                conn.set_busy_timeout(self.busy_timeout_ms)
+                # Only takes effect when the file is created (before WAL is switched on).
+                conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute(f"PRAGMA synchronous = {self.sync.upper()}")
         except apsw.Error as ex:
             raise _translate(ex) from ex
         self._local.held = (pid, conn)
@@ -354,6 +364,8 @@ class Log:
         the error is re-raised here, after the batch commits. The return value is handed back
         only after the COMMIT that made it durable.
         """
+        if self.readonly:
+            raise StorageError(f"{self.path}: opened read-only")
         if self._pid != os.getpid():
             self._reset_writer_state()
         request = _Request(work)
@@ -652,6 +664,48 @@ def snapshot(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> 
         src.close()
     except apsw.Error as ex:
         raise _translate(ex) from ex
+
+
+def open_log_readonly(
+    path: str | os.PathLike[str],
+    machines: Sequence[MachineSpec] | Machines,
+    projections: Sequence[Projection] = (),
+) -> Log:
+    """Open an existing, current log without writing anything to it (audits, reports).
+
+    Raises:
+        NotALog: no such file, or not a foldline log.
+        NeedsMigration: an older schema, or projections whose version or checkpoint is not
+            current: open a copy with ``open_log`` instead.
+    """
+    path = os.fspath(path)
+    if not Path(path).is_file():
+        raise NotALog(f"{path}: no such file")
+    registry = machines if isinstance(machines, Machines) else Machines(machines)
+    projection_set = ProjectionSet([StreamsProjection(), *projections])
+    log = Log(path, registry, projection_set, SystemClock(), "full", 10_000, 1 << 20, 1)
+    log.readonly = True
+    try:
+        conn = log.connection()
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_schema WHERE type='table'")}
+        if "schema_migrations" not in tables:
+            raise NotALog(f"{path}: not a foldline log")
+        schema = conn.execute("SELECT max(number) FROM schema_migrations").fetchall()[0][0]
+        stored = dict(
+            conn.execute(
+                "SELECT name, version FROM projections WHERE checkpoint IS NULL"
+            ).fetchall()
+        )
+        wanted = {p.name: p.version for p in projection_set.projections}
+        if schema != LATEST or any(stored.get(n) != v for n, v in wanted.items()):
+            raise NeedsMigration(f"{path}: schema or projections are not current")
+    except apsw.Error as ex:
+        log.close()
+        raise _translate(ex) from ex
+    except BaseException:
+        log.close()
+        raise
+    return log
 
 
 def open_log(

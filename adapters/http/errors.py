@@ -32,6 +32,7 @@ STATUS: dict[type[e.EngineError], str] = {
     e.AdmissionRejected: falcon.HTTP_429,
     e.LeaseBusy: falcon.HTTP_503,
     e.NotLeaseHolder: falcon.HTTP_409,
+    e.NeedsMigration: falcon.HTTP_500,
     RecoveryFailed: falcon.HTTP_503,
 }
 
