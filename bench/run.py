@@ -295,7 +295,7 @@ def main() -> int:
             "jobs": 300,
             "http_s": 3,
             "ready": (1_000, 10_000, 100_000),
-            "audit": 100_000,
+            "audit": 30_000,
         }
     else:
         sizes = {
