@@ -16,12 +16,14 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from dataclasses import replace as replace_record
 from datetime import UTC
 from pathlib import Path
 from typing import Any
 
 from adapters import notify, recovery, runner
 from adapters.config import ServerConfig
+from adapters.leasefile import LeaseFile, LeaseRecord
 from adapters.processes import spawn_gated
 from engine import open_notifier
 from engine.clock import parse_time
@@ -73,7 +75,8 @@ class Runtime:
         self._open_lock = threading.Lock()
         self._lease_lock = threading.Lock()
         self._lease_epoch: int | None = None
-        self._lease_seen: tuple[tuple[str, int, int], float] | None = None
+        self._lease_seen: tuple[Any, float] | None = None
+        self.lease_file = LeaseFile(config.db)
         self._runs: dict[str, threading.Thread] = {}
         self.lost = threading.Event()
         # What losing the lease does beyond refusing writes; the server makes it exit.
@@ -171,44 +174,61 @@ class Runtime:
             threading.Thread(target=self._renew, name="foldline-lease", daemon=True).start()
 
     def _take_lease(self) -> tuple[int, bool]:
-        """The epoch this instance holds, and whether this call just took it."""
+        """The epoch this instance holds, and whether this call just took it.
+
+        Two gates, both taken: the lease file beside the log (the one hosts on a shared
+        filesystem can trust) and the lease stream in the log (the record and the fence).
+        """
         engine, host = self.engine, os.uname().nodename
+        record = LeaseRecord(self.holder, 0, host, os.getppid(), time.time())
         rows = self.query("SELECT holder, epoch, state, version FROM leases WHERE name = ?", LEASE)
+        on_file = self.lease_file.read()
+        theirs_file = on_file is not None and on_file.holder != self.holder
+        theirs_log = bool(rows) and rows[0][2] == "held" and rows[0][0] != self.holder
+        if theirs_file or theirs_log:
+            self._check_stale((on_file, tuple(rows[0]) if rows else None))
+        if on_file is None and not self.lease_file.claim(record):
+            raise LeaseBusy("another server claimed the lease file first")
+        if theirs_file:
+            self.lease_file.replace(record)
         if not rows or rows[0][2] == "released":
             with contextlib.suppress(LeaseBusy):  # another worker or server may be first
                 engine.handle(
                     c.AcquireLease(name=LEASE, holder=self.holder, host=host, pid=os.getppid())
                 )
-        elif rows[0][0] != self.holder:
-            self._check_stale(rows[0])
-            # The domain rule checks the age on the recorded clock as well; then the takeover
-            # is confirmed by a re-read after a pause, before anything is opened.
+        elif theirs_log:
+            # The domain rule checks the age on the recorded clock as well.
             engine.handle(
                 c.TakeOverLease(name=LEASE, holder=self.holder, host=host, pid=os.getppid())
             )
+        if theirs_file or theirs_log:  # confirmed by a re-read after a pause, before opening
             time.sleep(self.config.lease_confirm_s)
+            confirmed = self.lease_file.read()
+            if confirmed is None or confirmed.holder != self.holder:
+                raise LeaseBusy("lost the race for the lease file")
         current = self.lease_holder()
         if current is None or current[0] != self.holder:
             raise LeaseBusy(
                 "lease held by another server instance", holder=current[0] if current else None
             )
-        took = not rows or rows[0][2] == "released" or rows[0][0] != self.holder
+        self.lease_file.replace(replace_record(record, epoch=current[1]))
+        took = not rows or rows[0][2] == "released" or theirs_log
         return current[1], took
 
-    def _check_stale(self, row: Any) -> None:
-        """Stale means: this process has seen the same lease row, unrenewed, for the whole
-        stale window of its own monotonic clock. Clock skew between hosts cannot shorten it.
+    def _check_stale(self, observed: Any) -> None:
+        """Stale means: this process has seen the very same lease (file record and log row),
+        unrenewed, for the whole stale window of its own monotonic clock. Clock skew between
+        hosts cannot shorten it.
 
         Raises:
             LeaseBusy: not stale (yet).
         """
-        holder, epoch, _, version = row
         seen = self._lease_seen
-        if seen is None or seen[0] != (holder, epoch, version):
-            self._lease_seen = ((holder, epoch, version), time.monotonic())
-            raise LeaseBusy(f"lease held by {holder} (epoch {epoch})", holder=holder)
+        if seen is None or seen[0] != observed:
+            self._lease_seen = (observed, time.monotonic())
+            raise LeaseBusy("the workspace lease is held by another server")
         if time.monotonic() - seen[1] <= self.config.lease_stale_s:
-            raise LeaseBusy(f"lease held by {holder} (epoch {epoch})", holder=holder)
+            raise LeaseBusy("the workspace lease is held by another server")
 
     def _renew(self) -> None:
         """Renew while held; on a newer epoch (or renewals failing for too long) stop at once."""
@@ -220,12 +240,21 @@ class Runtime:
                     "SELECT holder, epoch, state, renewed_at FROM leases WHERE name = ?", LEASE
                 )
                 holder, epoch, state, renewed = rows[0]
+                on_file = self.lease_file.read()
+                if on_file is None or on_file.holder != self.holder:
+                    self._lose("the lease file names another holder")
+                    return
                 if (holder, epoch, state) != (self.holder, self._lease_epoch, "held"):
                     self._lose(f"the lease is now {holder} at epoch {epoch} ({state})")
                     return
                 age = (self.engine.clock.now() - parse_time(renewed)).total_seconds()
                 if age >= self.config.lease_renew_s * 0.8:
                     self.engine.handle(c.RenewLease(name=LEASE, holder=self.holder, epoch=epoch))
+                    self.lease_file.replace(
+                        LeaseRecord(
+                            self.holder, epoch, os.uname().nodename, os.getppid(), time.time()
+                        )
+                    )
                     recovery.record_timeouts(self)  # the holder keeps SPEC §4.3's clocks
                 last_ok = time.monotonic()
             except EngineError as ex:
@@ -270,6 +299,8 @@ class Runtime:
                 self.engine.handle(c.ReleaseLease(name=LEASE, holder=self.holder, epoch=current[1]))
             except EngineError as ex:
                 log.warning("lease not released: %s", ex)
+                return
+        self.lease_file.remove(self.holder)
 
     # -- invocations ----------------------------------------------------------------------------
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import time
@@ -79,6 +80,8 @@ def test_recovery_after_sigkill_finishes_the_cut_off_job_exactly_once(tmp_path: 
             assert body["invocation"] == receipt["invocation"]
             assert body["result"] == "done: slow work resumed=1\n"
             assert second.invoke({"prompt": "after recovery"})[1]["status"] == "ok"
+            lease_file = json.loads((workspace / ".foldline" / "foldline.db.lease").read_text())
+            assert lease_file["epoch"] == 2  # the file gate was taken over too
     db = _db(workspace)
     finished = db.execute(
         "SELECT count(*) FROM events WHERE stream_id = ? AND event_type = 'job.finished'",
@@ -177,8 +180,8 @@ def test_kill_during_a_notify_hook_never_runs_it_twice(tmp_path: Path) -> None:
             time.sleep(0.05)
         assert pid is not None
         time.sleep(0.2)
-        os.killpg(pid, signal.SIGKILL)  # the hook's group dies with the server
-        kill_everything(first)
+        kill_everything(first)  # the server first: nobody may record the hook's end
+        os.killpg(pid, signal.SIGKILL)  # then the hook's own group
     with serve(workspace, env) as second:
         deadline = time.monotonic() + 20
         status = 503

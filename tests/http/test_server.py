@@ -160,9 +160,13 @@ def test_server_second_instance_on_the_workspace_gets_503(workspace: Path) -> No
             assert status == 503
             assert json.loads(raw) == {"error": LEASE_BUSY_TEXT}
             assert json.loads(second.request("GET", "/ping")[2])["status"] == "Healthy"
-    # after a graceful stop the lease is released and a new server may write
+    # after a graceful stop the lease (log and file) is released and a new server may write
+    lease_file = workspace / ".foldline" / "foldline.db.lease"
+    assert not lease_file.exists()
     with serve(workspace, {"FOLDLINE_RUNNER": RUNNER}) as third:
         assert third.invoke({"prompt": "now mine"})[0] == 200
+        assert json.loads(lease_file.read_text())["epoch"] == 2
+    assert not lease_file.exists()
 
 
 def test_server_chunked_upload_over_one_mib_is_413(workspace: Path) -> None:
