@@ -54,11 +54,6 @@ class ServerConfig:
     public_url: str | None = None
     max_body: int = 1 << 20
 
-    @property
-    def host_port(self) -> tuple[str, int]:
-        host, _, port = self.bind.rpartition(":")
-        return host.strip("[]"), int(port)
-
 
 def _number(name: str, text: str, kind: type = float, minimum: float = 0.0) -> float:
     try:

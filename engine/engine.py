@@ -80,8 +80,7 @@ class Engine:
         touched: list[str] = []
 
         def emit(stream_id: str, events: Sequence[Event], epoch: int | None) -> None:
-            head = tx.head_of(stream_id)
-            tx.append(stream_id, head.version, list(events), command_id, epoch)
+            tx.append(stream_id, None, list(events), command_id, epoch)
             if stream_id not in touched:
                 touched.append(stream_id)
 

@@ -9,7 +9,6 @@ always have defaults.
 from __future__ import annotations
 
 import re
-from typing import Any
 
 import msgspec
 
@@ -118,9 +117,3 @@ class EventCodec:
         except msgspec.DecodeError as ex:
             raise InvalidEvent(f"{event_type}: {ex}", event_type=event_type) from ex
         return event
-
-
-def to_builtins(recorded: RecordedEvent) -> dict[str, Any]:
-    """A recorded event as plain JSON-ready data (used by exports and the CLI)."""
-    data: dict[str, Any] = msgspec.to_builtins(recorded)
-    return data

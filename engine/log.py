@@ -147,22 +147,21 @@ class Transaction:
 
     def head_of(self, stream_id: str) -> StreamHead:
         """The stream's version and state as of this transaction."""
-        row = self.cursor.execute(StreamsProjection.head_sql, (stream_id,)).fetchall()
-        return (
-            StreamHead(stream_id, row[0][0], row[0][1]) if row else StreamHead(stream_id, 0, None)
-        )
+        return _head(self.cursor, stream_id)
 
     def append(
         self,
         stream_id: str,
-        expected_version: int,
+        expected_version: int | None,
         events: Sequence[Event],
         command_id: str | None = None,
         epoch: int | None = None,
     ) -> AppendResult:
-        """Append events to one stream; see ``Log.append`` for the contract."""
+        """Append events to one stream; see ``Log.append`` for the contract. Inside a
+        transaction nobody else can move the head, so ``expected_version=None`` appends at it
+        (the domain rules, which read the rows they decide on in the same transaction)."""
         log = self._log
-        _check_arguments(expected_version, events, command_id)
+        _check_arguments(expected_version, events, command_id, at_head_allowed=True)
         machine = log.machines.for_stream(stream_id)
         encoded = [log.codec.encode(event) for event in events]
         epoch = log.epoch if epoch is None else epoch
@@ -174,7 +173,7 @@ class Transaction:
             if known is not None:
                 return known
         head = self.head_of(stream_id)
-        if head.version != expected_version:
+        if expected_version is not None and head.version != expected_version:
             raise ConcurrencyError(stream_id, expected_version, head.version)
         if epoch < self.epoch:
             raise FencedOut(epoch, self.epoch)
@@ -232,10 +231,19 @@ class Transaction:
         )
 
 
-def _check_arguments(expected_version: Any, events: Any, command_id: Any) -> None:
-    if isinstance(expected_version, bool) or not isinstance(expected_version, int):
+def _head(cursor: Any, stream_id: str) -> StreamHead:
+    row = cursor.execute(StreamsProjection.head_sql, (stream_id,)).fetchall()
+    return StreamHead(stream_id, row[0][0], row[0][1]) if row else StreamHead(stream_id, 0, None)
+
+
+def _check_arguments(
+    expected_version: Any, events: Any, command_id: Any, at_head_allowed: bool = False
+) -> None:
+    if expected_version is None and at_head_allowed:
+        pass  # append at the head (inside a transaction)
+    elif isinstance(expected_version, bool) or not isinstance(expected_version, int):
         raise InvalidArgument(f"expected_version must be an int, got {expected_version!r}")
-    if expected_version < 0:
+    elif expected_version < 0:
         raise InvalidArgument(f"expected_version must be >= 0, got {expected_version}")
     if not isinstance(events, (list, tuple)) or not events:
         raise InvalidArgument("events must be a non-empty list of Event")
@@ -353,6 +361,8 @@ class Log:
         A known ``command_id`` appends nothing and returns the first outcome with
         ``duplicate=True``. Nothing is appended whenever an error is raised.
         """
+        if expected_version is None:
+            raise InvalidArgument("expected_version is required (0 = the stream must not exist)")
         return self.write(
             lambda tx: tx.append(stream_id, expected_version, events, command_id, epoch)
         )
@@ -548,16 +558,10 @@ class Log:
     def stream_head(self, stream_id: str) -> StreamHead:
         """A stream's committed version and state (version 0, state None if it does not exist)."""
         self.machines.for_stream(stream_id)
-        rows = self._query(StreamsProjection.head_sql, (stream_id,))
-        return (
-            StreamHead(stream_id, rows[0][0], rows[0][1])
-            if rows
-            else StreamHead(stream_id, 0, None)
-        )
-
-    def command_outcome(self, command_id: str) -> AppendResult | None:
-        """The first outcome of a command, or None if it was never accepted."""
-        return self._command_outcome(self.connection().cursor(), command_id)
+        try:
+            return _head(self.connection().cursor(), stream_id)
+        except apsw.Error as ex:
+            raise _translate(ex) from ex
 
     def _command_outcome(self, cur: Any, command_id: str) -> AppendResult | None:
         rows = cur.execute(

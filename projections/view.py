@@ -22,6 +22,7 @@ _JOB_COLUMNS = (
     "job_id, version, state, session_id, parent_job, depth, resource_group, units, write_scope,"
     " task_id"
 )
+_TASK_COLUMNS = "task_id, version, state, session_id"
 _LIVE_JOBS = _marks(job.LIVE_STATES)
 _JOBS_HOLDING = _marks(job.HOLDS_CAPACITY)
 _SESSIONS_HOLDING = _marks(session.HOLDS_CAPACITY)
@@ -41,6 +42,10 @@ def _job_row(row: Any) -> JobRow:
         write_scope=tuple(json.loads(row[8])),
         task_id=row[9],
     )
+
+
+def _task_row(row: Any) -> TaskRow:
+    return TaskRow(task_id=row[0], version=row[1], state=row[2], session_id=row[3])
 
 
 class SqlDomainView:
@@ -94,12 +99,8 @@ class SqlDomainView:
         return _job_row(row) if row else None
 
     def task(self, task_id: str) -> TaskRow | None:
-        row = self._one(
-            "SELECT task_id, version, state, session_id FROM tasks WHERE task_id = ?", task_id
-        )
-        if row is None:
-            return None
-        return TaskRow(task_id=row[0], version=row[1], state=row[2], session_id=row[3])
+        row = self._one(f"SELECT {_TASK_COLUMNS} FROM tasks WHERE task_id = ?", task_id)
+        return _task_row(row) if row else None
 
     def live_jobs(self, session_id: str) -> list[JobRow]:
         rows = self._cur.execute(
@@ -111,11 +112,11 @@ class SqlDomainView:
 
     def open_tasks(self, session_id: str) -> list[TaskRow]:
         rows = self._cur.execute(
-            "SELECT task_id, version, state, session_id FROM tasks WHERE session_id = ?"
+            f"SELECT {_TASK_COLUMNS} FROM tasks WHERE session_id = ?"
             f" AND state IN ({_OPEN_TASKS}) ORDER BY created_at, task_id",
             (session_id,),
         ).fetchall()
-        return [TaskRow(task_id=r[0], version=r[1], state=r[2], session_id=r[3]) for r in rows]
+        return [_task_row(row) for row in rows]
 
     def live_descendants(self, job_id: str) -> list[JobRow]:
         rows = self._cur.execute(

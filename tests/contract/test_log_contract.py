@@ -189,3 +189,13 @@ def test_log_oversized_payload_is_refused(subject: Any) -> None:
     with pytest.raises(PayloadTooLarge):
         subject.append("ticket:a", 0, [TicketOpened(title="x" * (1 << 20))])
     assert subject.head() == 0
+
+
+def test_log_append_requires_an_expected_version(tmp_path: Path) -> None:
+    """Only a transaction's own rules may append at the head; callers must say which version."""
+    log = open_log(tmp_path / "strict.db", MACHINES)
+    with pytest.raises(InvalidArgument, match="expected_version"):
+        log.append("ticket:a", None, [TicketOpened()])  # type: ignore[arg-type]
+    assert log.write(lambda tx: tx.append("ticket:a", None, [TicketOpened()])).last_version == 1
+    assert log.head() == 1
+    log.close()
