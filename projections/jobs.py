@@ -153,6 +153,10 @@ class JobsProjection(DispatchProjection):
     def on_job_suspended(self, cur: Any, e: RecordedEvent) -> None:
         self._set(cur, e, reason=e.event.reason or None)  # type: ignore[attr-defined]
 
+    def on_job_resume_failed(self, cur: Any, e: RecordedEvent) -> None:
+        reason = e.event.reason  # type: ignore[attr-defined]
+        self._set(cur, e, result=reason, reason=reason, finished_at=e.recorded_at)
+
     def on_job_cancel_requested(self, cur: Any, e: RecordedEvent) -> None:
         self._set(cur, e, reason=e.event.reason or None)  # type: ignore[attr-defined]
 
@@ -172,4 +176,15 @@ class JobsProjection(DispatchProjection):
             notify_ms=ev.ms,
             notify_stdout=ev.stdout_tail,
             notify_stderr=ev.stderr_tail,
+        )
+
+    def on_job_notify_lost(self, cur: Any, e: RecordedEvent) -> None:
+        # A hook that ended without an exit code: lost to a crash (a hook killed at its cap
+        # has one). Kept in the version-2 columns, so no refold of existing logs is needed.
+        self._set(
+            cur,
+            e,
+            notify_exit_code=None,
+            notify_ms=0,
+            notify_stderr=e.event.reason,  # type: ignore[attr-defined]
         )

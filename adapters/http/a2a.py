@@ -22,7 +22,8 @@ from typing import Any
 import falcon
 
 from adapters.config import LEASE_BUSY_TEXT
-from adapters.runtime import DispatchFailed, Runtime, new_id
+from adapters.dispatch import DispatchFailed, new_id
+from adapters.runtime import Runtime
 from engine.domain import commands as c
 from engine.domain.task import TERMINAL as TASK_TERMINAL
 from engine.errors import EngineError, LeaseBusy
@@ -322,7 +323,7 @@ class JsonRpc:
             chosen["task_id"] = target
 
         try:
-            runtime.launch(session_id, text.encode(), record)
+            runtime.jobs.launch(session_id, text.encode(), record)
         except _Duplicate as duplicate:
             return duplicate.task_id
         except DispatchFailed as ex:

@@ -7,13 +7,15 @@ import json
 import re
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import falcon
 
 from adapters.config import LEASE_BUSY_TEXT
+from adapters.dispatch import DispatchFailed
 from adapters.http import sse
-from adapters.runtime import DispatchFailed, Runtime, workspace_file
+from adapters.runtime import Runtime
 from engine.domain.job import TERMINAL as JOB_TERMINAL
 from engine.errors import (
     AdmissionRejected,
@@ -25,6 +27,76 @@ from engine.errors import (
 )
 
 SESSION_ID = re.compile(r"^[A-Za-z0-9_:-]{1,200}$")
+
+
+def find_job(runtime: Runtime, key: str) -> str | None:
+    """``get`` resolution: invocation (job) id first, then the caller's ``id``."""
+    rows = runtime.query("SELECT job_id FROM jobs WHERE job_id = ?", key)
+    if not rows:
+        rows = runtime.query("SELECT job_id FROM jobs WHERE command_id = ?", f"inv:{key}")
+    return rows[0][0] if rows else None
+
+
+def job_body(runtime: Runtime, job_id: str) -> dict[str, Any]:
+    """The AgentCore job body (SPEC §5.1): ``status`` is ``running`` for any live state."""
+    rows = runtime.query(
+        "SELECT job_id, session_id, command_id, state, result, files, started_at,"
+        " finished_at, superseded_by FROM jobs WHERE job_id = ?",
+        job_id,
+    )
+    job_id, session_id, command_id, state, result, files, started, finished, by = rows[0]
+    body: dict[str, Any] = {
+        "status": state if state in JOB_TERMINAL else "running",
+        "invocation": job_id,
+        "session": session_id,
+        "id": command_id[len("inv:") :] if command_id and command_id.startswith("inv:") else None,
+        "result": result,
+        "files": json.loads(files) if files else [],
+        "startedAt": started,
+        "finishedAt": finished,
+        "state": state,
+    }
+    if by is not None:
+        body["supersededBy"] = by
+    return body
+
+
+def wait_until_done(runtime: Runtime, job_id: str, timeout_s: float) -> dict[str, Any]:
+    """The job body once the job left running (or at the cap, still ``running``)."""
+    deadline = time.monotonic() + timeout_s
+    log = runtime.engine.log
+    while True:
+        head = log.head()
+        body = job_body(runtime, job_id)
+        remaining = deadline - time.monotonic()
+        if body["status"] != "running" or remaining <= 0 or runtime.shutdown.is_set():
+            return body
+        log.wait_for(head, min(remaining, 1.0))
+
+
+def workspace_file(workspace: Path, name: str, limit: int) -> str:
+    """Validate a ``promptFile``: a regular, non-empty file of at most ``limit`` bytes inside the
+    workspace (after resolving links), not under ``.foldline/``. Returns it relative.
+
+    Raises:
+        ValueError: with the reason, for a 400.
+    """
+    if not name or "\0" in name:
+        raise ValueError("promptFile must be a non-empty workspace-relative path")
+    root = workspace.resolve()
+    if Path(name).is_absolute() or ".." in Path(name).parts:
+        raise ValueError("promptFile must be relative to the workspace, without '..'")
+    target = (root / name).resolve()
+    if not target.is_relative_to(root):
+        raise ValueError("promptFile resolves outside the workspace")
+    if ".foldline" in target.relative_to(root).parts:
+        raise ValueError("promptFile may not be under .foldline/")
+    if not target.is_file():
+        raise ValueError("promptFile is not a regular file")
+    size = target.stat().st_size
+    if size == 0 or size > limit:
+        raise ValueError(f"promptFile must hold 1 to {limit} bytes, it has {size}")
+    return str(target.relative_to(root))
 
 
 class HttpError(Exception):
@@ -107,12 +179,14 @@ class Invocations:
             raise HttpError(falcon.HTTP_400, "async must be true or false")
 
         runtime = self.runtime
-        if caller_id is not None and (known := runtime.find_job(caller_id)) is not None:
+        if caller_id is not None and (known := find_job(runtime, caller_id)) is not None:
             self._duplicate(resp, known)
             return
         try:
             runtime.ensure_lease()
-            accepted = runtime.dispatch(prompt or "", prompt_file or "", session, agent, caller_id)
+            accepted = runtime.jobs.dispatch(
+                prompt or "", prompt_file or "", session, agent, caller_id
+            )
         except LeaseBusy:
             raise HttpError(falcon.HTTP_503, LEASE_BUSY_TEXT) from None
         except DispatchFailed as ex:
@@ -135,10 +209,10 @@ class Invocations:
         elif _wants_sse(req):
             self._stream(resp, accepted.job_id, receipt, accepted.position, after=0)
         else:
-            resp.media = runtime.wait_until_done(accepted.job_id, self.config.sync_wait_s)
+            resp.media = wait_until_done(runtime, accepted.job_id, self.config.sync_wait_s)
 
     def _duplicate(self, resp: falcon.Response, job_id: str) -> None:
-        resp.media = {**self.runtime.job_body(job_id), "duplicate": True}
+        resp.media = {**job_body(self.runtime, job_id), "duplicate": True}
 
     def _get(self, req: falcon.Request, resp: falcon.Response, body: dict[str, Any]) -> None:
         key = body["get"]
@@ -150,11 +224,11 @@ class Invocations:
         # but only a read for its answer: a busy lease does not stop it.
         with contextlib.suppress(LeaseBusy):
             self.runtime.ensure_lease()
-        job_id = self.runtime.find_job(key)
+        job_id = find_job(self.runtime, key)
         if job_id is None:
             raise HttpError(falcon.HTTP_404, f"no job {key!r}")
         if not _wants_sse(req):
-            resp.media = self.runtime.job_body(job_id)
+            resp.media = job_body(self.runtime, job_id)
             return
         last = req.get_header("Last-Event-ID") or "0"
         if not last.isdigit() or int(last) >= 1 << 63:
@@ -200,7 +274,7 @@ class Invocations:
                     )
                     quiet_since = time.monotonic()
                 if recorded.state in JOB_TERMINAL:
-                    yield sse.event("result", runtime.job_body(job_id), recorded.position)
+                    yield sse.event("result", job_body(runtime, job_id), recorded.position)
                     return
             if runtime.shutdown.is_set():
                 yield b"event: shutdown\nretry: 1000\ndata: {}\n\n"
@@ -209,7 +283,7 @@ class Invocations:
                 yield sse.comment("keepalive")
                 quiet_since = time.monotonic()
             log.wait_for(head, min(0.5, self.config.sse_keepalive_s))
-        yield sse.event("result", runtime.job_body(job_id))
+        yield sse.event("result", job_body(runtime, job_id))
 
 
 def handle_http_error(

@@ -11,7 +11,8 @@ import os
 
 import falcon
 
-from adapters.runtime import LEASE, Runtime
+from adapters.runtime import Runtime
+from adapters.tenure import LEASE
 
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
@@ -74,6 +75,16 @@ def render(runtime: Runtime) -> str:
         "gauge",
         "SSE streams open in this process.",
         [(f"{{{pid}}}", runtime.open_streams)],
+    )
+    lost = runtime.query(
+        "SELECT count(*) FROM jobs WHERE notify_pid IS NOT NULL AND notify_ms IS NOT NULL"
+        " AND notify_exit_code IS NULL"
+    )[0][0]
+    metric(
+        "foldline_notify_lost_total",
+        "counter",
+        "Notify hooks cut off by a crash (recorded job.notify_lost), never run again.",
+        [("", lost)],
     )
     lease = runtime.query("SELECT holder, epoch, state FROM leases WHERE name = ?", LEASE)
     if lease:

@@ -73,8 +73,10 @@ _SESSION_COLUMNS = (
 _JOB_COLUMNS = (
     "job_id, session_id, state, version, agent, parent_job, depth, batch, resource_group, units,"
     " task_id, run_id, pid, runs, result, files, exit_code, superseded_by, reason,"
-    " notify_exit_code, created_at, started_at, finished_at, updated_at"
+    " notify_exit_code, notify_pid IS NOT NULL AND notify_ms IS NOT NULL"
+    " AND notify_exit_code IS NULL AS notify_lost, created_at, started_at, finished_at, updated_at"
 )
+_JOB_NAMES = [n.rpartition(" AS ")[2].strip() for n in _JOB_COLUMNS.split(",")]
 _TASK_COLUMNS = (
     "task_id, session_id, state, version, message_id, text, status_text, result, created_at,"
     " updated_at"
@@ -123,8 +125,9 @@ def session_out(row: Any) -> SessionOut:
 
 
 def job_out(row: Any) -> JobOut:
-    values = dict(zip([n.strip() for n in _JOB_COLUMNS.split(",")], row, strict=True))
+    values = dict(zip(_JOB_NAMES, row, strict=True))
     values["files"] = [FileOut(**f) for f in json.loads(values["files"])]
+    values["notify_lost"] = bool(values["notify_lost"])
     return JobOut(**values)
 
 

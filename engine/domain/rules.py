@@ -583,6 +583,13 @@ def suspend_job(cmd: c.SuspendJob, ctx: Context) -> None:
     ctx.append(f"job:{row.job_id}", job_.JobSuspended(reason=cmd.reason))
 
 
+def fail_job_resume(cmd: c.FailJobResume, ctx: Context) -> None:
+    row = _job_for(cmd, ctx)
+    ctx.append(f"job:{row.job_id}", job_.JobResumeFailed(reason=cmd.reason))
+    _settle(ctx, row.session_id, Owed("job", row.job_id))
+    _end_task_of(ctx, row, "error", cmd.reason)
+
+
 def _cancel_one(ctx: Context, job: JobRow, reason: str) -> None:
     if job.state in (J.RUNNING, J.CANCELLING):  # its runner confirms once the process is gone
         ctx.append(f"job:{job.job_id}", job_.JobCancelRequested(reason=reason))
@@ -621,6 +628,11 @@ def record_notify_finished(cmd: c.RecordNotifyFinished, ctx: Context) -> None:
             stderr_tail=cmd.stderr_tail,
         ),
     )
+
+
+def record_notify_lost(cmd: c.RecordNotifyLost, ctx: Context) -> None:
+    row = _job_for(cmd, ctx)
+    ctx.append(f"job:{row.job_id}", job_.JobNotifyLost(pid=cmd.pid, reason=cmd.reason))
 
 
 # -- task --------------------------------------------------------------------------------
@@ -683,6 +695,8 @@ _HANDLERS: dict[type, Callable[[Any, Context], None]] = {
     c.ConfirmJobCancelled: confirm_job_cancelled,
     c.RecordNotifyStarted: record_notify_started,
     c.RecordNotifyFinished: record_notify_finished,
+    c.RecordNotifyLost: record_notify_lost,
+    c.FailJobResume: fail_job_resume,
     c.CreateTask: create_task,
     c.UpdateTaskStatus: _task_event(lambda cmd: task_.TaskStatusUpdated(text=cmd.text), False),
     c.RequireTaskInput: _task_event(lambda cmd: task_.TaskInputRequired(text=cmd.text), False),
