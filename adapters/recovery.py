@@ -10,7 +10,8 @@ dispatches anything new. Every decision is recorded as an event; nothing is "wri
 4. A notify hook that started and never finished is recorded ``job.notify_lost``; it is never
    run again.
 5. Every suspended job still owed to a caller (its session's pointer, or an open A2A task it
-   works for) is resumed as a new run with ``FOLDLINE_RESUMED=1``. One that cannot be (its
+   works for) is resumed as a new run with ``FOLDLINE_RESUMED=1`` (not one that had been
+   paused: that waits for a continue, which relaunches it). One that cannot be (its
    prompt file is gone, its capacity is taken) is recorded ``job.resume_failed`` and recovery
    goes on: one bad entity never locks the workspace.
 6. The timeouts of SPEC §4.3 are recorded for sessions with a controller (``record_timeouts``,
@@ -35,6 +36,9 @@ from engine.errors import EngineError, StorageError
 
 log = logging.getLogger("foldline.recovery")
 CHAIN_TAIL = 1000  # events whose chain links are checked at every acquisition
+# A paused run cut off stays suspended until an operator continues it: recovery resumes only
+# work that was running for a caller, never what somebody had paused.
+PAUSED_CUT_OFF = "paused run cut off"
 REASON_LIMIT = 900  # a resume failure's reason is recorded in a field of at most 1000 chars
 
 
@@ -92,8 +96,10 @@ def recover(engine: Engine, resume: Callable[[str], None], graces: Graces) -> li
         engine,
         "SELECT j.job_id FROM jobs j JOIN sessions s ON s.session_id = j.session_id"
         " LEFT JOIN tasks t ON t.task_id = j.task_id"
-        " WHERE j.state = 'suspended' AND ((s.owes_kind = 'job' AND s.owes_ref = j.job_id)"
+        " WHERE j.state = 'suspended' AND coalesce(j.reason, '') != ?"
+        " AND ((s.owes_kind = 'job' AND s.owes_ref = j.job_id)"
         " OR t.state IN ('submitted', 'working')) ORDER BY j.accepted_position",
+        PAUSED_CUT_OFF,
     ):
         try:
             resume(job_id)
@@ -184,8 +190,10 @@ def _cut_off_job(engine: Engine, job_id: str) -> None:
     state = _query(engine, "SELECT state FROM jobs WHERE job_id = ?", job_id)[0][0]
     if state == "cancelling":
         engine.handle(c.ConfirmJobCancelled(job_id=job_id))
-    elif state in ("running", "paused"):  # a paused run whose process is gone is cut off too
+    elif state == "running":
         engine.handle(c.SuspendJob(job_id=job_id, reason="run cut off"))
+    elif state == "paused":  # its process is gone: cut off too, but left for a continue
+        engine.handle(c.SuspendJob(job_id=job_id, reason=PAUSED_CUT_OFF))
 
 
 def is_recovered(engine: Engine) -> bool:

@@ -17,6 +17,7 @@ import falcon
 import msgspec
 
 from adapters.config import LEASE_BUSY_TEXT
+from adapters.dispatch import DispatchFailed
 from adapters.http import sse
 from adapters.http.errors import ApiError
 from adapters.http.schemas import (
@@ -38,7 +39,7 @@ from adapters.runtime import Runtime
 from engine import Machines
 from engine.domain import MACHINES
 from engine.domain import commands as c
-from engine.errors import LeaseBusy
+from engine.errors import ConcurrencyError, LeaseBusy
 from engine.events import RecordedEvent
 
 MAX_LIMIT = 500
@@ -394,5 +395,29 @@ class JobControl(Control):
             raise ApiError(falcon.HTTP_404, "not_found", f"no job action {action!r}")
         self.authorize(req)
         body = self.body(req, ControlIn, False)
-        self.run(req, make(job_id, body.reason))
+        if action == "continue" and self._is_suspended(job_id):
+            self._relaunch(req, job_id)
+        else:
+            self.run(req, make(job_id, body.reason))
         JobItem(self.runtime).on_get(req, resp, job_id)
+
+    def _is_suspended(self, job_id: str) -> bool:
+        rows = self.runtime.query("SELECT state FROM jobs WHERE job_id = ?", job_id)
+        return bool(rows) and rows[0][0] == "suspended"
+
+    def _relaunch(self, req: falcon.Request, job_id: str) -> None:
+        """Continue of a suspended job (its run was cut off, paused or not): a new run with
+        ``FOLDLINE_RESUMED=1``, re-admitted to its resource group by the start rule."""
+        expected = self.expected_version(req)
+        try:
+            self.runtime.ensure_lease()
+        except LeaseBusy:
+            raise ApiError(falcon.HTTP_503, "lease_busy", LEASE_BUSY_TEXT) from None
+        if expected is not None:
+            version = self.runtime.query("SELECT version FROM jobs WHERE job_id = ?", job_id)
+            if version[0][0] != expected:
+                raise ConcurrencyError(f"job:{job_id}", expected, version[0][0])
+        try:
+            self.runtime.jobs.resume(job_id)
+        except DispatchFailed as ex:
+            raise ApiError(falcon.HTTP_500, "dispatch_failed", str(ex)) from None
