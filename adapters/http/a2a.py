@@ -14,6 +14,7 @@ end completes or fails the task in the same transaction (``engine.domain.rules``
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import time
 from collections.abc import Iterator
@@ -237,6 +238,13 @@ class JsonRpc:
             raise RpcError(INVALID_PARAMS, "id must be a non-empty string")
         return task_id
 
+    def _wake(self) -> None:
+        """A read that starts the lease acquisition exactly as an AgentCore ``get`` does: after
+        a kill, a caller that only polls (or lists, or subscribes) is what wakes the takeover
+        and its recovery (SPEC §8). The answer is read from the log either way."""
+        with contextlib.suppress(LeaseBusy):
+            self.runtime.ensure_lease()
+
     def _write(self) -> None:
         try:
             self.runtime.ensure_lease()
@@ -433,7 +441,9 @@ class JsonRpc:
     # -- GetTask / CancelTask / ListTasks / SubscribeToTask --------------------------------------
 
     def get_task(self, params: dict[str, Any], request_id: Any, resp: falcon.Response) -> None:
-        row = self._task_row(self._task_id(params))
+        task_id = self._task_id(params)
+        self._wake()
+        row = self._task_row(task_id)
         self._result(resp, request_id, task_json(row, _history_length(params)))
 
     def cancel_task(self, params: dict[str, Any], request_id: Any, resp: falcon.Response) -> None:
@@ -466,6 +476,7 @@ class JsonRpc:
                 raise RpcError(INVALID_PARAMS, f"unknown status {status!r}")
             where.append("state = ?")
             args.append(STATE_BY_NAME[status])
+        self._wake()
         total = self.runtime.query(
             f"SELECT count(*) FROM tasks {'WHERE ' + ' AND '.join(where) if where else ''}", *args
         )[0][0]
@@ -505,6 +516,7 @@ class JsonRpc:
 
     def subscribe(self, params: dict[str, Any], request_id: Any, resp: falcon.Response) -> None:
         task_id = self._task_id(params)
+        self._wake()
         row = self._task_row(task_id)
         if row[2] in TASK_TERMINAL:
             raise RpcError(UNSUPPORTED, f"Task {task_id} is in terminal state: {STATE[row[2]]}")

@@ -397,3 +397,61 @@ def test_a_paused_job_whose_server_died_is_suspended_and_continue_relaunches_it(
     ]
     assert kinds[:3] == ["job.accepted", "job.started", "job.paused"]
     assert "job.suspended" in kinds and kinds.count("job.started") == 2
+
+
+def _rpc(server: Server, method: str, params: dict[str, Any]) -> tuple[int, bytes]:
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+    status, _, raw = server.request("POST", "/", body, timeout=30)
+    return status, raw
+
+
+def _task_state(server: Server, method: str, task_id: str) -> str:
+    """The task's state as a caller using only ``method`` sees it."""
+    if method == "GetTask":
+        _, raw = _rpc(server, "GetTask", {"id": task_id})
+        return str(json.loads(raw)["result"]["status"]["state"])
+    if method == "ListTasks":
+        _, raw = _rpc(server, "ListTasks", {})
+        (task,) = json.loads(raw)["result"]["tasks"]
+        return str(task["status"]["state"])
+    _, raw = _rpc(server, "SubscribeToTask", {"id": task_id})  # ends at the sync cap (2 s)
+    text = raw.decode()
+    frames = (
+        [json.loads(text)]  # an error answer is plain JSON, not a stream
+        if text.lstrip().startswith("{")
+        else [json.loads(line[6:]) for line in text.splitlines() if line.startswith("data: ")]
+    )
+    if not frames:
+        return "TASK_STATE_UNKNOWN"
+    if "error" in frames[-1]:  # a terminal task refuses a subscription
+        return str(frames[-1]["error"]["message"].rpartition(": ")[2])
+    last = frames[-1]["result"]
+    return str((last.get("statusUpdate") or last["task"])["status"]["state"])
+
+
+@pytest.mark.parametrize("method", ["GetTask", "ListTasks", "SubscribeToTask"])
+def test_a2a_reads_alone_wake_the_takeover_and_see_the_task_finish(
+    tmp_path: Path, method: str
+) -> None:
+    """Fault 6: after a kill, a caller that only reads its task is what starts recovery."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    env = {**ENV, "FOLDLINE_SYNC_WAIT_S": "2"}
+    with serve(workspace, env) as first:
+        message = {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "slow a2a"}]}
+        _, raw = _rpc(
+            first, "SendMessage", {"message": message, "configuration": {"returnImmediately": True}}
+        )
+        task_id = json.loads(raw)["result"]["task"]["id"]
+        kill_everything(first)
+    with serve(workspace, env) as second:
+        seen = [_task_state(second, method, task_id)]
+        deadline = time.monotonic() + 40
+        while seen[-1] != "TASK_STATE_COMPLETED" and time.monotonic() < deadline:
+            time.sleep(0.1)
+            seen.append(_task_state(second, method, task_id))
+        assert seen[0] == "TASK_STATE_WORKING"
+        assert seen[-1] == "TASK_STATE_COMPLETED", seen[-5:]
+        _, raw = _rpc(second, "GetTask", {"id": task_id})
+        artifact = json.loads(raw)["result"]["artifacts"][0]["parts"][0]["text"]
+        assert artifact == "done: slow a2a resumed=1\n"
