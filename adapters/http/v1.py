@@ -35,6 +35,7 @@ from adapters.http.schemas import (
     TaintIn,
     TaskOut,
 )
+from adapters.processes import is_alive
 from adapters.runtime import Runtime
 from engine import Machines
 from engine.domain import MACHINES
@@ -374,8 +375,28 @@ class SessionControl(Control):
             raise ApiError(falcon.HTTP_404, "not_found", f"no session action {action!r}")
         self.authorize(req)
         body = self.body(req, ControlIn, False)
+        if action == "continue":
+            self._check_controller(session_id)
         self.run(req, make(session_id, body.reason))
         SessionItem(self.runtime).on_get(req, resp, session_id)
+
+    def _check_controller(self, session_id: str) -> None:
+        """SPEC §4.3: ``session.attached`` only while the recorded controller (pid + start
+        token) is alive. A session without a controller of its own has nothing to check."""
+        rows = self.runtime.query(
+            "SELECT has_controller, pid, start_token FROM sessions WHERE session_id = ?",
+            session_id,
+        )
+        if not rows or not rows[0][0]:
+            return
+        _, pid, token = rows[0]
+        if not is_alive(pid or 0, token or ""):
+            raise ApiError(
+                falcon.HTTP_409,
+                "controller_gone",
+                f"session {session_id}'s controller (pid {pid}) is not running, so it cannot "
+                "be attached; resume the session to start a new controller",
+            )
 
 
 class SessionTaint(Control):
