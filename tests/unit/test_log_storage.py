@@ -196,7 +196,7 @@ def test_log_refuses_an_epoch_older_than_the_newest(log: Log) -> None:
     with pytest.raises(FencedOut) as caught:
         log.append("ticket:b", 0, [TicketOpened()], epoch=2)
     assert (caught.value.epoch, caught.value.current_epoch) == (2, 3)
-    log.epoch = 3
+    log.fence(3)  # the default epoch of later appends
     log.append("ticket:b", 0, [TicketOpened()])
     assert [e.epoch for e in log.read_all()] == [3, 3]
 
