@@ -205,6 +205,10 @@ class Tenure:
                     self._engine().handle(
                         c.RenewLease(name=LEASE, holder=self.holder, epoch=self.epoch or 0)
                     )
+                    # Judged again just before the rewrite: a newer claim written meanwhile is
+                    # never blindly replaced by ours (that was the zombie's fault, too).
+                    if not self.check():
+                        return
                     self.file.replace(self._record(self.epoch or 0))
                     self._on_renewed()
                 last_ok = self._monotonic()

@@ -241,6 +241,13 @@ def _lease_file(workspace: Path) -> dict[str, Any]:
     return json.loads((workspace / ".foldline" / "foldline.db.lease").read_text())  # type: ignore[no-any-return]
 
 
+def _write_whole(path: Path, text: str) -> None:
+    """Replace the lease file as servers do (temp file, rename): never seen half-written."""
+    temporary = path.with_name(path.name + ".test.tmp")
+    temporary.write_text(text)
+    os.replace(temporary, path)
+
+
 def _take_over(server: Server, key: str, limit: float = 30) -> dict[str, Any]:
     """``get`` until the server holds the lease (it judges the old holder stale first)."""
     deadline = time.monotonic() + limit
@@ -273,7 +280,7 @@ def test_lease_file_of_an_older_epoch_is_restored_and_the_new_holder_keeps_servi
         _take_over(second, "e1")
         mine = _lease_file(workspace)
         assert mine["epoch"] == 2
-        path.write_text(old_record)  # the zombie's late write
+        _write_whole(path, old_record)  # the zombie's late write
         deadline = time.monotonic() + 10  # the next renewal check puts it right (0.25 s)
         while _lease_file(workspace)["holder"] != mine["holder"]:
             assert time.monotonic() < deadline, "the holder never restored its record"
@@ -281,9 +288,16 @@ def test_lease_file_of_an_older_epoch_is_restored_and_the_new_holder_keeps_servi
         assert _lease_file(workspace)["epoch"] == 2
         assert second.process.poll() is None
         assert second.invoke({"prompt": "still serving"})[1]["status"] == "ok"
-        # a record of a newer epoch does end the tenure: the holder stops at once
-        path.write_text(json.dumps({**mine, "holder": "newer", "epoch": 3}))
-        second.process.wait(timeout=20)
+        # a record of a newer epoch does end the tenure: the holder stops at once. (A renewal
+        # already past its check may still write its own record once: then write it again.)
+        newer = json.dumps({**mine, "holder": "newer", "epoch": 3})
+        _write_whole(path, newer)
+        deadline = time.monotonic() + 20
+        while second.process.poll() is None:
+            assert time.monotonic() < deadline, "the holder never stopped for a newer epoch"
+            if _lease_file(workspace)["holder"] != "newer":
+                _write_whole(path, newer)
+            time.sleep(0.05)
         status = 0
         with contextlib.suppress(OSError):
             status = second.request("POST", "/invocations", {"prompt": "x"}, timeout=5)[0]
@@ -319,10 +333,11 @@ def test_takeover_is_confirmed_before_anything_is_appended(tmp_path: Path) -> No
                 assert time.monotonic() < deadline, "the second server never claimed the file"
                 time.sleep(0.02)
             # within its confirm window, another contender's record replaces it
-            path.write_text(
+            _write_whole(
+                path,
                 json.dumps(
                     {"holder": "other", "epoch": 2, "host": "h", "pid": 1, "renewed_at": 0.0}
-                )
+                ),
             )
         finally:
             stop.set()
