@@ -28,10 +28,11 @@ from adapters.processes import spawn_gated
 from engine import open_notifier
 from engine.clock import parse_time
 from engine.domain import commands as c
+from engine.domain.errors import LeaseBusy
 from engine.domain.job import TERMINAL as JOB_TERMINAL
 from engine.domain.rules import Settings
 from engine.engine import Engine
-from engine.errors import EngineError, LeaseBusy
+from engine.errors import EngineError
 from engine.log import Transaction
 from engine.notifier import Notifier
 from projections import open_engine

@@ -1,7 +1,8 @@
-"""foldline's generic core: events, machines, the log and its projections. No HTTP, no
-subprocesses."""
+"""foldline's generic core: events, machines, the log, its projections and the command API.
+No HTTP, no subprocesses, and no built-in domain (that is ``engine.domain``)."""
 
 from engine.clock import Clock, FixedClock, SystemClock
+from engine.engine import CommandResult, Context, Engine
 from engine.errors import (
     ChainBroken,
     ConcurrencyError,
@@ -31,7 +32,10 @@ __all__ = [
     "AppendResult",
     "ChainBroken",
     "Clock",
+    "CommandResult",
     "ConcurrencyError",
+    "Context",
+    "Engine",
     "EngineError",
     "Event",
     "FencedOut",

@@ -14,7 +14,7 @@ Rules a declaration follows:
   ``transitions``; a state with one of those names is refused.
 - ``dest=None`` means the event changes no state (heartbeats, pointers, notify records).
 - Several transitions may share an event and a source; the first whose guard passes wins
-  (this is how ``job.finished`` goes to ``ok`` or ``error``).
+  (this is how a ``ticket.finished`` goes to ``done`` or ``failed``).
 - A guard is a pure function ``(head, event) -> bool`` of the stream head and the event; it
   never does IO and never reads the clock.
 """
@@ -88,7 +88,7 @@ class Transition:
 
 @dataclass(frozen=True)
 class MachineSpec:
-    """A machine declared as data. ``kind`` is the stream-id prefix (``job`` for ``job:42``)."""
+    """A machine declared as data. ``kind`` is the stream-id prefix (``door`` in ``door:a``)."""
 
     kind: str
     states: Sequence[str]

@@ -24,8 +24,9 @@ import falcon
 from adapters.config import LEASE_BUSY_TEXT
 from adapters.runtime import DispatchFailed, Runtime, new_id
 from engine.domain import commands as c
+from engine.domain.errors import LeaseBusy
 from engine.domain.task import TERMINAL as TASK_TERMINAL
-from engine.errors import EngineError, LeaseBusy
+from engine.errors import EngineError
 from engine.log import Transaction
 from projections.view import SqlDomainView
 

@@ -14,15 +14,9 @@ import falcon
 from adapters.config import LEASE_BUSY_TEXT
 from adapters.http import sse
 from adapters.runtime import DispatchFailed, Runtime, workspace_file
+from engine.domain.errors import AdmissionRejected, AlreadyExists, Conflict, LeaseBusy
 from engine.domain.job import TERMINAL as JOB_TERMINAL
-from engine.errors import (
-    AdmissionRejected,
-    AlreadyExists,
-    Conflict,
-    EngineError,
-    InvalidTransition,
-    LeaseBusy,
-)
+from engine.errors import EngineError, InvalidTransition
 
 SESSION_ID = re.compile(r"^[A-Za-z0-9_:-]{1,200}$")
 

@@ -10,6 +10,7 @@ import msgspec
 
 from adapters.recovery import RecoveryFailed
 from engine import errors as e
+from engine.domain import errors as d
 
 STATUS: dict[type[e.EngineError], str] = {
     e.EngineError: falcon.HTTP_500,
@@ -26,12 +27,12 @@ STATUS: dict[type[e.EngineError], str] = {
     e.NotALog: falcon.HTTP_500,
     e.StorageError: falcon.HTTP_503,
     e.ChainBroken: falcon.HTTP_500,
-    e.NotFound: falcon.HTTP_404,
-    e.AlreadyExists: falcon.HTTP_409,
-    e.Conflict: falcon.HTTP_409,
-    e.AdmissionRejected: falcon.HTTP_429,
-    e.LeaseBusy: falcon.HTTP_503,
-    e.NotLeaseHolder: falcon.HTTP_409,
+    d.NotFound: falcon.HTTP_404,
+    d.AlreadyExists: falcon.HTTP_409,
+    d.Conflict: falcon.HTTP_409,
+    d.AdmissionRejected: falcon.HTTP_429,
+    d.LeaseBusy: falcon.HTTP_503,
+    d.NotLeaseHolder: falcon.HTTP_409,
     e.NeedsMigration: falcon.HTTP_500,
     RecoveryFailed: falcon.HTTP_503,
 }

@@ -38,7 +38,7 @@ from adapters.runtime import Runtime
 from engine import Machines
 from engine.domain import MACHINES
 from engine.domain import commands as c
-from engine.errors import LeaseBusy
+from engine.domain.errors import LeaseBusy
 from engine.events import RecordedEvent
 
 MAX_LIMIT = 500

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from engine.clock import parse_time
@@ -19,19 +18,18 @@ from engine.domain import job as job_
 from engine.domain import lease as lease_
 from engine.domain import session as session_
 from engine.domain import task as task_
-from engine.domain.rows import DomainView, JobRow, SessionRow, TaskRow
-from engine.domain.session import Owed
-from engine.errors import (
+from engine.domain.errors import (
     AdmissionRejected,
     AlreadyExists,
-    ConcurrencyError,
     Conflict,
-    InvalidArgument,
-    InvalidTransition,
     LeaseBusy,
     NotFound,
     NotLeaseHolder,
 )
+from engine.domain.rows import DomainView, JobRow, SessionRow, TaskRow
+from engine.domain.session import Owed
+from engine.engine import Context as EngineContext
+from engine.errors import ConcurrencyError, InvalidArgument, InvalidTransition
 from engine.events import Event
 
 J, S, T = job_.JobState, session_.SessionState, task_.TaskState
@@ -40,8 +38,6 @@ ADMITTING = frozenset({S.STARTING, S.RUNNING, S.DETACHED})
 # A job may spawn children only while it is itself live and not on its way out.
 SPAWNING = frozenset({J.QUEUED, J.RUNNING})
 SUPERSEDABLE = frozenset({J.QUEUED, J.RUNNING, J.PAUSED, J.SUSPENDED})
-
-Emit = Callable[[str, Sequence[Event], "int | None"], Any]
 
 
 @dataclass(frozen=True)
@@ -53,16 +49,8 @@ class Settings:
     max_depth: int = 8
 
 
-@dataclass(frozen=True)
-class Context:
-    view: DomainView
-    emit: Emit
-    now: datetime
-    log_epoch: int
-    settings: Settings
-
-    def append(self, stream_id: str, *events: Event, epoch: int | None = None) -> None:
-        self.emit(stream_id, events, epoch)
+Context = EngineContext[DomainView, Settings]
+"""What every rule gets: the view, appends, the time and the settings of one command."""
 
 
 def decide(command: c.Command, ctx: Context) -> None:
