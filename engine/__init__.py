@@ -23,7 +23,7 @@ from engine.events import Event, RecordedEvent
 from engine.log import AppendResult, Log, Transaction, open_log
 from engine.machines import ANY, LIVE, NEW, Machine, Machines, MachineSpec, StreamHead, Transition
 from engine.notifier import Notifier, open_notifier
-from engine.projection import Projection
+from engine.projection import DispatchProjection, Projection, handles
 
 __all__ = [
     "ANY",
@@ -35,6 +35,7 @@ __all__ = [
     "CommandResult",
     "ConcurrencyError",
     "Context",
+    "DispatchProjection",
     "Engine",
     "EngineError",
     "Event",
@@ -61,6 +62,7 @@ __all__ = [
     "Transition",
     "UnknownEventType",
     "UnknownStreamKind",
+    "handles",
     "open_log",
     "open_notifier",
 ]

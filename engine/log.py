@@ -686,7 +686,7 @@ def open_log_readonly(
     if not Path(path).is_file():
         raise NotALog(f"{path}: no such file")
     registry = machines if isinstance(machines, Machines) else Machines(machines)
-    projection_set = ProjectionSet([StreamsProjection(), *projections])
+    projection_set = ProjectionSet([StreamsProjection(), *projections], registry)
     log = Log(path, registry, projection_set, SystemClock(), "full", 10_000, 1 << 20, 1)
     log.readonly = True
     try:
@@ -745,7 +745,7 @@ def open_log(
     log = Log(
         path,
         registry,
-        ProjectionSet([StreamsProjection(), *projections]),
+        ProjectionSet([StreamsProjection(), *projections], registry),
         clock or SystemClock(),
         sync,
         busy_timeout_ms,

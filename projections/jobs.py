@@ -7,8 +7,21 @@ from typing import Any
 
 import msgspec
 
+from engine.domain.job import (
+    JobAccepted,
+    JobCancelled,
+    JobCancelRequested,
+    JobContinued,
+    JobFinished,
+    JobNotifyFinished,
+    JobNotifyStarted,
+    JobPaused,
+    JobStarted,
+    JobSuperseded,
+    JobSuspended,
+)
 from engine.events import RecordedEvent
-from engine.projection import DispatchProjection
+from engine.projection import DispatchProjection, handles
 
 TERMINAL = ("ok", "error", "superseded", "cancelled")
 
@@ -77,6 +90,7 @@ class JobsProjection(DispatchProjection):
             f"UPDATE jobs SET {assignments} WHERE job_id = ?", (*columns.values(), self._id(e))
         )
 
+    @handles(JobAccepted)
     def on_job_accepted(self, cur: Any, e: RecordedEvent) -> None:
         ev: Any = e.event
         cur.execute(
@@ -105,6 +119,7 @@ class JobsProjection(DispatchProjection):
             ),
         )
 
+    @handles(JobStarted)
     def on_job_started(self, cur: Any, e: RecordedEvent) -> None:
         ev: Any = e.event
         cur.execute(
@@ -124,6 +139,7 @@ class JobsProjection(DispatchProjection):
             ),
         )
 
+    @handles(JobFinished)
     def on_job_finished(self, cur: Any, e: RecordedEvent) -> None:
         ev: Any = e.event
         self._set(
@@ -136,6 +152,7 @@ class JobsProjection(DispatchProjection):
             finished_at=e.recorded_at,
         )
 
+    @handles(JobSuperseded)
     def on_job_superseded(self, cur: Any, e: RecordedEvent) -> None:
         self._set(
             cur,
@@ -144,25 +161,28 @@ class JobsProjection(DispatchProjection):
             finished_at=e.recorded_at,
         )
 
+    @handles(JobPaused, JobContinued)
     def _move(self, cur: Any, e: RecordedEvent) -> None:
         self._set(cur, e)
 
-    on_job_paused = _move
-    on_job_continued = _move
-
+    @handles(JobSuspended)
     def on_job_suspended(self, cur: Any, e: RecordedEvent) -> None:
         self._set(cur, e, reason=e.event.reason or None)  # type: ignore[attr-defined]
 
+    @handles(JobCancelRequested)
     def on_job_cancel_requested(self, cur: Any, e: RecordedEvent) -> None:
         self._set(cur, e, reason=e.event.reason or None)  # type: ignore[attr-defined]
 
+    @handles(JobCancelled)
     def on_job_cancelled(self, cur: Any, e: RecordedEvent) -> None:
         reason = e.event.reason or None  # type: ignore[attr-defined]
         self._set(cur, e, finished_at=e.recorded_at, **({"reason": reason} if reason else {}))
 
+    @handles(JobNotifyStarted)
     def on_job_notify_started(self, cur: Any, e: RecordedEvent) -> None:
         self._set(cur, e, notify_pid=e.event.pid)  # type: ignore[attr-defined]
 
+    @handles(JobNotifyFinished)
     def on_job_notify_finished(self, cur: Any, e: RecordedEvent) -> None:
         ev: Any = e.event
         self._set(

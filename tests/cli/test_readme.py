@@ -38,7 +38,12 @@ def test_readme_python_example_runs(tmp_path: Path, index: int) -> None:
     expected = (
         ["conflict", "capacity"]
         if index == 0
-        else ["version_conflict 0 2", "('door:back',) 3 4", "door_stuck"]
+        else [
+            "version_conflict 0 2",
+            "('door:back',) 3 4",
+            "door_stuck",
+            "[('back', 'bo'), ('front', 'ana')]",
+        ]
     )
     for line in expected:
         assert line in done.stdout
