@@ -22,7 +22,7 @@ from pathlib import Path
 from adapters.processes import GatedProcess, kill_group
 from engine.domain import commands as c
 from engine.domain.job import FileEntry
-from engine.engine import Engine
+from engine.domain.engine import DomainEngine
 from engine.errors import EngineError
 
 log = logging.getLogger("foldline.runner")
@@ -81,7 +81,7 @@ class _Pump(threading.Thread):
 
 
 def execute(
-    engine: Engine,
+    engine: DomainEngine,
     run: Run,
     workspace: Path,
     *,
@@ -142,7 +142,7 @@ def execute(
     )
 
 
-def _publish(engine: Engine, job_id: str, text: str) -> None:
+def _publish(engine: DomainEngine, job_id: str, text: str) -> None:
     if text:
         try:
             engine.handle(c.RecordJobOutput(job_id=job_id, text=text))
@@ -150,7 +150,7 @@ def _publish(engine: Engine, job_id: str, text: str) -> None:
             log.debug("output of %s not recorded: %s", job_id, ex)
 
 
-def _job_state(engine: Engine, job_id: str) -> str | None:
+def _job_state(engine: DomainEngine, job_id: str) -> str | None:
     rows = (
         engine.log.connection()
         .execute("SELECT state FROM jobs WHERE job_id = ?", (job_id,))
@@ -160,7 +160,7 @@ def _job_state(engine: Engine, job_id: str) -> str | None:
 
 
 def _record_end(
-    engine: Engine,
+    engine: DomainEngine,
     run: Run,
     workspace: Path,
     exit_code: int,

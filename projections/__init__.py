@@ -15,6 +15,7 @@ from engine.domain import MACHINES
 from engine.domain.engine import DomainEngine, domain_engine
 from engine.domain.rules import Settings
 from engine.log import Sync, open_log
+from engine.machines import MachineSpec
 from engine.projection import Projection
 from projections.jobs import JobsProjection
 from projections.leases import LeasesProjection
@@ -41,7 +42,7 @@ def open_engine(
     *,
     clock: Clock | None = None,
     sync: Sync = "full",
-    extra_machines: tuple = (),
+    extra_machines: tuple[MachineSpec, ...] = (),
     extra_projections: tuple[Projection, ...] = (),
 ) -> DomainEngine:
     """Open the log at ``path`` with the four domain machines and their read models, and

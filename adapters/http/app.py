@@ -37,7 +37,7 @@ class WorkerHeader:
         resp.set_header("X-Foldline-Worker", str(os.getpid()))
 
 
-def create_app(runtime: Runtime) -> falcon.App:
+def create_app(runtime: Runtime) -> falcon.App[falcon.Request, falcon.Response]:
     app = falcon.App(middleware=[WorkerHeader()])
     app.add_route("/ping", agentcore.Ping(runtime))
     app.add_route("/invocations", agentcore.Invocations(runtime))

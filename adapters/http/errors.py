@@ -42,7 +42,7 @@ def status_of(error: e.EngineError) -> str:
     """The status of the most specific class in the table."""
     for cls in type(error).__mro__:
         if cls in STATUS:
-            return STATUS[cls]  # type: ignore[index]
+            return STATUS[cls]
     return falcon.HTTP_500
 
 
