@@ -7,6 +7,7 @@ from typing import Any
 
 import msgspec
 
+from engine.domain import ids
 from engine.domain.job import (
     JobAccepted,
     JobCancelled,
@@ -81,7 +82,7 @@ class JobsProjection(DispatchProjection):
 
     @staticmethod
     def _id(e: RecordedEvent) -> str:
-        return e.stream_id.partition(":")[2]
+        return ids.entity_of(e.stream_id)
 
     def _set(self, cur: Any, e: RecordedEvent, **fields: Any) -> None:
         columns = {"state": e.state, "version": e.version, "updated_at": e.recorded_at, **fields}

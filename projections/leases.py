@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.domain import ids
 from engine.domain.lease import LeaseAcquired, LeaseReleased, LeaseRenewed, LeaseTakenOver
 from engine.events import RecordedEvent
 from engine.projection import DispatchProjection, handles
@@ -30,7 +31,7 @@ class LeasesProjection(DispatchProjection):
 
     @staticmethod
     def _name(event: RecordedEvent) -> str:
-        return event.stream_id.partition(":")[2]
+        return ids.entity_of(event.stream_id)
 
     @handles(LeaseAcquired, LeaseTakenOver)
     def _tenure(self, cur: Any, e: RecordedEvent) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.domain import ids
 from engine.domain.job import JobCancelled, JobFinished, JobStarted, JobSuperseded, JobSuspended
 from engine.domain.session import (
     SessionCancelled,
@@ -41,7 +42,7 @@ class RunsProjection(DispatchProjection):
 
     @staticmethod
     def _id(e: RecordedEvent) -> str:
-        return e.stream_id.partition(":")[2]
+        return ids.entity_of(e.stream_id)
 
     def _start(self, cur: Any, kind: str, e: RecordedEvent) -> None:
         ev: Any = e.event

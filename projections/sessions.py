@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from engine.domain import ids
 from engine.domain.session import (
     SessionAttached,
     SessionCancelled,
@@ -62,7 +63,7 @@ class SessionsProjection(DispatchProjection):
 
     @staticmethod
     def _id(e: RecordedEvent) -> str:
-        return e.stream_id.partition(":")[2]
+        return ids.entity_of(e.stream_id)
 
     def _set(self, cur: Any, e: RecordedEvent, **fields: Any) -> None:
         """Every event moves state, version and updated_at; some set more columns."""

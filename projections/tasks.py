@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.domain import ids
 from engine.domain.task import (
     TaskAuthRequired,
     TaskCanceled,
@@ -42,7 +43,7 @@ class TasksProjection(DispatchProjection):
 
     @staticmethod
     def _id(e: RecordedEvent) -> str:
-        return e.stream_id.partition(":")[2]
+        return ids.entity_of(e.stream_id)
 
     @handles(TaskCreated)
     def on_task_created(self, cur: Any, e: RecordedEvent) -> None:
