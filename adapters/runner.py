@@ -21,9 +21,10 @@ from pathlib import Path
 
 from adapters.processes import GatedProcess, kill_group
 from engine.domain import commands as c
-from engine.domain.job import FileEntry
 from engine.domain.engine import DomainEngine
+from engine.domain.job import FileEntry
 from engine.errors import EngineError
+from projections import queries
 
 log = logging.getLogger("foldline.runner")
 TAIL = 1000
@@ -151,12 +152,7 @@ def _publish(engine: DomainEngine, job_id: str, text: str) -> None:
 
 
 def _job_state(engine: DomainEngine, job_id: str) -> str | None:
-    rows = (
-        engine.log.connection()
-        .execute("SELECT state FROM jobs WHERE job_id = ?", (job_id,))
-        .fetchall()
-    )
-    return rows[0][0] if rows else None
+    return queries.job_state(engine.log.connection(), job_id)
 
 
 def _record_end(

@@ -24,10 +24,12 @@ import falcon
 from adapters.config import LEASE_BUSY_TEXT
 from adapters.runtime import DispatchFailed, Runtime, new_id
 from engine.domain import commands as c
+from engine.domain import ids
 from engine.domain.errors import LeaseBusy
 from engine.domain.task import TERMINAL as TASK_TERMINAL
 from engine.errors import EngineError
 from engine.log import Transaction
+from projections import queries
 from projections.view import SqlDomainView
 
 MAX_BODY = 16 << 20
@@ -99,8 +101,10 @@ def _message(message_id: str, role: str, text: str, task_id: str, context: str) 
     }
 
 
-def task_json(row: Any, history_length: int | None = None) -> dict[str, Any]:
-    task_id, context, state, message_id, text, status_text, result, updated = row
+def task_json(record: queries.TaskRecord, history_length: int | None = None) -> dict[str, Any]:
+    task_id, context, state = record.task_id, record.session_id, record.state
+    status_text, result, updated = record.status_text, record.result, record.updated_at
+    message_id, text = record.message_id, record.text
     status: dict[str, Any] = {"state": STATE[state], "timestamp": updated}
     reply = result if state == "completed" else status_text
     if reply:
@@ -116,9 +120,6 @@ def task_json(row: Any, history_length: int | None = None) -> dict[str, Any]:
     if history:
         task["history"] = history
     return task
-
-
-_TASK_COLUMNS = "task_id, session_id, state, message_id, text, status_text, result, updated_at"
 
 
 def _prompt(message: dict[str, Any]) -> str:
@@ -225,11 +226,11 @@ class JsonRpc:
     def _result(resp: falcon.Response, request_id: Any, result: Any) -> None:
         resp.media = {"jsonrpc": "2.0", "id": request_id, "result": result}
 
-    def _task_row(self, task_id: str) -> Any:
-        rows = self.runtime.query(f"SELECT {_TASK_COLUMNS} FROM tasks WHERE task_id = ?", task_id)
-        if not rows:
+    def _task_row(self, task_id: str) -> queries.TaskRecord:
+        record = queries.task(self.runtime.engine.log.connection(), task_id)
+        if record is None:
             raise RpcError(TASK_NOT_FOUND, f"Task {task_id} not found")
-        return rows[0]
+        return record
 
     def _task_id(self, params: dict[str, Any]) -> str:
         task_id = params.get("id")
@@ -264,16 +265,13 @@ class JsonRpc:
             raise RpcError(INVALID_PARAMS, "configuration must be an object")
         self._write()
         runtime, engine = self.runtime, self.runtime.engine
-        command_id = f"a2a:{message_id}"
+        command_id = ids.a2a_command(message_id)
         session_id = context_id or new_id("a2a")
         chosen: dict[str, str] = {}
 
         def record(tx: Transaction, job_id: str) -> None:
             if tx.known_command(command_id) is not None:
-                rows = tx.cursor.execute(
-                    "SELECT task_id FROM jobs WHERE command_id = ?", (command_id,)
-                ).fetchall()
-                raise _Duplicate(rows[0][0])
+                raise _Duplicate(str(queries.task_of_command(tx.cursor, command_id)))
             view = SqlDomainView(tx.cursor)
             session = view.session(session_id)
             if context_id is not None and session is None:
@@ -352,27 +350,25 @@ class JsonRpc:
             if row is None:
                 yield b" "
                 continue
-            if row[2] in TASK_TERMINAL or row[2] in INTERRUPTED:
+            if row.state in TASK_TERMINAL or row.state in INTERRUPTED:
                 break
         row = self._task_row(task_id)
         yield json.dumps(
             {"jsonrpc": "2.0", "id": request_id, "result": {"task": task_json(row, history)}}
         ).encode()
 
-    def _watch(self, task_id: str, deadline: float) -> Iterator[Any]:
+    def _watch(self, task_id: str, deadline: float) -> Iterator[queries.TaskRecord | None]:
         """Yields the task row each time it changes, and None when a keep-alive is due."""
         log = self.runtime.engine.log
         interval = self.runtime.config.a2a_keepalive_s
         last_version, quiet_since = -1, time.monotonic()
         while time.monotonic() < deadline and not self.runtime.shutdown.is_set():
             head = log.head()
-            rows = self.runtime.query(
-                f"SELECT {_TASK_COLUMNS}, version FROM tasks WHERE task_id = ?", task_id
-            )
-            if rows and rows[0][8] != last_version:
-                last_version = rows[0][8]
+            record = queries.task(log.connection(), task_id)
+            if record is not None and record.version != last_version:
+                last_version = record.version
                 quiet_since = time.monotonic()
-                yield rows[0][:8]
+                yield record
             elif time.monotonic() - quiet_since >= interval:
                 quiet_since = time.monotonic()
                 yield None
@@ -405,12 +401,12 @@ class JsonRpc:
                 first = False
                 yield frame({"task": task})
             else:
-                if row[2] == "completed":
+                if row.state == "completed":
                     yield frame(
                         {
                             "artifactUpdate": {
                                 "taskId": task_id,
-                                "contextId": row[1],
+                                "contextId": row.session_id,
                                 "artifact": task["artifacts"][0],
                                 "lastChunk": True,
                             }
@@ -420,12 +416,12 @@ class JsonRpc:
                     {
                         "statusUpdate": {
                             "taskId": task_id,
-                            "contextId": row[1],
+                            "contextId": row.session_id,
                             "status": task["status"],
                         }
                     }
                 )
-            if row[2] in TASK_TERMINAL or row[2] in INTERRUPTED:
+            if row.state in TASK_TERMINAL or row.state in INTERRUPTED:
                 return
         if self.runtime.shutdown.is_set():
             yield b"event: shutdown\nretry: 1000\ndata: {}\n\n"
@@ -439,9 +435,9 @@ class JsonRpc:
     def cancel_task(self, params: dict[str, Any], request_id: Any, resp: falcon.Response) -> None:
         task_id = self._task_id(params)
         row = self._task_row(task_id)
-        if row[2] != "canceled":
-            if row[2] in TASK_TERMINAL:
-                raise RpcError(NOT_CANCELABLE, f"task {task_id} is already {row[2]}")
+        if row.state != "canceled":
+            if row.state in TASK_TERMINAL:
+                raise RpcError(NOT_CANCELABLE, f"task {task_id} is already {row.state}")
             self._write()
             try:
                 self.runtime.engine.handle(
@@ -455,48 +451,37 @@ class JsonRpc:
         size = params.get("pageSize", 50)
         if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= 100:
             raise RpcError(INVALID_PARAMS, "pageSize must be an integer from 1 to 100")
-        where, args = [], []
         context = _optional_id(params, "contextId", "")
-        if context is not None:
-            where.append("session_id = ?")
-            args.append(context)
         status = params.get("status")
+        state = None
         if status not in (None, "TASK_STATE_UNSPECIFIED"):
             if status not in STATE_BY_NAME:
                 raise RpcError(INVALID_PARAMS, f"unknown status {status!r}")
-            where.append("state = ?")
-            args.append(STATE_BY_NAME[status])
-        total = self.runtime.query(
-            f"SELECT count(*) FROM tasks {'WHERE ' + ' AND '.join(where) if where else ''}", *args
-        )[0][0]
+            state = STATE_BY_NAME[status]
+        conn = self.runtime.engine.log.connection()
+        total = queries.count_tasks(conn, context, state)
         token = params.get("pageToken")
+        before = None
         if token:  # keyset: the last (created_at, task_id) of the previous page
             try:
                 created, last_id = json.loads(base64.urlsafe_b64decode(token.encode()))
             except (ValueError, TypeError, AttributeError):
                 raise RpcError(INVALID_PARAMS, "pageToken is not one this server issued") from None
-            where.append("(created_at, task_id) < (?, ?)")
-            args += [created, last_id]
-        rows = self.runtime.query(
-            f"SELECT {_TASK_COLUMNS}, created_at FROM tasks"
-            f" {'WHERE ' + ' AND '.join(where) if where else ''}"
-            " ORDER BY created_at DESC, task_id DESC LIMIT ?",
-            *args,
-            size + 1,
-        )
+            before = (created, last_id)
+        rows = queries.tasks_newest_first(conn, context, state, before, size + 1)
         more = len(rows) > size
         rows = rows[:size]
         next_token = ""
         if more:
             next_token = base64.urlsafe_b64encode(
-                json.dumps([rows[-1][8], rows[-1][0]]).encode()
+                json.dumps([rows[-1].created_at, rows[-1].task_id]).encode()
             ).decode()
         history = _history_length(params)
         self._result(
             resp,
             request_id,
             {
-                "tasks": [task_json(row[:8], history) for row in rows],
+                "tasks": [task_json(row, history) for row in rows],
                 "nextPageToken": next_token,
                 "pageSize": size,
                 "totalSize": total,
@@ -506,6 +491,6 @@ class JsonRpc:
     def subscribe(self, params: dict[str, Any], request_id: Any, resp: falcon.Response) -> None:
         task_id = self._task_id(params)
         row = self._task_row(task_id)
-        if row[2] in TASK_TERMINAL:
-            raise RpcError(UNSUPPORTED, f"Task {task_id} is in terminal state: {STATE[row[2]]}")
+        if row.state in TASK_TERMINAL:
+            raise RpcError(UNSUPPORTED, f"Task {task_id} is in terminal state: {STATE[row.state]}")
         self._stream(resp, task_id, request_id)

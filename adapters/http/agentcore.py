@@ -14,6 +14,7 @@ import falcon
 from adapters.config import LEASE_BUSY_TEXT
 from adapters.http import sse
 from adapters.runtime import DispatchFailed, Runtime, workspace_file
+from engine.domain import ids
 from engine.domain.errors import AdmissionRejected, AlreadyExists, Conflict, LeaseBusy
 from engine.domain.job import TERMINAL as JOB_TERMINAL
 from engine.errors import EngineError, InvalidTransition
@@ -177,7 +178,7 @@ class Invocations:
         yield sse.comment("stream open")  # sends the headers before the first wait
         if receipt is not None:
             yield sse.event("accepted", receipt, receipt_position)
-        stream_id, version = f"job:{job_id}", 0
+        stream_id, version = ids.job(job_id), 0
         deadline = time.monotonic() + self.config.sync_wait_s
         quiet_since = time.monotonic()
         while time.monotonic() < deadline:

@@ -12,6 +12,8 @@ import os
 import falcon
 
 from adapters.runtime import LEASE, Runtime
+from engine.domain.lease import LeaseState
+from projections import queries
 
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
@@ -24,14 +26,15 @@ def render(runtime: Runtime) -> str:
         lines.append(f"# TYPE {name} {kind}")
         lines.extend(f"{name}{labels} {value:g}" for labels, value in samples)
 
-    counts = runtime.query("SELECT kind, state, count(*) FROM streams GROUP BY 1, 2 ORDER BY 1, 2")
+    conn = runtime.engine.log.connection()
+    counts = queries.stream_counts(conn)
     metric(
         "foldline_entities",
         "gauge",
         "Entities per machine and state.",
-        [(f'{{kind="{k}",state="{s}"}}', n) for k, s, n in counts],
+        [(f'{{kind="{c.kind}",state="{c.state}"}}', c.count) for c in counts],
     )
-    head = runtime.query("SELECT coalesce(max(position), 0) FROM events")[0][0]
+    head = queries.log_head(conn)
     metric("foldline_log_head", "gauge", "Position of the last committed event.", [("", head)])
     stats, pid = runtime.engine.log.stats, f'pid="{os.getpid()}"'
     metric(
@@ -75,16 +78,17 @@ def render(runtime: Runtime) -> str:
         "SSE streams open in this process.",
         [(f"{{{pid}}}", runtime.open_streams)],
     )
-    lease = runtime.query("SELECT holder, epoch, state FROM leases WHERE name = ?", LEASE)
-    if lease:
-        holder, epoch, state = lease[0]
-        mine = 1 if holder == runtime.holder and state == "held" else 0
-        metric("foldline_lease_epoch", "gauge", "Epoch of the workspace lease.", [("", epoch)])
+    lease = queries.lease(conn, LEASE)
+    if lease is not None:
+        mine = 1 if lease.holder == runtime.holder and lease.state == LeaseState.HELD else 0
+        metric(
+            "foldline_lease_epoch", "gauge", "Epoch of the workspace lease.", [("", lease.epoch)]
+        )
         metric(
             "foldline_lease_held",
             "gauge",
             "1 if this server instance holds the lease.",
-            [(f'{{holder="{holder}"}}', mine)],
+            [(f'{{holder="{lease.holder}"}}', mine)],
         )
     return "\n".join(lines) + "\n"
 

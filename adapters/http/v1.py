@@ -11,7 +11,7 @@ import hmac
 import json
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 import falcon
 import msgspec
@@ -40,6 +40,7 @@ from engine.domain import MACHINES
 from engine.domain import commands as c
 from engine.domain.errors import LeaseBusy
 from engine.events import RecordedEvent
+from projections import queries
 
 MAX_LIMIT = 500
 
@@ -65,67 +66,26 @@ def _after_position(req: falcon.Request) -> int:
     return int(raw)
 
 
-_SESSION_COLUMNS = (
-    "session_id, state, version, agent, origin, resource_group, units, has_controller, run_id,"
-    " tainted, taint_reasons, owes_kind, owes_ref, detached_by, created_at, updated_at,"
-    " finished_at"
-)
-_JOB_COLUMNS = (
-    "job_id, session_id, state, version, agent, parent_job, depth, batch, resource_group, units,"
-    " task_id, run_id, pid, runs, result, files, exit_code, superseded_by, reason,"
-    " notify_exit_code, created_at, started_at, finished_at, updated_at"
-)
-_TASK_COLUMNS = (
-    "task_id, session_id, state, version, message_id, text, status_text, result, created_at,"
-    " updated_at"
-)
-_LEASE_COLUMNS = "name, state, version, holder, host, pid, epoch, acquired_at, renewed_at"
+def session_out(record: queries.SessionRecord) -> SessionOut:
+    fields = msgspec.structs.asdict(record)
+    owes_kind, owes_ref = fields.pop("owes_kind"), fields.pop("owes_ref")
+    fields["taint_reasons"] = json.loads(record.taint_reasons)
+    fields["owes"] = Owed(kind=owes_kind, ref=owes_ref) if owes_kind else None
+    return SessionOut(**fields)
 
 
-def session_out(row: Any) -> SessionOut:
-    (
-        sid,
-        state,
-        version,
-        agent,
-        origin,
-        group,
-        units,
-        controller,
-        run_id,
-        tainted,
-        reasons,
-        owes_kind,
-        owes_ref,
-        detached_by,
-        created,
-        updated,
-        finished,
-    ) = row
-    return SessionOut(
-        session_id=sid,
-        state=state,
-        version=version,
-        agent=agent,
-        origin=origin,
-        resource_group=group,
-        units=units,
-        has_controller=bool(controller),
-        run_id=run_id,
-        tainted=bool(tainted),
-        taint_reasons=json.loads(reasons),
-        owes=Owed(kind=owes_kind, ref=owes_ref) if owes_kind else None,
-        detached_by=detached_by,
-        created_at=created,
-        updated_at=updated,
-        finished_at=finished,
-    )
+def job_out(record: queries.JobRecord) -> JobOut:
+    fields = msgspec.structs.asdict(record)
+    fields["files"] = [FileOut(**f) for f in json.loads(record.files)]
+    return JobOut(**fields)
 
 
-def job_out(row: Any) -> JobOut:
-    values = dict(zip([n.strip() for n in _JOB_COLUMNS.split(",")], row, strict=True))
-    values["files"] = [FileOut(**f) for f in json.loads(values["files"])]
-    return JobOut(**values)
+def task_out(record: queries.TaskRecord) -> TaskOut:
+    return TaskOut(**msgspec.structs.asdict(record))
+
+
+def lease_out(record: queries.LeaseRecord) -> LeaseOut:
+    return LeaseOut(**msgspec.structs.asdict(record))
 
 
 def event_out(recorded: RecordedEvent) -> EventOut:
@@ -143,89 +103,63 @@ def event_out(recorded: RecordedEvent) -> EventOut:
     )
 
 
+T = TypeVar("T")
+
+
 class Reads:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
 
-    def _one(self, sql: str, key: str, what: str) -> Any:
-        rows = self.runtime.query(sql, key)
-        if not rows:
-            raise ApiError(falcon.HTTP_404, "not_found", f"{what} {key!r} does not exist")
-        return rows[0]
+    @property
+    def conn(self) -> Any:
+        return self.runtime.engine.log.connection()
 
-    def _page(
-        self,
-        req: falcon.Request,
-        table: str,
-        key: str,
-        columns: str,
-        filters: dict[str, str | None],
-    ) -> tuple[list[Any], str | None]:
-        limit = _limit(req)
-        where, args = [], []
-        for column, value in filters.items():
-            if value is not None:
-                where.append(f"{column} = ?")
-                args.append(value)
-        after = req.get_param("after")
-        if after:
-            where.append(f"{key} > ?")
-            args.append(after)
-        clause = f"WHERE {' AND '.join(where)}" if where else ""
-        rows = self.runtime.query(
-            f"SELECT {columns} FROM {table} {clause} ORDER BY {key} LIMIT ?", *args, limit + 1
-        )
-        more = len(rows) > limit
-        rows = rows[:limit]
-        return rows, (rows[-1][0] if more else None)
+    @staticmethod
+    def found(record: T | None, what: str, key: str) -> T:
+        if record is None:
+            raise ApiError(falcon.HTTP_404, "not_found", f"{what} {key!r} does not exist")
+        return record
 
 
 class SessionsCollection(Reads):
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        rows, after = self._page(
-            req, "sessions", "session_id", _SESSION_COLUMNS, {"state": req.get_param("state")}
+        page = queries.sessions_page(
+            self.conn, req.get_param("state"), req.get_param("after"), _limit(req)
         )
-        _json(resp, SessionPage(sessions=[session_out(r) for r in rows], next=after))
+        _json(resp, SessionPage(sessions=[session_out(r) for r in page.rows], next=page.next))
 
 
 class SessionItem(Reads):
     def on_get(self, req: falcon.Request, resp: falcon.Response, session_id: str) -> None:
-        row = self._one(
-            f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE session_id = ?", session_id, "session"
-        )
-        _json(resp, session_out(row))
+        record = self.found(queries.session(self.conn, session_id), "session", session_id)
+        _json(resp, session_out(record))
 
 
 class JobsCollection(Reads):
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        rows, after = self._page(
-            req,
-            "jobs",
-            "job_id",
-            _JOB_COLUMNS,
-            {"session_id": req.get_param("session"), "state": req.get_param("state")},
+        page = queries.jobs_page(
+            self.conn,
+            req.get_param("session"),
+            req.get_param("state"),
+            req.get_param("after"),
+            _limit(req),
         )
-        _json(resp, JobPage(jobs=[job_out(r) for r in rows], next=after))
+        _json(resp, JobPage(jobs=[job_out(r) for r in page.rows], next=page.next))
 
 
 class JobItem(Reads):
     def on_get(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
-        row = self._one(f"SELECT {_JOB_COLUMNS} FROM jobs WHERE job_id = ?", job_id, "job")
-        _json(resp, job_out(row))
+        _json(resp, job_out(self.found(queries.job(self.conn, job_id), "job", job_id)))
 
 
 class TaskItem(Reads):
     def on_get(self, req: falcon.Request, resp: falcon.Response, task_id: str) -> None:
-        row = self._one(f"SELECT {_TASK_COLUMNS} FROM tasks WHERE task_id = ?", task_id, "task")
-        names = [n.strip() for n in _TASK_COLUMNS.split(",")]
-        _json(resp, TaskOut(**dict(zip(names, row, strict=True))))
+        _json(resp, task_out(self.found(queries.task(self.conn, task_id), "task", task_id)))
 
 
 class Leases(Reads):
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        names = [n.strip() for n in _LEASE_COLUMNS.split(",")]
-        rows = self.runtime.query(f"SELECT {_LEASE_COLUMNS} FROM leases ORDER BY name")
-        _json(resp, LeasePage(leases=[LeaseOut(**dict(zip(names, r, strict=True))) for r in rows]))
+        _json(resp, LeasePage(leases=[lease_out(r) for r in queries.leases(self.conn)]))
 
 
 class StreamEvents(Reads):

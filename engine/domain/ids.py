@@ -35,6 +35,11 @@ def kind_of(stream_id: str) -> str:
     return stream_id.partition(":")[0]
 
 
+def a2a_command(message_id: str) -> str:
+    """The command id under which an A2A message (its ``messageId``) is recorded."""
+    return f"a2a:{message_id}"
+
+
 def invocation_command(key: str) -> str:
     """The command id under which an ``/invocations`` request with this key is recorded."""
     return INVOCATION_PREFIX + key
