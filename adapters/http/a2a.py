@@ -20,8 +20,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import falcon
+import msgspec
 
 from adapters.config import LEASE_BUSY_TEXT
+from adapters.http import media, sse
+from adapters.http.follow import follow
 from adapters.runtime import DispatchFailed, Runtime, new_id
 from engine.domain import commands as c
 from engine.domain import ids
@@ -133,6 +136,7 @@ def _prompt(message: dict[str, Any]) -> str:
         if isinstance(part.get("text"), str):
             texts.append(part["text"])
         elif "data" in part:
+            # The prompt text, not an HTTP body: kept as the stdlib writes it, as before.
             texts.append(json.dumps(part["data"]))
         elif isinstance(part.get("raw"), str):
             try:
@@ -188,8 +192,8 @@ class JsonRpc:
             if len(raw) > MAX_BODY:
                 raise RpcError(INVALID_REQUEST, f"request exceeds {MAX_BODY} bytes")
             try:
-                body = json.loads(raw)
-            except (ValueError, UnicodeDecodeError):
+                body = media.decode_any(raw)
+            except msgspec.DecodeError:
                 raise RpcError(PARSE, "Parse error") from None
             if isinstance(body, list):
                 raise RpcError(INVALID_REQUEST, "batch requests are not supported")
@@ -353,26 +357,32 @@ class JsonRpc:
             if row.state in TASK_TERMINAL or row.state in INTERRUPTED:
                 break
         row = self._task_row(task_id)
-        yield json.dumps(
+        yield media.encode(
             {"jsonrpc": "2.0", "id": request_id, "result": {"task": task_json(row, history)}}
-        ).encode()
+        )
 
     def _watch(self, task_id: str, deadline: float) -> Iterator[queries.TaskRecord | None]:
         """Yields the task row each time it changes, and None when a keep-alive is due."""
         log = self.runtime.engine.log
         interval = self.runtime.config.a2a_keepalive_s
-        last_version, quiet_since = -1, time.monotonic()
-        while time.monotonic() < deadline and not self.runtime.shutdown.is_set():
-            head = log.head()
+        last_version = -1
+        for recorded in follow(
+            log,
+            0,
+            self.runtime.shutdown,
+            keepalive_s=interval,
+            poll_s=0.25,
+            deadline=deadline,
+            stream_id=ids.task(task_id),
+        ):
+            if recorded is None:
+                yield None
+                continue
+            # One read per change: the row already holds every event of the batch.
             record = queries.task(log.connection(), task_id)
             if record is not None and record.version != last_version:
                 last_version = record.version
-                quiet_since = time.monotonic()
                 yield record
-            elif time.monotonic() - quiet_since >= interval:
-                quiet_since = time.monotonic()
-                yield None
-            log.wait_for(head, min(0.25, interval))
 
     def send_streaming_message(
         self, params: dict[str, Any], request_id: Any, resp: falcon.Response
@@ -387,8 +397,7 @@ class JsonRpc:
 
     def _events(self, task_id: str, request_id: Any) -> Iterator[bytes]:
         def frame(result: dict[str, Any]) -> bytes:
-            envelope = {"jsonrpc": "2.0", "id": request_id, "result": result}
-            return f"data: {json.dumps(envelope)}\n\n".encode()
+            return sse.data({"jsonrpc": "2.0", "id": request_id, "result": result})
 
         deadline = time.monotonic() + self.runtime.config.sync_wait_s
         first = True
@@ -424,7 +433,7 @@ class JsonRpc:
             if row.state in TASK_TERMINAL or row.state in INTERRUPTED:
                 return
         if self.runtime.shutdown.is_set():
-            yield b"event: shutdown\nretry: 1000\ndata: {}\n\n"
+            yield sse.SHUTDOWN
 
     # -- GetTask / CancelTask / ListTasks / SubscribeToTask --------------------------------------
 
@@ -464,7 +473,9 @@ class JsonRpc:
         before = None
         if token:  # keyset: the last (created_at, task_id) of the previous page
             try:
-                created, last_id = json.loads(base64.urlsafe_b64decode(token.encode()))
+                created, last_id = media.decode(
+                    base64.urlsafe_b64decode(token.encode()), tuple[str, str]
+                )
             except (ValueError, TypeError, AttributeError):
                 raise RpcError(INVALID_PARAMS, "pageToken is not one this server issued") from None
             before = (created, last_id)
@@ -474,7 +485,7 @@ class JsonRpc:
         next_token = ""
         if more:
             next_token = base64.urlsafe_b64encode(
-                json.dumps([rows[-1].created_at, rows[-1].task_id]).encode()
+                media.encode([rows[-1].created_at, rows[-1].task_id])
             ).decode()
         history = _history_length(params)
         self._result(

@@ -13,10 +13,12 @@ import falcon
 
 from adapters.config import LEASE_BUSY_TEXT
 from adapters.http import sse
+from adapters.http.follow import follow
 from adapters.runtime import DispatchFailed, Runtime, workspace_file
 from engine.domain import ids
 from engine.domain.errors import AdmissionRejected, AlreadyExists, Conflict, LeaseBusy
 from engine.domain.job import TERMINAL as JOB_TERMINAL
+from engine.domain.job import JobOutput
 from engine.errors import EngineError, InvalidTransition
 
 SESSION_ID = re.compile(r"^[A-Za-z0-9_:-]{1,200}$")
@@ -178,32 +180,26 @@ class Invocations:
         yield sse.comment("stream open")  # sends the headers before the first wait
         if receipt is not None:
             yield sse.event("accepted", receipt, receipt_position)
-        stream_id, version = ids.job(job_id), 0
-        deadline = time.monotonic() + self.config.sync_wait_s
-        quiet_since = time.monotonic()
-        while time.monotonic() < deadline:
-            head = log.head()
-            for recorded in log.read_stream(stream_id, version):
-                version = recorded.version
-                if recorded.position <= after:
-                    continue
-                if recorded.event_type == "job.output":
-                    yield sse.event(
-                        "delta",
-                        {"text": recorded.event.text},  # type: ignore[attr-defined]
-                        recorded.position,
-                    )
-                    quiet_since = time.monotonic()
-                if recorded.state in JOB_TERMINAL:
-                    yield sse.event("result", runtime.job_body(job_id), recorded.position)
-                    return
-            if runtime.shutdown.is_set():
-                yield b"event: shutdown\nretry: 1000\ndata: {}\n\n"
-                return
-            if time.monotonic() - quiet_since >= self.config.sse_keepalive_s:
+        for recorded in follow(
+            log,
+            after,
+            runtime.shutdown,
+            keepalive_s=self.config.sse_keepalive_s,
+            poll_s=0.5,
+            deadline=time.monotonic() + self.config.sync_wait_s,
+            stream_id=ids.job(job_id),
+            wanted=lambda e: isinstance(e.event, JobOutput) or e.state in JOB_TERMINAL,
+        ):
+            if recorded is None:
                 yield sse.comment("keepalive")
-                quiet_since = time.monotonic()
-            log.wait_for(head, min(0.5, self.config.sse_keepalive_s))
+            elif recorded.state in JOB_TERMINAL:
+                yield sse.event("result", runtime.job_body(job_id), recorded.position)
+                return
+            elif isinstance(recorded.event, JobOutput):
+                yield sse.event("delta", {"text": recorded.event.text}, recorded.position)
+        if runtime.shutdown.is_set():
+            yield sse.SHUTDOWN
+            return
         yield sse.event("result", runtime.job_body(job_id))
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import falcon
-import msgspec
 
+from adapters.http import media
 from adapters.recovery import RecoveryFailed
 from engine import errors as e
 from engine.domain import errors as d
@@ -56,5 +56,4 @@ class ApiError(Exception):
 
 def answer(resp: falcon.Response, status: str, code: str, message: str, **fields: Any) -> None:
     resp.status = status
-    resp.content_type = falcon.MEDIA_JSON
-    resp.data = msgspec.json.encode({"error": {"code": code, "message": message, **fields}})
+    media.json_response(resp, {"error": {"code": code, "message": message, **fields}})

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hmac
 import json
-import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
@@ -17,8 +16,9 @@ import falcon
 import msgspec
 
 from adapters.config import LEASE_BUSY_TEXT
-from adapters.http import sse
+from adapters.http import media, sse
 from adapters.http.errors import ApiError
+from adapters.http.follow import follow
 from adapters.http.schemas import (
     ControlIn,
     EventOut,
@@ -45,9 +45,7 @@ from projections import queries
 MAX_LIMIT = 500
 
 
-def _json(resp: falcon.Response, value: Any) -> None:
-    resp.content_type = falcon.MEDIA_JSON
-    resp.data = msgspec.json.encode(value)
+_json = media.json_response
 
 
 def _limit(req: falcon.Request, default: int = 100, maximum: int = MAX_LIMIT) -> int:
@@ -193,26 +191,20 @@ class Events(Reads):
         )
 
     def _follow(self, after: int) -> Iterator[bytes]:
-        runtime, log = self.runtime, self.runtime.engine.log
-        interval = runtime.config.sse_keepalive_s
+        runtime = self.runtime
         yield sse.comment("following")
-        quiet_since = time.monotonic()
         with runtime.open_stream():
-            while not runtime.shutdown.is_set():
-                head = log.head()
-                for recorded in log.read_all(after, 1000):
-                    after = recorded.position
-                    quiet_since = time.monotonic()
-                    yield (
-                        (f"id: {recorded.position}\nevent: {recorded.event_type}\ndata: ").encode()
-                        + msgspec.json.encode(event_out(recorded))
-                        + b"\n\n"
-                    )
-                if time.monotonic() - quiet_since >= interval:
-                    quiet_since = time.monotonic()
+            for recorded in follow(
+                runtime.engine.log,
+                after,
+                runtime.shutdown,
+                keepalive_s=runtime.config.sse_keepalive_s,
+            ):
+                if recorded is None:
                     yield sse.comment("keepalive")
-                log.wait_for(head, min(interval, 1.0))
-            yield b"event: shutdown\nretry: 1000\ndata: {}\n\n"
+                else:
+                    yield sse.event(recorded.event_type, event_out(recorded), recorded.position)
+            yield sse.SHUTDOWN
 
 
 class MachinesResource:
@@ -278,7 +270,7 @@ class Control:
                 falcon.HTTP_415, "unsupported_media_type", "send the body as application/json"
             )
         try:
-            return msgspec.json.decode(raw, type=schema)
+            return media.decode(raw, schema)
         except msgspec.ValidationError as ex:
             raise ApiError(falcon.HTTP_400, "invalid_argument", str(ex)) from None
         except msgspec.DecodeError:
