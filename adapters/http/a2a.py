@@ -23,8 +23,9 @@ import falcon
 import msgspec
 
 from adapters.config import LEASE_BUSY_TEXT
-from adapters.http import media, sse
+from adapters.http import inbound, media, sse
 from adapters.http.follow import follow
+from adapters.http.inbound import SEND_MESSAGE_TEXTS, SendMessageIn, refusal
 from adapters.runtime import DispatchFailed, Runtime, new_id
 from engine.domain import commands as c
 from engine.domain import ids
@@ -125,22 +126,17 @@ def task_json(record: queries.TaskRecord, history_length: int | None = None) -> 
     return task
 
 
-def _prompt(message: dict[str, Any]) -> str:
-    parts = message.get("parts")
-    if not isinstance(parts, list) or not parts:
-        raise RpcError(INVALID_PARAMS, "message.parts must be a non-empty list")
+def _prompt(parts: list[inbound.PartIn]) -> str:
     texts = []
     for part in parts:
-        if not isinstance(part, dict):
-            raise RpcError(INVALID_PARAMS, "each part must be an object")
-        if isinstance(part.get("text"), str):
-            texts.append(part["text"])
-        elif "data" in part:
+        if isinstance(part.text, str):
+            texts.append(part.text)
+        elif part.data is not msgspec.UNSET:
             # The prompt text, not an HTTP body: kept as the stdlib writes it, as before.
-            texts.append(json.dumps(part["data"]))
-        elif isinstance(part.get("raw"), str):
+            texts.append(json.dumps(part.data))
+        elif isinstance(part.raw, str):
             try:
-                texts.append(base64.b64decode(part["raw"]).decode())
+                texts.append(base64.b64decode(part.raw).decode())
             except ValueError:
                 raise RpcError(INVALID_PARAMS, "raw parts must be base64 UTF-8 text") from None
         else:
@@ -250,23 +246,19 @@ class JsonRpc:
 
     # -- SendMessage / SendStreamingMessage ------------------------------------------------------
 
-    def _accept(self, params: dict[str, Any]) -> str:
+    @staticmethod
+    def _send_params(params: dict[str, Any]) -> SendMessageIn:
+        try:
+            return msgspec.convert(params, SendMessageIn)
+        except msgspec.ValidationError as ex:
+            raise RpcError(INVALID_PARAMS, refusal(ex, SEND_MESSAGE_TEXTS)) from None
+
+    def _accept(self, send: SendMessageIn) -> str:
         """Record the message's work (new task, or a follow-up of an interrupted one) and start
         it; a known messageId answers its task again. Returns the task id."""
-        message = params.get("message")
-        if not isinstance(message, dict):
-            raise RpcError(INVALID_PARAMS, "message is required")
-        message_id = message.get("messageId")
-        if not isinstance(message_id, str) or not 0 < len(message_id) <= 200:
-            raise RpcError(INVALID_PARAMS, "message.messageId must be a string of 1..200")
-        if message.get("role") not in (None, "ROLE_USER"):
-            raise RpcError(INVALID_PARAMS, "message.role must be ROLE_USER")
-        text = _prompt(message)
-        context_id = _optional_id(message, "contextId", "message.")
-        task_id = _optional_id(message, "taskId", "message.")
-        config = params.get("configuration", {})
-        if not isinstance(config, dict):
-            raise RpcError(INVALID_PARAMS, "configuration must be an object")
+        message = send.message
+        message_id, context_id, task_id = message.message_id, message.context_id, message.task_id
+        text = _prompt(message.parts)
         self._write()
         runtime, engine = self.runtime, self.runtime.engine
         command_id = ids.a2a_command(message_id)
@@ -337,10 +329,11 @@ class JsonRpc:
         return chosen["task_id"]
 
     def send_message(self, params: dict[str, Any], request_id: Any, resp: falcon.Response) -> None:
-        history = _history_length(params.get("configuration") or {})
-        task_id = self._accept(params)
-        config = params.get("configuration") or {}
-        if config.get("returnImmediately"):
+        send = self._send_params(params)
+        config = send.configuration or inbound.ConfigurationIn()
+        history = config.history_length
+        task_id = self._accept(send)
+        if config.return_immediately:
             self._result(resp, request_id, {"task": task_json(self._task_row(task_id), history)})
             return
         resp.content_type = falcon.MEDIA_JSON
@@ -387,7 +380,7 @@ class JsonRpc:
     def send_streaming_message(
         self, params: dict[str, Any], request_id: Any, resp: falcon.Response
     ) -> None:
-        task_id = self._accept(params)
+        task_id = self._accept(self._send_params(params))
         self._stream(resp, task_id, request_id)
 
     def _stream(self, resp: falcon.Response, task_id: str, request_id: Any) -> None:
