@@ -61,7 +61,8 @@ class StateCount(_Row, frozen=True):
 
 def stream_counts(conn: Any) -> list[StateCount]:
     """Streams per kind and state, the source of the ``*_total`` gauges."""
-    return _all(conn, StateCount, "SELECT kind, state, count(*) FROM streams GROUP BY 1, 2 ORDER BY 1, 2")
+    sql = "SELECT kind, state, count(*) FROM streams GROUP BY 1, 2 ORDER BY 1, 2"
+    return _all(conn, StateCount, sql)
 
 
 def log_head(conn: Any) -> int:
