@@ -31,23 +31,16 @@ from engine.domain import commands as c
 from engine.domain import ids
 from engine.domain.errors import LeaseBusy
 from engine.domain.task import TERMINAL as TASK_TERMINAL
+from engine.domain.task import TaskState as T
 from engine.errors import EngineError
 from engine.log import Transaction
 from projections import queries
 from projections.view import SqlDomainView
 
 MAX_BODY = 16 << 20
-INTERRUPTED = frozenset({"input-required", "auth-required"})
-STATE = {
-    "submitted": "TASK_STATE_SUBMITTED",
-    "working": "TASK_STATE_WORKING",
-    "input-required": "TASK_STATE_INPUT_REQUIRED",
-    "auth-required": "TASK_STATE_AUTH_REQUIRED",
-    "completed": "TASK_STATE_COMPLETED",
-    "failed": "TASK_STATE_FAILED",
-    "canceled": "TASK_STATE_CANCELED",
-    "rejected": "TASK_STATE_REJECTED",
-}
+INTERRUPTED = frozenset({T.INPUT_REQUIRED, T.AUTH_REQUIRED})
+# The A2A wire name of each task state: TASK_STATE_ and the state's own name.
+STATE: dict[str, str] = {state: f"TASK_STATE_{state.name}" for state in T}
 STATE_BY_NAME = {name: state for state, name in STATE.items()}
 
 PARSE, INVALID_REQUEST, NO_METHOD, INVALID_PARAMS, INTERNAL = -32700, -32600, -32601, -32602, -32603
@@ -110,11 +103,11 @@ def task_json(record: queries.TaskRecord, history_length: int | None = None) -> 
     status_text, result, updated = record.status_text, record.result, record.updated_at
     message_id, text = record.message_id, record.text
     status: dict[str, Any] = {"state": STATE[state], "timestamp": updated}
-    reply = result if state == "completed" else status_text
+    reply = result if state == T.COMPLETED else status_text
     if reply:
         status["message"] = _message(f"{task_id}-status", "ROLE_AGENT", reply, task_id, context)
     task: dict[str, Any] = {"id": task_id, "contextId": context, "status": status}
-    if state == "completed":
+    if state == T.COMPLETED:
         task["artifacts"] = [
             {"artifactId": f"{task_id}-result", "name": "result", "parts": [{"text": result or ""}]}
         ]
@@ -403,7 +396,7 @@ class JsonRpc:
                 first = False
                 yield frame({"task": task})
             else:
-                if row.state == "completed":
+                if row.state == T.COMPLETED:
                     yield frame(
                         {
                             "artifactUpdate": {
@@ -437,7 +430,7 @@ class JsonRpc:
     def cancel_task(self, params: dict[str, Any], request_id: Any, resp: falcon.Response) -> None:
         task_id = self._task_id(params)
         row = self._task_row(task_id)
-        if row.state != "canceled":
+        if row.state != T.CANCELED:
             if row.state in TASK_TERMINAL:
                 raise RpcError(NOT_CANCELABLE, f"task {task_id} is already {row.state}")
             self._write()
