@@ -20,7 +20,7 @@ serve: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest
 
-# The suites that need no SIGKILL, no gunicorn and no long run: seconds, for the edit loop.
+# The suites that need no SIGKILL, no gunicorn and no long run, for the edit loop.
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -m "not crash and not server and not slow"
 
