@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: serve test lint bench bench-quick clean
+.PHONY: serve test test-fast lint bench bench-quick clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -19,6 +19,10 @@ serve: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
+
+# The suites that need no SIGKILL, no gunicorn and no long run, for the edit loop.
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -m "not crash and not server and not slow"
 
 lint: $(STAMP)
 	$(BIN)/ruff check engine adapters projections tests bench

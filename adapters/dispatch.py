@@ -19,7 +19,7 @@ from adapters import notify, runner
 from adapters.config import ServerConfig
 from adapters.processes import spawn_gated
 from engine.domain import commands as c
-from engine.engine import Engine
+from engine.domain.engine import DomainEngine
 from engine.log import Transaction
 from projections.view import SqlDomainView
 
@@ -60,7 +60,7 @@ def read_prompt(workspace: Path, prompt: str, prompt_file: str) -> bytes:
 
 class Dispatcher:
     def __init__(
-        self, config: ServerConfig, engine: Callable[[], Engine], stopping: threading.Event
+        self, config: ServerConfig, engine: Callable[[], DomainEngine], stopping: threading.Event
     ) -> None:
         self.config = config
         self._engine = engine

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from adapters.processes import kill_group, spawn_gated
 from engine.domain import commands as c
-from engine.engine import Engine
+from engine.domain.engine import DomainEngine
 from engine.errors import EngineError
 
 log = logging.getLogger("foldline.notify")
@@ -23,7 +23,7 @@ TAIL = 1000
 
 
 def run_hook(
-    engine: Engine,
+    engine: DomainEngine,
     command: str,
     workspace: Path,
     timeout_s: float,

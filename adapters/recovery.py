@@ -31,7 +31,7 @@ from typing import Any
 from adapters.processes import is_alive, kill_group
 from engine.clock import parse_time
 from engine.domain import commands as c
-from engine.engine import Engine
+from engine.domain.engine import DomainEngine
 from engine.errors import EngineError, StorageError
 
 log = logging.getLogger("foldline.recovery")
@@ -54,12 +54,12 @@ class Graces:
     transition_s: float
 
 
-def _query(engine: Engine, sql: str, *params: Any) -> list[Any]:
+def _query(engine: DomainEngine, sql: str, *params: Any) -> list[Any]:
     rows: list[Any] = engine.log.connection().execute(sql, params).fetchall()
     return rows
 
 
-def recover(engine: Engine, resume: Callable[[str], None], graces: Graces) -> list[str]:
+def recover(engine: DomainEngine, resume: Callable[[str], None], graces: Graces) -> list[str]:
     """Sweep, record and resume; returns the ids of the jobs resumed.
 
     Raises:
@@ -112,7 +112,7 @@ def recover(engine: Engine, resume: Callable[[str], None], graces: Graces) -> li
     return resumed
 
 
-def _record_resume_failed(engine: Engine, job_id: str, ex: Exception) -> None:
+def _record_resume_failed(engine: DomainEngine, job_id: str, ex: Exception) -> None:
     detail = getattr(ex, "message", None) or str(ex) or type(ex).__name__
     reason = f"could not resume: {detail}"[:REASON_LIMIT]
     log.error("job %s %s", job_id, reason)
@@ -122,7 +122,7 @@ def _record_resume_failed(engine: Engine, job_id: str, ex: Exception) -> None:
         log.info("resume failure of %s not recorded: %s", job_id, recorded)
 
 
-def _record_lost_notifications(engine: Engine) -> None:
+def _record_lost_notifications(engine: DomainEngine) -> None:
     for job_id, pid in _query(
         engine,
         "SELECT job_id, notify_pid FROM jobs WHERE notify_pid IS NOT NULL AND notify_ms IS NULL",
@@ -142,7 +142,7 @@ def _record_lost_notifications(engine: Engine) -> None:
             log.info("lost notification of %s not recorded: %s", job_id, ex)
 
 
-def record_timeouts(engine: Engine, graces: Graces) -> None:
+def record_timeouts(engine: DomainEngine, graces: Graces) -> None:
     """SPEC §4.3, for sessions that record a controller: ``starting`` with no live controller
     past the start grace becomes ``failed`` (it never started) or ``suspended``; a closing
     state whose controller is gone past the transition grace reaches its terminal state."""
@@ -186,7 +186,7 @@ def record_timeouts(engine: Engine, graces: Graces) -> None:
                 log.info("timeout of session %s not recorded: %s", session_id, ex)
 
 
-def _cut_off_job(engine: Engine, job_id: str) -> None:
+def _cut_off_job(engine: DomainEngine, job_id: str) -> None:
     state = _query(engine, "SELECT state FROM jobs WHERE job_id = ?", job_id)[0][0]
     if state == "cancelling":
         engine.handle(c.ConfirmJobCancelled(job_id=job_id))
@@ -196,7 +196,7 @@ def _cut_off_job(engine: Engine, job_id: str) -> None:
         engine.handle(c.SuspendJob(job_id=job_id, reason=PAUSED_CUT_OFF))
 
 
-def is_recovered(engine: Engine) -> bool:
+def is_recovered(engine: DomainEngine) -> bool:
     """What another worker of the same instance waits for: no run of an older epoch left."""
     rows = _query(engine, "SELECT count(*) FROM runs WHERE epoch < ?", engine.log.epoch)
     return int(rows[0][0]) == 0

@@ -21,14 +21,16 @@ from pathlib import Path
 
 from adapters.processes import GatedProcess, kill_group
 from engine.domain import commands as c
+from engine.domain.engine import DomainEngine
 from engine.domain.job import FileEntry
-from engine.engine import Engine
+from engine.domain.job import JobState as J
 from engine.errors import EngineError
+from projections import queries
 
 log = logging.getLogger("foldline.runner")
 TAIL = 1000
 # Job states in which the run must stop: it is no longer wanted.
-ENDED = frozenset({"superseded", "cancelling", "cancelled"})
+ENDED = frozenset({J.SUPERSEDED, J.CANCELLING, J.CANCELLED})
 
 
 @dataclass(frozen=True)
@@ -81,7 +83,7 @@ class _Pump(threading.Thread):
 
 
 def execute(
-    engine: Engine,
+    engine: DomainEngine,
     run: Run,
     workspace: Path,
     *,
@@ -109,8 +111,8 @@ def execute(
         time.sleep(flush_s)
         _publish(engine, run.job_id, decoder.decode(out.take_new()))
         state = _job_state(engine, run.job_id)
-        if (state == "paused") != frozen:  # a paused job's group is stopped, not killed
-            frozen = state == "paused"
+        if (state == J.PAUSED) != frozen:  # a paused job's group is stopped, not killed
+            frozen = state == J.PAUSED
             kill_group(process.pid, signal.SIGSTOP if frozen else signal.SIGCONT)
         stopped_because = "shutdown" if stopping.is_set() else (state if state in ENDED else None)
         if stopped_because is None and deadline is not None and time.monotonic() > deadline:
@@ -142,7 +144,7 @@ def execute(
     )
 
 
-def _publish(engine: Engine, job_id: str, text: str) -> None:
+def _publish(engine: DomainEngine, job_id: str, text: str) -> None:
     if text:
         try:
             engine.handle(c.RecordJobOutput(job_id=job_id, text=text))
@@ -150,17 +152,12 @@ def _publish(engine: Engine, job_id: str, text: str) -> None:
             log.debug("output of %s not recorded: %s", job_id, ex)
 
 
-def _job_state(engine: Engine, job_id: str) -> str | None:
-    rows = (
-        engine.log.connection()
-        .execute("SELECT state FROM jobs WHERE job_id = ?", (job_id,))
-        .fetchall()
-    )
-    return rows[0][0] if rows else None
+def _job_state(engine: DomainEngine, job_id: str) -> str | None:
+    return queries.job_state(engine.log.connection(), job_id)
 
 
 def _record_end(
-    engine: Engine,
+    engine: DomainEngine,
     run: Run,
     workspace: Path,
     exit_code: int,
@@ -171,8 +168,8 @@ def _record_end(
     on_finished: Callable[[str, str, str], None],
 ) -> None:
     try:
-        if stopped_because in ("cancelling", "cancelled", "superseded"):
-            if stopped_because == "cancelling":
+        if stopped_because in ENDED:
+            if stopped_because == J.CANCELLING:
                 engine.handle(c.ConfirmJobCancelled(job_id=run.job_id))
             return
         if stopped_because == "timeout":

@@ -25,8 +25,8 @@ from adapters.dispatch import Dispatcher
 from adapters.tenure import Tenure
 from engine import open_notifier
 from engine.clock import Clock
+from engine.domain.engine import DomainEngine
 from engine.domain.rules import Settings
-from engine.engine import Engine
 from engine.notifier import Notifier
 from projections import open_engine
 
@@ -38,7 +38,7 @@ class Runtime:
         self.clock = clock  # None: the system clock; tests inject one to move time
         self.started_at = time.time()
         self._pid = -1
-        self._engine: Engine | None = None
+        self._engine: DomainEngine | None = None
         self._notifier: Notifier | None = None
         self._open_lock = threading.Lock()
         self.shutdown = threading.Event()
@@ -64,7 +64,7 @@ class Runtime:
         return self._engine is not None and self._pid == os.getpid()
 
     @property
-    def engine(self) -> Engine:
+    def engine(self) -> DomainEngine:
         if not self.is_open:
             with self._open_lock:
                 if not self.is_open:

@@ -24,8 +24,9 @@ from adapters.config import ServerConfig
 from adapters.leasefile import LeaseFile, LeaseRecord
 from engine.clock import parse_time
 from engine.domain import commands as c
-from engine.engine import Engine
-from engine.errors import EngineError, LeaseBusy
+from engine.domain.engine import DomainEngine
+from engine.domain.errors import LeaseBusy
+from engine.errors import EngineError
 
 log = logging.getLogger("foldline.tenure")
 LEASE = "workspace"
@@ -43,7 +44,7 @@ class Tenure:
         self,
         config: ServerConfig,
         holder: str,
-        engine: Callable[[], Engine],
+        engine: Callable[[], DomainEngine],
         recover: Callable[[], None],
         is_recovered: Callable[[], bool],
         on_renewed: Callable[[], None],

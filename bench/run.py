@@ -29,6 +29,7 @@ from bench.audit import bench_audit
 from bench.http_load import bench_http
 from bench.ready import bench_ready
 from engine import NEW, Event, MachineSpec, Transition, open_log
+from engine.domain import MACHINES
 from engine.log import Log, Sync
 from projections import default_projections
 
@@ -48,6 +49,9 @@ ITEM = MachineSpec(
     terminal=frozenset(),
     transitions=[Transition(ItemCreated, NEW, "active"), Transition(ItemNoted, ["active"])],
 )
+# The item logs keep the server's read models, as a server does: their machines are declared
+# beside ITEM, since a projection may only handle events some machine of the log declares.
+WITH_SERVER_MODELS = [ITEM, *MACHINES]
 TEXT = "the agent wrote a line of output that is about this long, give or take a few words" * 2
 STREAMS = 1000
 
@@ -119,7 +123,7 @@ def bench_append(work: Workdir, n: int, sync: Sync) -> dict[str, float]:
     # The baseline runs before and after the engine and is averaged, so that drift in the
     # machine's speed during a run does not favour either side.
     before = raw_appends(work.path(), n, sync)
-    log = open_log(work.path(), [ITEM], default_projections(), sync=sync)
+    log = open_log(work.path(), WITH_SERVER_MODELS, default_projections(), sync=sync)
     ours = engine_appends(log, n)
     log.close()
     raw = (before + raw_appends(work.path(), n, sync)) / 2
@@ -131,7 +135,7 @@ def bench_append(work: Workdir, n: int, sync: Sync) -> dict[str, float]:
 
 
 def bench_group_commit(work: Workdir, n: int, threads: int = 16) -> dict[str, float]:
-    log = open_log(work.path(), [ITEM], default_projections())
+    log = open_log(work.path(), WITH_SERVER_MODELS, default_projections())
     single = engine_appends(log, n, prefix="single")
     per_thread = max(1, n // threads)
     start = threading.Barrier(threads + 1)
@@ -162,7 +166,7 @@ def bench_group_commit(work: Workdir, n: int, threads: int = 16) -> dict[str, fl
 
 def build_log(path: Path, n: int, streams: int = 10_000) -> Log:
     """A log of ``n`` events over ``streams`` streams, written in large transactions."""
-    log = open_log(path, [ITEM], default_projections(), sync="normal")
+    log = open_log(path, WITH_SERVER_MODELS, default_projections(), sync="normal")
     versions = [0] * streams
     batch = 5000
     for start in range(0, n, batch):
@@ -205,7 +209,6 @@ def bench_rebuild(work: Workdir, n: int) -> dict[str, float]:
 def bench_job_lifecycle(work: Workdir, n: int) -> dict[str, float]:
     """accept -> start -> finish through the command API vs the same three events appended
     straight to the log (same machines and read models, both durable)."""
-    from engine.domain import MACHINES
     from engine.domain import commands as c
     from engine.domain.job import JobAccepted, JobFinished, JobStarted
     from projections import open_engine
@@ -269,7 +272,7 @@ def bench_eventsourcing(work: Workdir, n: int) -> dict[str, float]:
         save_one()
     theirs = n / (time.perf_counter() - started)
     app.close()
-    log = open_log(work.path(), [ITEM], default_projections())
+    log = open_log(work.path(), WITH_SERVER_MODELS, default_projections())
     ours = engine_appends(log, n)
     log.close()
     return {

@@ -1,7 +1,8 @@
-"""foldline's generic core: events, machines, the log and its projections. No HTTP, no
-subprocesses."""
+"""foldline's generic core: events, machines, the log, its projections and the command API.
+No HTTP, no subprocesses, and no built-in domain (that is ``engine.domain``)."""
 
 from engine.clock import Clock, FixedClock, SystemClock
+from engine.engine import CommandResult, Context, Engine
 from engine.errors import (
     ChainBroken,
     ConcurrencyError,
@@ -22,7 +23,7 @@ from engine.events import Event, RecordedEvent
 from engine.log import AppendResult, Log, Transaction, open_log
 from engine.machines import ANY, LIVE, NEW, Machine, Machines, MachineSpec, StreamHead, Transition
 from engine.notifier import Notifier, open_notifier
-from engine.projection import Projection
+from engine.projection import DispatchProjection, Projection, handles
 
 __all__ = [
     "ANY",
@@ -31,7 +32,11 @@ __all__ = [
     "AppendResult",
     "ChainBroken",
     "Clock",
+    "CommandResult",
     "ConcurrencyError",
+    "Context",
+    "DispatchProjection",
+    "Engine",
     "EngineError",
     "Event",
     "FencedOut",
@@ -57,6 +62,7 @@ __all__ = [
     "Transition",
     "UnknownEventType",
     "UnknownStreamKind",
+    "handles",
     "open_log",
     "open_notifier",
 ]

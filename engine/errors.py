@@ -1,8 +1,10 @@
-"""One error tree for the whole engine.
+"""The errors every user of the log meets, under one root.
 
 Every error carries a stable string ``code`` (callers and the HTTP adapter match on it, never
 on the message) and its structured fields as attributes. Where a stdlib error means the same
 thing, the class also subclasses it, so ``except ValueError`` keeps working for embedders.
+The built-in domain's own refusals (not found, conflict, admission, ...) live in
+``engine.domain.errors`` and subclass ``EngineError`` like these.
 """
 
 from __future__ import annotations
@@ -97,7 +99,7 @@ class InvalidTransition(EngineError):
 
 
 class FencedOut(EngineError):
-    """The writer's lease epoch is older than the newest epoch in the log."""
+    """The writer's epoch is older than the newest epoch in the log."""
 
     code = "fenced_out"
 
@@ -140,43 +142,6 @@ class ChainBroken(EngineError):
     """The hash chain does not verify: history was edited, removed, inserted or reordered."""
 
     code = "chain_broken"
-
-
-class NotFound(EngineError, LookupError):
-    """The command names an entity that does not exist."""
-
-    code = "not_found"
-
-
-class AlreadyExists(EngineError):
-    """The command would create an entity that exists already."""
-
-    code = "already_exists"
-
-
-class Conflict(EngineError):
-    """The command conflicts with what the entity owes or holds (e.g. the reply pointer)."""
-
-    code = "conflict"
-
-
-class AdmissionRejected(EngineError):
-    """Admission refused the work: ``reason`` is ``capacity``, ``write_scope_conflict``,
-    ``depth``, ``tainted`` or ``not_admitting``."""
-
-    code = "admission_rejected"
-
-
-class LeaseBusy(EngineError):
-    """The lease is held by another live holder."""
-
-    code = "lease_busy"
-
-
-class NotLeaseHolder(EngineError):
-    """Renew or release by someone who does not hold the current epoch."""
-
-    code = "not_lease_holder"
 
 
 class NeedsMigration(EngineError):

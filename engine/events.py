@@ -1,7 +1,7 @@
 """Events, the recorded envelope, and the codec between them and stored bytes.
 
 An event is a frozen msgspec Struct whose tag is its ``event_type`` (a dotted, lowercase,
-never-changing name such as ``job.finished``). Stored events are decoded leniently (unknown
+never-changing name such as ``door.opened``). Stored events are decoded leniently (unknown
 fields are ignored) so that an older reader survives a newer writer; new fields must therefore
 always have defaults.
 """
@@ -30,7 +30,7 @@ def event_type_of(cls: type[Event]) -> str:
     tag = cls.__struct_config__.tag
     if not isinstance(tag, str) or not EVENT_TYPE_PATTERN.match(tag):
         raise InvalidDeclaration(
-            f"{cls.__name__} needs an explicit dotted tag such as tag='job.finished', got {tag!r}",
+            f"{cls.__name__} needs an explicit dotted tag such as tag='door.opened', got {tag!r}",
             event_class=cls.__name__,
         )
     return tag

@@ -341,7 +341,8 @@ class Log:
 
     def fence(self, epoch: int) -> None:
         """Appends of this process carry ``epoch`` from now on: the tenure it holds. The one
-        setter, called by whoever holds the lease; an older epoch is refused by the append."""
+        setter, called by whoever holds the current tenure; an older epoch is refused by the
+        append."""
         self.epoch = epoch
 
     # -- writes --------------------------------------------------------------------------
@@ -691,7 +692,7 @@ def open_log_readonly(
     if not Path(path).is_file():
         raise NotALog(f"{path}: no such file")
     registry = machines if isinstance(machines, Machines) else Machines(machines)
-    projection_set = ProjectionSet([StreamsProjection(), *projections])
+    projection_set = ProjectionSet([StreamsProjection(), *projections], registry)
     log = Log(path, registry, projection_set, SystemClock(), "full", 10_000, 1 << 20, 1)
     log.readonly = True
     try:
@@ -750,7 +751,7 @@ def open_log(
     log = Log(
         path,
         registry,
-        ProjectionSet([StreamsProjection(), *projections]),
+        ProjectionSet([StreamsProjection(), *projections], registry),
         clock or SystemClock(),
         sync,
         busy_timeout_ms,

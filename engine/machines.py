@@ -8,15 +8,20 @@ and is not thread-safe.
 
 Rules a declaration follows:
 - ``sources=NEW`` means "the stream does not exist yet"; such an event must lead to ``initial``.
+- ``sources=ANY`` is every state, ``sources=LIVE`` every non-terminal state. The three are
+  members of ``Sources``, not strings, so a state may be called ``new``, ``live`` or ``any``
+  without meaning one of them (ADR 0019). ``*`` and ``=`` are wildcards inside
+  ``transitions``; a state with one of those names is refused.
 - ``dest=None`` means the event changes no state (heartbeats, pointers, notify records).
 - Several transitions may share an event and a source; the first whose guard passes wins
-  (this is how ``job.finished`` goes to ``ok`` or ``error``).
+  (this is how a ``ticket.finished`` goes to ``done`` or ``failed``).
 - A guard is a pure function ``(head, event) -> bool`` of the stream head and the event; it
   never does IO and never reads the clock.
 """
 
 from __future__ import annotations
 
+import enum
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -31,14 +36,32 @@ from engine.events import Event, event_type_of
 KIND_PATTERN = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 STREAM_ID_PATTERN = re.compile(r"^([a-z][a-z0-9_]{0,31}):([A-Za-z0-9_:.@-]{1,256})$")
 
-NEW: tuple[str, ...] = ()
+
+class Sources(enum.Enum):
+    """The reserved source sets. Objects, not strings: no state name can ever equal one."""
+
+    NEW = "the stream does not exist yet"
+    ANY = "every state, terminal ones included"
+    LIVE = "every non-terminal state"
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+NEW = Sources.NEW
 """Sources of an event that creates its stream."""
 
-ANY = "*"
+ANY = Sources.ANY
 """Sources: every state, terminal ones included."""
 
-LIVE = "live"
+LIVE = Sources.LIVE
 """Sources: every non-terminal state."""
+
+RESERVED_STATE_NAMES = frozenset({"*", "="})
+"""Names ``transitions`` reads as wildcards (all states, the same state)."""
+
+SourceSpec = Sequence[str] | str | Sources
+"""A transition's sources: a list of states, one state, or a ``Sources`` member."""
 
 
 @dataclass(frozen=True)
@@ -58,14 +81,14 @@ class Transition:
     """One declared way an event may move a stream."""
 
     event: type[Event]
-    sources: Sequence[str] | str
+    sources: SourceSpec
     dest: str | None = None
     guard: Guard | None = None
 
 
 @dataclass(frozen=True)
 class MachineSpec:
-    """A machine declared as data. ``kind`` is the stream-id prefix (``job`` for ``job:42``)."""
+    """A machine declared as data. ``kind`` is the stream-id prefix (``door`` in ``door:a``)."""
 
     kind: str
     states: Sequence[str]
@@ -123,7 +146,7 @@ class Machine:
             "transitions": [
                 {
                     "event_type": event_type_of(t.event),
-                    "creates_stream": not _resolve_sources(self.spec, t.sources),
+                    "creates_stream": t.sources is NEW,
                     "sources": _resolve_sources(self.spec, t.sources),
                     "dest": t.dest,
                     "guard": t.guard.__name__ if t.guard else None,
@@ -160,14 +183,18 @@ class Machine:
         return "\n".join(line for line in lines if line.strip()) + "\n"
 
 
-def _resolve_sources(spec: MachineSpec, sources: Sequence[str] | str) -> list[str]:
-    if sources == ANY:
+def _resolve_sources(spec: MachineSpec, sources: SourceSpec) -> list[str]:
+    """The declared states a transition leaves from; empty for ``NEW``. Compared by identity,
+    so a state named ``live`` is only ever that state."""
+    if sources is NEW:
+        return []
+    if sources is ANY:
         return list(spec.states)
-    if sources == LIVE:
+    if sources is LIVE:
         return [s for s in spec.states if s not in spec.terminal]
     if isinstance(sources, str):
         return [sources]
-    return list(sources)
+    return list(sources)  # type: ignore[arg-type]
 
 
 def _transitions_rows(spec: MachineSpec) -> list[dict[str, Any]]:
@@ -188,21 +215,40 @@ def _plain(spec: MachineSpec) -> MachineSpec:
     """The spec with every state as a plain ``str``: StrEnum members would reach transitions,
     which names Enum states by member name rather than by value."""
 
-    def sources(value: Sequence[str] | str) -> Sequence[str] | str:
-        if value in (ANY, LIVE):
+    def sources(value: SourceSpec) -> SourceSpec:
+        if isinstance(value, Sources):
             return value
-        return (str(value),) if isinstance(value, str) else tuple(str(s) for s in value)
+        if isinstance(value, str):
+            return (str(value),)
+        # A Sources member inside a list is kept as it is, for _problems to name it.
+        return tuple(s if isinstance(s, Sources) else str(s) for s in value)
+
+    def state(value: Any) -> Any:
+        return str(value) if isinstance(value, str) else value
 
     return replace(
         spec,
-        states=tuple(str(s) for s in spec.states),
-        initial=str(spec.initial),
-        terminal=frozenset(str(s) for s in spec.terminal),
+        states=tuple(state(s) for s in spec.states),
+        initial=state(spec.initial),
+        terminal=frozenset(state(s) for s in spec.terminal),
         transitions=tuple(
-            replace(t, sources=sources(t.sources), dest=None if t.dest is None else str(t.dest))
+            replace(t, sources=sources(t.sources), dest=None if t.dest is None else state(t.dest))
             for t in spec.transitions
         ),
     )
+
+
+def _state_name_problems(states: Sequence[Any]) -> list[str]:
+    """A state is a non-empty string that ``transitions`` does not read as a wildcard."""
+    problems = []
+    for state in states:
+        if isinstance(state, Sources):
+            problems.append(f"{state!r} is a source set, not a state")
+        elif not isinstance(state, str) or not state:
+            problems.append(f"state {state!r} must be a non-empty string")
+        elif state in RESERVED_STATE_NAMES:
+            problems.append(f"state {state!r} is a reserved name ({sorted(RESERVED_STATE_NAMES)})")
+    return problems
 
 
 def build_machine(spec: MachineSpec) -> Machine:
@@ -217,7 +263,7 @@ def build_machine(spec: MachineSpec) -> Machine:
         raise InvalidDeclaration(f"machine kind {spec.kind!r} must match {KIND_PATTERN.pattern}")
     states = list(spec.states)
     known = set(states)
-    problems = []
+    problems = _state_name_problems(states)
     if len(known) != len(states):
         problems.append("states are listed twice")
     if spec.initial not in known:
@@ -231,11 +277,17 @@ def build_machine(spec: MachineSpec) -> Machine:
             problems.append(f"{event_type} is the tag of two classes")
         sources = _resolve_sources(spec, t.sources)
         problems += [
-            f"{event_type}: source {s!r} is not a state" for s in sources if s not in known
+            f"{event_type}: {s!r} must be the whole sources, not one of them"
+            if isinstance(s, Sources)
+            else f"{event_type}: source {s!r} is not a state"
+            for s in sources
+            if s not in known
         ]
         if t.dest is not None and t.dest not in known:
             problems.append(f"{event_type}: destination {t.dest!r} is not a state")
-        if not sources:
+        if t.sources is not NEW and not sources and not isinstance(t.sources, Sources):
+            problems.append(f"{event_type}: sources are empty (a creation event says NEW)")
+        if t.sources is NEW:
             if t.dest != spec.initial:
                 problems.append(f"{event_type} creates the stream, so it must lead to initial")
             creation.append(_Rule(t.dest, t.guard))
@@ -265,7 +317,7 @@ def build_machine(spec: MachineSpec) -> Machine:
                 for row in rows
             ]
     for t in spec.transitions:
-        if not _resolve_sources(spec, t.sources):
+        if t.sources is NEW:
             table.setdefault((None, event_type_of(t.event)), []).append(_Rule(t.dest, t.guard))
     return Machine(spec=spec, event_classes=classes, table=table)
 

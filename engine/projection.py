@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from engine.errors import InvalidDeclaration
-from engine.events import RecordedEvent
+from engine.events import Event, RecordedEvent, event_type_of
+from engine.machines import Machines
 
 EventSource = Callable[[int], Iterator[RecordedEvent]]
 """Yields recorded events after a position, in position order."""
@@ -51,6 +52,11 @@ class Projection:
         the same as calling ``apply`` for each event."""
         return Folder(lambda event: self.apply(cursor, event), lambda: None)
 
+    def handled_events(self) -> dict[str, type[Event]] | None:
+        """The event classes this projection folds, by type; None: it sees every event (like
+        ``streams``). Checked at open against the log's machines."""
+        return None
+
     def fold(self, cursor: Any, events: Iterable[RecordedEvent]) -> None:
         """Fold many events through ``folder``."""
         folder = self.folder(cursor)
@@ -59,16 +65,66 @@ class Projection:
         folder.finish()
 
 
+Handler = Callable[[Any, Any, RecordedEvent], None]
+"""An unbound fold method: ``(self, cursor, event)``."""
+
+_REGISTERED = "__foldline_handles__"
+
+
+def handles(*event_classes: type[Event]) -> Callable[[Handler], Handler]:
+    """Register a ``DispatchProjection`` method as the fold of these event classes.
+
+    Keyed by class, not by name: a misspelt event is a ``NameError`` at import, and an event
+    no machine of the log declares is an ``InvalidDeclaration`` at open.
+    """
+    if not event_classes:
+        raise InvalidDeclaration("@handles needs at least one event class")
+    for cls in event_classes:
+        event_type_of(cls)  # an event class with a dotted tag, or InvalidDeclaration
+
+    def register(method: Handler) -> Handler:
+        setattr(method, _REGISTERED, (*getattr(method, _REGISTERED, ()), *event_classes))
+        return method
+
+    return register
+
+
 class DispatchProjection(Projection):
-    """A projection whose ``apply`` calls ``on_<event type>`` (dots as underscores) when the
-    subclass defines one, and ignores every other event."""
+    """A projection whose ``apply`` calls the method registered with ``@handles`` for the
+    event's class, and ignores every other event.
+
+    The table is built when the subclass is defined: two methods for one event class, or a
+    method named ``on_...`` without ``@handles`` (the old naming convention, which nothing reads
+    any more), are refused there.
+    """
+
+    handlers: ClassVar[dict[type[Event], str]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        own: dict[type[Event], str] = {}
+        for name, member in vars(cls).items():
+            for event_class in getattr(member, _REGISTERED, ()):
+                if own.setdefault(event_class, name) != name:
+                    raise InvalidDeclaration(
+                        f"{cls.__name__}: {event_type_of(event_class)} is handled by both "
+                        f"{own[event_class]} and {name}"
+                    )
+            if name.startswith("on_") and callable(member) and not hasattr(member, _REGISTERED):
+                raise InvalidDeclaration(
+                    f"{cls.__name__}.{name} is not registered: decorate it with @handles"
+                )
+        table = {**cls.handlers, **own}  # a subclass may re-register what its base handles
+        cls.handlers = table
 
     def __init__(self) -> None:
-        self._handlers: dict[str, Callable[[Any, RecordedEvent], None]] = {}
-        for name in dir(self):
-            if name.startswith("on_"):
-                event_type = name[3:].replace("_", ".", 1)
-                self._handlers[event_type] = getattr(self, name)
+        self._handlers: dict[str, Callable[[Any, RecordedEvent], None]] = {
+            event_type_of(event_class): getattr(self, name)
+            for event_class, name in self.handlers.items()
+        }
+
+    def handled_events(self) -> dict[str, type[Event]] | None:
+        return {event_type_of(event_class): event_class for event_class in self.handlers}
 
     def apply(self, cursor: Any, event: RecordedEvent) -> None:
         handler = self._handlers.get(event.event_type)
@@ -96,12 +152,34 @@ class ProjectionSet:
     next process that keeps it catches it up, inside its transaction, before applying more.
     """
 
-    def __init__(self, projections: Sequence[Projection]) -> None:
+    def __init__(self, projections: Sequence[Projection], machines: Machines | None = None) -> None:
+        """Raises ``InvalidDeclaration`` for two projections with one name, or (given the
+        log's ``machines``) a handler for an event type no machine declares."""
         names = [p.name for p in projections]
         if len(set(names)) != len(names):
             raise InvalidDeclaration(f"projection names must be unique: {names}")
         self.projections = tuple(projections)
         self.names = frozenset(names)
+        if machines is not None:
+            self.check(machines)
+
+    def check(self, machines: Machines) -> None:
+        """Every event a projection handles is one a machine declares, with the same class."""
+        problems = []
+        for projection in self.projections:
+            for event_type, cls in (projection.handled_events() or {}).items():
+                declared = machines.event_classes.get(event_type)
+                if declared is None:
+                    problems.append(
+                        f"{projection.name} handles {event_type}, which no machine declares"
+                    )
+                elif declared is not cls:
+                    problems.append(
+                        f"{projection.name} handles {event_type} as {cls.__qualname__}, but "
+                        f"the machines declare {declared.__qualname__}"
+                    )
+        if problems:
+            raise InvalidDeclaration("; ".join(problems))
 
     def install(self, cursor: Any, events_after: EventSource) -> list[str]:
         """Create missing projections and rebuild those whose version changed (inside the

@@ -12,9 +12,10 @@ import os
 
 from engine.clock import Clock
 from engine.domain import MACHINES
+from engine.domain.engine import DomainEngine, domain_engine
 from engine.domain.rules import Settings
-from engine.engine import Engine
 from engine.log import Sync, open_log
+from engine.machines import MachineSpec
 from engine.projection import Projection
 from projections.jobs import JobsProjection
 from projections.leases import LeasesProjection
@@ -41,9 +42,9 @@ def open_engine(
     *,
     clock: Clock | None = None,
     sync: Sync = "full",
-    extra_machines: tuple = (),
+    extra_machines: tuple[MachineSpec, ...] = (),
     extra_projections: tuple[Projection, ...] = (),
-) -> Engine:
+) -> DomainEngine:
     """Open the log at ``path`` with the four domain machines and their read models, and
     return the command API over it. See ``open_log`` for what can be raised."""
     log = open_log(
@@ -53,7 +54,7 @@ def open_engine(
         clock=clock,
         sync=sync,
     )
-    return Engine(log, SqlDomainView, settings)
+    return domain_engine(log, SqlDomainView, settings)
 
 
 __all__ = ["default_projections", "open_engine"]

@@ -7,8 +7,24 @@ from typing import Any
 
 import msgspec
 
+from engine.domain import ids
+from engine.domain.job import (
+    JobAccepted,
+    JobCancelled,
+    JobCancelRequested,
+    JobContinued,
+    JobFinished,
+    JobNotifyFinished,
+    JobNotifyLost,
+    JobNotifyStarted,
+    JobPaused,
+    JobResumeFailed,
+    JobStarted,
+    JobSuperseded,
+    JobSuspended,
+)
 from engine.events import RecordedEvent
-from engine.projection import DispatchProjection
+from engine.projection import DispatchProjection, handles
 
 TERMINAL = ("ok", "error", "superseded", "cancelled")
 
@@ -68,7 +84,7 @@ class JobsProjection(DispatchProjection):
 
     @staticmethod
     def _id(e: RecordedEvent) -> str:
-        return e.stream_id.partition(":")[2]
+        return ids.entity_of(e.stream_id)
 
     def _set(self, cur: Any, e: RecordedEvent, **fields: Any) -> None:
         columns = {"state": e.state, "version": e.version, "updated_at": e.recorded_at, **fields}
@@ -77,6 +93,7 @@ class JobsProjection(DispatchProjection):
             f"UPDATE jobs SET {assignments} WHERE job_id = ?", (*columns.values(), self._id(e))
         )
 
+    @handles(JobAccepted)
     def on_job_accepted(self, cur: Any, e: RecordedEvent) -> None:
         ev: Any = e.event
         cur.execute(
@@ -105,6 +122,7 @@ class JobsProjection(DispatchProjection):
             ),
         )
 
+    @handles(JobStarted)
     def on_job_started(self, cur: Any, e: RecordedEvent) -> None:
         ev: Any = e.event
         cur.execute(
@@ -124,6 +142,7 @@ class JobsProjection(DispatchProjection):
             ),
         )
 
+    @handles(JobFinished)
     def on_job_finished(self, cur: Any, e: RecordedEvent) -> None:
         ev: Any = e.event
         self._set(
@@ -136,6 +155,7 @@ class JobsProjection(DispatchProjection):
             finished_at=e.recorded_at,
         )
 
+    @handles(JobSuperseded)
     def on_job_superseded(self, cur: Any, e: RecordedEvent) -> None:
         self._set(
             cur,
@@ -144,29 +164,33 @@ class JobsProjection(DispatchProjection):
             finished_at=e.recorded_at,
         )
 
+    @handles(JobPaused, JobContinued)
     def _move(self, cur: Any, e: RecordedEvent) -> None:
         self._set(cur, e)
 
-    on_job_paused = _move
-    on_job_continued = _move
-
+    @handles(JobSuspended)
     def on_job_suspended(self, cur: Any, e: RecordedEvent) -> None:
         self._set(cur, e, reason=e.event.reason or None)  # type: ignore[attr-defined]
 
+    @handles(JobResumeFailed)
     def on_job_resume_failed(self, cur: Any, e: RecordedEvent) -> None:
         reason = e.event.reason  # type: ignore[attr-defined]
         self._set(cur, e, result=reason, reason=reason, finished_at=e.recorded_at)
 
+    @handles(JobCancelRequested)
     def on_job_cancel_requested(self, cur: Any, e: RecordedEvent) -> None:
         self._set(cur, e, reason=e.event.reason or None)  # type: ignore[attr-defined]
 
+    @handles(JobCancelled)
     def on_job_cancelled(self, cur: Any, e: RecordedEvent) -> None:
         reason = e.event.reason or None  # type: ignore[attr-defined]
         self._set(cur, e, finished_at=e.recorded_at, **({"reason": reason} if reason else {}))
 
+    @handles(JobNotifyStarted)
     def on_job_notify_started(self, cur: Any, e: RecordedEvent) -> None:
         self._set(cur, e, notify_pid=e.event.pid)  # type: ignore[attr-defined]
 
+    @handles(JobNotifyFinished)
     def on_job_notify_finished(self, cur: Any, e: RecordedEvent) -> None:
         ev: Any = e.event
         self._set(
@@ -178,6 +202,7 @@ class JobsProjection(DispatchProjection):
             notify_stderr=ev.stderr_tail,
         )
 
+    @handles(JobNotifyLost)
     def on_job_notify_lost(self, cur: Any, e: RecordedEvent) -> None:
         # A hook that ended without an exit code: lost to a crash (a hook killed at its cap
         # has one). Kept in the version-2 columns, so no refold of existing logs is needed.

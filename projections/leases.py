@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.domain import ids
+from engine.domain.lease import LeaseAcquired, LeaseReleased, LeaseRenewed, LeaseTakenOver
 from engine.events import RecordedEvent
-from engine.projection import DispatchProjection
+from engine.projection import DispatchProjection, handles
 
 
 class LeasesProjection(DispatchProjection):
@@ -29,8 +31,9 @@ class LeasesProjection(DispatchProjection):
 
     @staticmethod
     def _name(event: RecordedEvent) -> str:
-        return event.stream_id.partition(":")[2]
+        return ids.entity_of(event.stream_id)
 
+    @handles(LeaseAcquired, LeaseTakenOver)
     def _tenure(self, cur: Any, e: RecordedEvent) -> None:
         ev: Any = e.event
         cur.execute(
@@ -53,15 +56,10 @@ class LeasesProjection(DispatchProjection):
             ),
         )
 
-    on_lease_acquired = _tenure
-    on_lease_taken_over = _tenure
-
+    @handles(LeaseRenewed, LeaseReleased)
     def _touch(self, cur: Any, e: RecordedEvent) -> None:
         cur.execute(
             "UPDATE leases SET state = ?, version = ?, renewed_at = ?, updated_at = ?"
             " WHERE name = ?",
             (e.state, e.version, e.recorded_at, e.recorded_at, self._name(e)),
         )
-
-    on_lease_renewed = _touch
-    on_lease_released = _touch

@@ -8,8 +8,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.domain import ids
+from engine.domain.job import JobCancelled, JobFinished, JobStarted, JobSuperseded, JobSuspended
+from engine.domain.session import (
+    SessionCancelled,
+    SessionFinished,
+    SessionPaused,
+    SessionResumed,
+    SessionStarted,
+    SessionStopped,
+    SessionSuspended,
+)
 from engine.events import RecordedEvent
-from engine.projection import DispatchProjection
+from engine.projection import DispatchProjection, handles
 
 
 class RunsProjection(DispatchProjection):
@@ -31,7 +42,7 @@ class RunsProjection(DispatchProjection):
 
     @staticmethod
     def _id(e: RecordedEvent) -> str:
-        return e.stream_id.partition(":")[2]
+        return ids.entity_of(e.stream_id)
 
     def _start(self, cur: Any, kind: str, e: RecordedEvent) -> None:
         ev: Any = e.event
@@ -43,32 +54,26 @@ class RunsProjection(DispatchProjection):
     def _end(self, cur: Any, kind: str, e: RecordedEvent) -> None:
         cur.execute("DELETE FROM runs WHERE kind = ? AND entity_id = ?", (kind, self._id(e)))
 
+    @handles(JobStarted)
     def on_job_started(self, cur: Any, e: RecordedEvent) -> None:
         self._start(cur, "job", e)
 
+    # A cancelling job's process still runs until its runner confirms the cancel, and a
+    # paused one is stopped, not gone: both keep their run.
+    @handles(JobFinished, JobSuperseded, JobSuspended, JobCancelled)
     def _job_run_ended(self, cur: Any, e: RecordedEvent) -> None:
         self._end(cur, "job", e)
 
-    # A cancelling job's process still runs until its runner confirms the cancel, and a
-    # paused one is stopped, not gone: both keep their run.
-    on_job_finished = _job_run_ended
-    on_job_superseded = _job_run_ended
-    on_job_suspended = _job_run_ended
-    on_job_cancelled = _job_run_ended
-
+    @handles(SessionStarted)
     def on_session_started(self, cur: Any, e: RecordedEvent) -> None:
         if e.event.pid > 0:  # type: ignore[attr-defined]  # sessions without a controller run nothing
             self._start(cur, "session", e)
 
+    @handles(SessionPaused, SessionSuspended, SessionResumed, SessionStopped, SessionCancelled)
     def _session_run_ended(self, cur: Any, e: RecordedEvent) -> None:
         self._end(cur, "session", e)
 
-    on_session_paused = _session_run_ended
-    on_session_suspended = _session_run_ended
-    on_session_resumed = _session_run_ended
-    on_session_stopped = _session_run_ended
-    on_session_cancelled = _session_run_ended
-
+    @handles(SessionFinished)
     def on_session_finished(self, cur: Any, e: RecordedEvent) -> None:
         if e.state != "detached":  # a detached session keeps its controller
             self._end(cur, "session", e)

@@ -5,8 +5,27 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from engine.domain import ids
+from engine.domain.session import (
+    SessionAttached,
+    SessionCancelled,
+    SessionCancelling,
+    SessionCreated,
+    SessionDetached,
+    SessionFinished,
+    SessionFinishing,
+    SessionOwes,
+    SessionPaused,
+    SessionResumed,
+    SessionSettled,
+    SessionStarted,
+    SessionStopped,
+    SessionStopping,
+    SessionSuspended,
+    SessionTainted,
+)
 from engine.events import RecordedEvent
-from engine.projection import DispatchProjection
+from engine.projection import DispatchProjection, handles
 
 
 class SessionsProjection(DispatchProjection):
@@ -44,7 +63,7 @@ class SessionsProjection(DispatchProjection):
 
     @staticmethod
     def _id(e: RecordedEvent) -> str:
-        return e.stream_id.partition(":")[2]
+        return ids.entity_of(e.stream_id)
 
     def _set(self, cur: Any, e: RecordedEvent, **fields: Any) -> None:
         """Every event moves state, version and updated_at; some set more columns."""
@@ -57,6 +76,7 @@ class SessionsProjection(DispatchProjection):
             (*columns.values(), self._id(e)),
         )
 
+    @handles(SessionCreated)
     def on_session_created(self, cur: Any, e: RecordedEvent) -> None:
         ev: Any = e.event
         cur.execute(
@@ -76,22 +96,24 @@ class SessionsProjection(DispatchProjection):
             ),
         )
 
+    @handles(SessionStarted)
     def on_session_started(self, cur: Any, e: RecordedEvent) -> None:
         ev: Any = e.event
         self._set(cur, e, run_id=ev.run_id, pid=ev.pid, start_token=ev.start_token)
 
+    @handles(SessionDetached)
     def on_session_detached(self, cur: Any, e: RecordedEvent) -> None:
         self._set(cur, e, detached_by=e.event.by)  # type: ignore[attr-defined]
 
+    @handles(SessionAttached)
     def on_session_attached(self, cur: Any, e: RecordedEvent) -> None:
         self._set(cur, e, detached_by=None)
 
+    @handles(SessionPaused, SessionSuspended)
     def _controller_gone(self, cur: Any, e: RecordedEvent) -> None:
         self._set(cur, e, pid=None, start_token=None)
 
-    on_session_paused = _controller_gone
-    on_session_suspended = _controller_gone
-
+    @handles(SessionResumed)
     def on_session_resumed(self, cur: Any, e: RecordedEvent) -> None:
         run_id = e.event.run_id or None  # type: ignore[attr-defined]
         self._set(
@@ -103,22 +125,21 @@ class SessionsProjection(DispatchProjection):
             **({"run_id": run_id} if run_id else {}),
         )
 
+    @handles(SessionFinishing)
     def on_session_finishing(self, cur: Any, e: RecordedEvent) -> None:
         ev: Any = e.event
         self._set(cur, e, requested=ev.requested, error=ev.error or None)
 
+    @handles(SessionFinished)
     def on_session_finished(self, cur: Any, e: RecordedEvent) -> None:
         extra = {"detached_by": None} if e.state == "detached" else {}
         self._set(cur, e, requested=None, **extra)
 
+    @handles(SessionStopping, SessionStopped, SessionCancelling, SessionCancelled)
     def _move(self, cur: Any, e: RecordedEvent) -> None:
         self._set(cur, e)
 
-    on_session_stopping = _move
-    on_session_stopped = _move
-    on_session_cancelling = _move
-    on_session_cancelled = _move
-
+    @handles(SessionTainted)
     def on_session_tainted(self, cur: Any, e: RecordedEvent) -> None:
         reasons = cur.execute(
             "SELECT taint_reasons FROM sessions WHERE session_id = ?", (self._id(e),)
@@ -126,9 +147,11 @@ class SessionsProjection(DispatchProjection):
         updated = [*json.loads(reasons), e.event.reason]  # type: ignore[attr-defined]
         self._set(cur, e, tainted=1, taint_reasons=json.dumps(updated))
 
+    @handles(SessionOwes)
     def on_session_owes(self, cur: Any, e: RecordedEvent) -> None:
         owed: Any = e.event.owed  # type: ignore[attr-defined]
         self._set(cur, e, owes_kind=owed.kind, owes_ref=owed.ref)
 
+    @handles(SessionSettled)
     def on_session_settled(self, cur: Any, e: RecordedEvent) -> None:
         self._set(cur, e, owes_kind=None, owes_ref=None)

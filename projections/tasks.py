@@ -4,8 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.domain import ids
+from engine.domain.task import (
+    TaskAuthRequired,
+    TaskCanceled,
+    TaskCompleted,
+    TaskCreated,
+    TaskFailed,
+    TaskInputRequired,
+    TaskRejected,
+    TaskStatusUpdated,
+)
 from engine.events import RecordedEvent
-from engine.projection import DispatchProjection
+from engine.projection import DispatchProjection, handles
 
 
 class TasksProjection(DispatchProjection):
@@ -32,8 +43,9 @@ class TasksProjection(DispatchProjection):
 
     @staticmethod
     def _id(e: RecordedEvent) -> str:
-        return e.stream_id.partition(":")[2]
+        return ids.entity_of(e.stream_id)
 
+    @handles(TaskCreated)
     def on_task_created(self, cur: Any, e: RecordedEvent) -> None:
         ev: Any = e.event
         cur.execute(
@@ -51,6 +63,14 @@ class TasksProjection(DispatchProjection):
             ),
         )
 
+    @handles(
+        TaskStatusUpdated,
+        TaskInputRequired,
+        TaskAuthRequired,
+        TaskFailed,
+        TaskCanceled,
+        TaskRejected,
+    )
     def _status(self, cur: Any, e: RecordedEvent) -> None:
         cur.execute(
             "UPDATE tasks SET state = ?, version = ?, status_text = ?, updated_at = ?"
@@ -58,13 +78,7 @@ class TasksProjection(DispatchProjection):
             (e.state, e.version, e.event.text, e.recorded_at, self._id(e)),  # type: ignore[attr-defined]
         )
 
-    on_task_status_updated = _status
-    on_task_input_required = _status
-    on_task_auth_required = _status
-    on_task_failed = _status
-    on_task_canceled = _status
-    on_task_rejected = _status
-
+    @handles(TaskCompleted)
     def on_task_completed(self, cur: Any, e: RecordedEvent) -> None:
         cur.execute(
             "UPDATE tasks SET state = ?, version = ?, result = ?, updated_at = ? WHERE task_id = ?",

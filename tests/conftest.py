@@ -8,7 +8,7 @@ import pytest
 from engine import FixedClock, Log, open_log
 from engine.domain.rules import Settings
 from engine.engine import Engine
-from projections import default_projections, open_engine
+from projections import open_engine
 from tests.support.tickets import MACHINES, TicketTitles
 
 
@@ -24,7 +24,7 @@ def clock() -> FixedClock:
 
 @pytest.fixture
 def log(db_path: Path, clock: FixedClock) -> Iterator[Log]:
-    opened = open_log(db_path, MACHINES, [*default_projections(), TicketTitles()], clock=clock)
+    opened = open_log(db_path, MACHINES, [TicketTitles()], clock=clock)
     yield opened
     opened.close()
 

@@ -21,28 +21,28 @@ from collections.abc import Iterator
 from typing import Any
 
 import falcon
+import msgspec
 
 from adapters.config import LEASE_BUSY_TEXT
 from adapters.dispatch import DispatchFailed, new_id
+from adapters.http import inbound, media, sse
+from adapters.http.follow import follow
+from adapters.http.inbound import SEND_MESSAGE_TEXTS, SendMessageIn, refusal
 from adapters.runtime import Runtime
 from engine.domain import commands as c
+from engine.domain import ids
+from engine.domain.errors import LeaseBusy
 from engine.domain.task import TERMINAL as TASK_TERMINAL
-from engine.errors import EngineError, LeaseBusy
+from engine.domain.task import TaskState as T
+from engine.errors import EngineError
 from engine.log import Transaction
+from projections import queries
 from projections.view import SqlDomainView
 
 MAX_BODY = 16 << 20
-INTERRUPTED = frozenset({"input-required", "auth-required"})
-STATE = {
-    "submitted": "TASK_STATE_SUBMITTED",
-    "working": "TASK_STATE_WORKING",
-    "input-required": "TASK_STATE_INPUT_REQUIRED",
-    "auth-required": "TASK_STATE_AUTH_REQUIRED",
-    "completed": "TASK_STATE_COMPLETED",
-    "failed": "TASK_STATE_FAILED",
-    "canceled": "TASK_STATE_CANCELED",
-    "rejected": "TASK_STATE_REJECTED",
-}
+INTERRUPTED = frozenset({T.INPUT_REQUIRED, T.AUTH_REQUIRED})
+# The A2A wire name of each task state: TASK_STATE_ and the state's own name.
+STATE: dict[str, str] = {state: f"TASK_STATE_{state.name}" for state in T}
 STATE_BY_NAME = {name: state for state, name in STATE.items()}
 
 PARSE, INVALID_REQUEST, NO_METHOD, INVALID_PARAMS, INTERNAL = -32700, -32600, -32601, -32602, -32603
@@ -100,14 +100,16 @@ def _message(message_id: str, role: str, text: str, task_id: str, context: str) 
     }
 
 
-def task_json(row: Any, history_length: int | None = None) -> dict[str, Any]:
-    task_id, context, state, message_id, text, status_text, result, updated = row
+def task_json(record: queries.TaskRecord, history_length: int | None = None) -> dict[str, Any]:
+    task_id, context, state = record.task_id, record.session_id, record.state
+    status_text, result, updated = record.status_text, record.result, record.updated_at
+    message_id, text = record.message_id, record.text
     status: dict[str, Any] = {"state": STATE[state], "timestamp": updated}
-    reply = result if state == "completed" else status_text
+    reply = result if state == T.COMPLETED else status_text
     if reply:
         status["message"] = _message(f"{task_id}-status", "ROLE_AGENT", reply, task_id, context)
     task: dict[str, Any] = {"id": task_id, "contextId": context, "status": status}
-    if state == "completed":
+    if state == T.COMPLETED:
         task["artifacts"] = [
             {"artifactId": f"{task_id}-result", "name": "result", "parts": [{"text": result or ""}]}
         ]
@@ -119,24 +121,17 @@ def task_json(row: Any, history_length: int | None = None) -> dict[str, Any]:
     return task
 
 
-_TASK_COLUMNS = "task_id, session_id, state, message_id, text, status_text, result, updated_at"
-
-
-def _prompt(message: dict[str, Any]) -> str:
-    parts = message.get("parts")
-    if not isinstance(parts, list) or not parts:
-        raise RpcError(INVALID_PARAMS, "message.parts must be a non-empty list")
+def _prompt(parts: list[inbound.PartIn]) -> str:
     texts = []
     for part in parts:
-        if not isinstance(part, dict):
-            raise RpcError(INVALID_PARAMS, "each part must be an object")
-        if isinstance(part.get("text"), str):
-            texts.append(part["text"])
-        elif "data" in part:
-            texts.append(json.dumps(part["data"]))
-        elif isinstance(part.get("raw"), str):
+        if isinstance(part.text, str):
+            texts.append(part.text)
+        elif part.data is not msgspec.UNSET:
+            # The prompt text, not an HTTP body: kept as the stdlib writes it, as before.
+            texts.append(json.dumps(part.data))
+        elif isinstance(part.raw, str):
             try:
-                texts.append(base64.b64decode(part["raw"]).decode())
+                texts.append(base64.b64decode(part.raw).decode())
             except ValueError:
                 raise RpcError(INVALID_PARAMS, "raw parts must be base64 UTF-8 text") from None
         else:
@@ -188,8 +183,8 @@ class JsonRpc:
             if len(raw) > MAX_BODY:
                 raise RpcError(INVALID_REQUEST, f"request exceeds {MAX_BODY} bytes")
             try:
-                body = json.loads(raw)
-            except (ValueError, UnicodeDecodeError):
+                body = media.decode_any(raw)
+            except msgspec.DecodeError:
                 raise RpcError(PARSE, "Parse error") from None
             if isinstance(body, list):
                 raise RpcError(INVALID_REQUEST, "batch requests are not supported")
@@ -226,11 +221,11 @@ class JsonRpc:
     def _result(resp: falcon.Response, request_id: Any, result: Any) -> None:
         resp.media = {"jsonrpc": "2.0", "id": request_id, "result": result}
 
-    def _task_row(self, task_id: str) -> Any:
-        rows = self.runtime.query(f"SELECT {_TASK_COLUMNS} FROM tasks WHERE task_id = ?", task_id)
-        if not rows:
+    def _task_row(self, task_id: str) -> queries.TaskRecord:
+        record = queries.task(self.runtime.engine.log.connection(), task_id)
+        if record is None:
             raise RpcError(TASK_NOT_FOUND, f"Task {task_id} not found")
-        return rows[0]
+        return record
 
     def _task_id(self, params: dict[str, Any]) -> str:
         task_id = params.get("id")
@@ -253,35 +248,28 @@ class JsonRpc:
 
     # -- SendMessage / SendStreamingMessage ------------------------------------------------------
 
-    def _accept(self, params: dict[str, Any]) -> str:
+    @staticmethod
+    def _send_params(params: dict[str, Any]) -> SendMessageIn:
+        try:
+            return msgspec.convert(params, SendMessageIn)
+        except msgspec.ValidationError as ex:
+            raise RpcError(INVALID_PARAMS, refusal(ex, SEND_MESSAGE_TEXTS)) from None
+
+    def _accept(self, send: SendMessageIn) -> str:
         """Record the message's work (new task, or a follow-up of an interrupted one) and start
         it; a known messageId answers its task again. Returns the task id."""
-        message = params.get("message")
-        if not isinstance(message, dict):
-            raise RpcError(INVALID_PARAMS, "message is required")
-        message_id = message.get("messageId")
-        if not isinstance(message_id, str) or not 0 < len(message_id) <= 200:
-            raise RpcError(INVALID_PARAMS, "message.messageId must be a string of 1..200")
-        if message.get("role") not in (None, "ROLE_USER"):
-            raise RpcError(INVALID_PARAMS, "message.role must be ROLE_USER")
-        text = _prompt(message)
-        context_id = _optional_id(message, "contextId", "message.")
-        task_id = _optional_id(message, "taskId", "message.")
-        config = params.get("configuration", {})
-        if not isinstance(config, dict):
-            raise RpcError(INVALID_PARAMS, "configuration must be an object")
+        message = send.message
+        message_id, context_id, task_id = message.message_id, message.context_id, message.task_id
+        text = _prompt(message.parts)
         self._write()
         runtime, engine = self.runtime, self.runtime.engine
-        command_id = f"a2a:{message_id}"
+        command_id = ids.a2a_command(message_id)
         session_id = context_id or new_id("a2a")
         chosen: dict[str, str] = {}
 
         def record(tx: Transaction, job_id: str) -> None:
             if tx.known_command(command_id) is not None:
-                rows = tx.cursor.execute(
-                    "SELECT task_id FROM jobs WHERE command_id = ?", (command_id,)
-                ).fetchall()
-                raise _Duplicate(rows[0][0])
+                raise _Duplicate(str(queries.task_of_command(tx.cursor, command_id)))
             view = SqlDomainView(tx.cursor)
             session = view.session(session_id)
             if context_id is not None and session is None:
@@ -343,10 +331,11 @@ class JsonRpc:
         return chosen["task_id"]
 
     def send_message(self, params: dict[str, Any], request_id: Any, resp: falcon.Response) -> None:
-        history = _history_length(params.get("configuration") or {})
-        task_id = self._accept(params)
-        config = params.get("configuration") or {}
-        if config.get("returnImmediately"):
+        send = self._send_params(params)
+        config = send.configuration or inbound.ConfigurationIn()
+        history = config.history_length
+        task_id = self._accept(send)
+        if config.return_immediately:
             self._result(resp, request_id, {"task": task_json(self._task_row(task_id), history)})
             return
         resp.content_type = falcon.MEDIA_JSON
@@ -360,36 +349,40 @@ class JsonRpc:
             if row is None:
                 yield b" "
                 continue
-            if row[2] in TASK_TERMINAL or row[2] in INTERRUPTED:
+            if row.state in TASK_TERMINAL or row.state in INTERRUPTED:
                 break
         row = self._task_row(task_id)
-        yield json.dumps(
+        yield media.encode(
             {"jsonrpc": "2.0", "id": request_id, "result": {"task": task_json(row, history)}}
-        ).encode()
+        )
 
-    def _watch(self, task_id: str, deadline: float) -> Iterator[Any]:
+    def _watch(self, task_id: str, deadline: float) -> Iterator[queries.TaskRecord | None]:
         """Yields the task row each time it changes, and None when a keep-alive is due."""
         log = self.runtime.engine.log
         interval = self.runtime.config.a2a_keepalive_s
-        last_version, quiet_since = -1, time.monotonic()
-        while time.monotonic() < deadline and not self.runtime.shutdown.is_set():
-            head = log.head()
-            rows = self.runtime.query(
-                f"SELECT {_TASK_COLUMNS}, version FROM tasks WHERE task_id = ?", task_id
-            )
-            if rows and rows[0][8] != last_version:
-                last_version = rows[0][8]
-                quiet_since = time.monotonic()
-                yield rows[0][:8]
-            elif time.monotonic() - quiet_since >= interval:
-                quiet_since = time.monotonic()
+        last_version = -1
+        for recorded in follow(
+            log,
+            0,
+            self.runtime.shutdown,
+            keepalive_s=interval,
+            poll_s=0.25,
+            deadline=deadline,
+            stream_id=ids.task(task_id),
+        ):
+            if recorded is None:
                 yield None
-            log.wait_for(head, min(0.25, interval))
+                continue
+            # One read per change: the row already holds every event of the batch.
+            record = queries.task(log.connection(), task_id)
+            if record is not None and record.version != last_version:
+                last_version = record.version
+                yield record
 
     def send_streaming_message(
         self, params: dict[str, Any], request_id: Any, resp: falcon.Response
     ) -> None:
-        task_id = self._accept(params)
+        task_id = self._accept(self._send_params(params))
         self._stream(resp, task_id, request_id)
 
     def _stream(self, resp: falcon.Response, task_id: str, request_id: Any) -> None:
@@ -399,8 +392,7 @@ class JsonRpc:
 
     def _events(self, task_id: str, request_id: Any) -> Iterator[bytes]:
         def frame(result: dict[str, Any]) -> bytes:
-            envelope = {"jsonrpc": "2.0", "id": request_id, "result": result}
-            return f"data: {json.dumps(envelope)}\n\n".encode()
+            return sse.data({"jsonrpc": "2.0", "id": request_id, "result": result})
 
         deadline = time.monotonic() + self.runtime.config.sync_wait_s
         first = True
@@ -413,12 +405,12 @@ class JsonRpc:
                 first = False
                 yield frame({"task": task})
             else:
-                if row[2] == "completed":
+                if row.state == T.COMPLETED:
                     yield frame(
                         {
                             "artifactUpdate": {
                                 "taskId": task_id,
-                                "contextId": row[1],
+                                "contextId": row.session_id,
                                 "artifact": task["artifacts"][0],
                                 "lastChunk": True,
                             }
@@ -428,15 +420,15 @@ class JsonRpc:
                     {
                         "statusUpdate": {
                             "taskId": task_id,
-                            "contextId": row[1],
+                            "contextId": row.session_id,
                             "status": task["status"],
                         }
                     }
                 )
-            if row[2] in TASK_TERMINAL or row[2] in INTERRUPTED:
+            if row.state in TASK_TERMINAL or row.state in INTERRUPTED:
                 return
         if self.runtime.shutdown.is_set():
-            yield b"event: shutdown\nretry: 1000\ndata: {}\n\n"
+            yield sse.SHUTDOWN
 
     # -- GetTask / CancelTask / ListTasks / SubscribeToTask --------------------------------------
 
@@ -449,9 +441,9 @@ class JsonRpc:
     def cancel_task(self, params: dict[str, Any], request_id: Any, resp: falcon.Response) -> None:
         task_id = self._task_id(params)
         row = self._task_row(task_id)
-        if row[2] != "canceled":
-            if row[2] in TASK_TERMINAL:
-                raise RpcError(NOT_CANCELABLE, f"task {task_id} is already {row[2]}")
+        if row.state != T.CANCELED:
+            if row.state in TASK_TERMINAL:
+                raise RpcError(NOT_CANCELABLE, f"task {task_id} is already {row.state}")
             self._write()
             try:
                 self.runtime.engine.handle(
@@ -465,49 +457,40 @@ class JsonRpc:
         size = params.get("pageSize", 50)
         if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= 100:
             raise RpcError(INVALID_PARAMS, "pageSize must be an integer from 1 to 100")
-        where, args = [], []
         context = _optional_id(params, "contextId", "")
-        if context is not None:
-            where.append("session_id = ?")
-            args.append(context)
         status = params.get("status")
+        state = None
         if status not in (None, "TASK_STATE_UNSPECIFIED"):
             if status not in STATE_BY_NAME:
                 raise RpcError(INVALID_PARAMS, f"unknown status {status!r}")
-            where.append("state = ?")
-            args.append(STATE_BY_NAME[status])
+            state = STATE_BY_NAME[status]
         self._wake()
-        total = self.runtime.query(
-            f"SELECT count(*) FROM tasks {'WHERE ' + ' AND '.join(where) if where else ''}", *args
-        )[0][0]
+        conn = self.runtime.engine.log.connection()
+        total = queries.count_tasks(conn, context, state)
         token = params.get("pageToken")
+        before = None
         if token:  # keyset: the last (created_at, task_id) of the previous page
             try:
-                created, last_id = json.loads(base64.urlsafe_b64decode(token.encode()))
+                created, last_id = media.decode(
+                    base64.urlsafe_b64decode(token.encode()), tuple[str, str]
+                )
             except (ValueError, TypeError, AttributeError):
                 raise RpcError(INVALID_PARAMS, "pageToken is not one this server issued") from None
-            where.append("(created_at, task_id) < (?, ?)")
-            args += [created, last_id]
-        rows = self.runtime.query(
-            f"SELECT {_TASK_COLUMNS}, created_at FROM tasks"
-            f" {'WHERE ' + ' AND '.join(where) if where else ''}"
-            " ORDER BY created_at DESC, task_id DESC LIMIT ?",
-            *args,
-            size + 1,
-        )
+            before = (created, last_id)
+        rows = queries.tasks_newest_first(conn, context, state, before, size + 1)
         more = len(rows) > size
         rows = rows[:size]
         next_token = ""
         if more:
             next_token = base64.urlsafe_b64encode(
-                json.dumps([rows[-1][8], rows[-1][0]]).encode()
+                media.encode([rows[-1].created_at, rows[-1].task_id])
             ).decode()
         history = _history_length(params)
         self._result(
             resp,
             request_id,
             {
-                "tasks": [task_json(row[:8], history) for row in rows],
+                "tasks": [task_json(row, history) for row in rows],
                 "nextPageToken": next_token,
                 "pageSize": size,
                 "totalSize": total,
@@ -518,6 +501,6 @@ class JsonRpc:
         task_id = self._task_id(params)
         self._wake()
         row = self._task_row(task_id)
-        if row[2] in TASK_TERMINAL:
-            raise RpcError(UNSUPPORTED, f"Task {task_id} is in terminal state: {STATE[row[2]]}")
+        if row.state in TASK_TERMINAL:
+            raise RpcError(UNSUPPORTED, f"Task {task_id} is in terminal state: {STATE[row.state]}")
         self._stream(resp, task_id, request_id)

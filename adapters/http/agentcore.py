@@ -3,61 +3,57 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import falcon
+import msgspec
+from msgspec import UNSET, UnsetType
 
 from adapters.config import LEASE_BUSY_TEXT
 from adapters.dispatch import DispatchFailed
-from adapters.http import sse
+from adapters.http import media, sse
+from adapters.http.follow import follow
+from adapters.http.inbound import INVOCATION_TEXTS, InvocationIn, refusal
 from adapters.runtime import Runtime
+from engine.domain import ids
+from engine.domain.errors import AdmissionRejected, AlreadyExists, Conflict, LeaseBusy
 from engine.domain.job import TERMINAL as JOB_TERMINAL
-from engine.errors import (
-    AdmissionRejected,
-    AlreadyExists,
-    Conflict,
-    EngineError,
-    InvalidTransition,
-    LeaseBusy,
-)
+from engine.domain.job import JobOutput
+from engine.errors import EngineError, InvalidTransition
+from projections import queries
+
+T = TypeVar("T")
 
 SESSION_ID = re.compile(r"^[A-Za-z0-9_:-]{1,200}$")
 
 
 def find_job(runtime: Runtime, key: str) -> str | None:
     """``get`` resolution: invocation (job) id first, then the caller's ``id``."""
-    rows = runtime.query("SELECT job_id FROM jobs WHERE job_id = ?", key)
-    if not rows:
-        rows = runtime.query("SELECT job_id FROM jobs WHERE command_id = ?", f"inv:{key}")
-    return rows[0][0] if rows else None
+    return queries.find_invocation(runtime.engine.log.connection(), key)
 
 
 def job_body(runtime: Runtime, job_id: str) -> dict[str, Any]:
     """The AgentCore job body (SPEC §5.1): ``status`` is ``running`` for any live state."""
-    rows = runtime.query(
-        "SELECT job_id, session_id, command_id, state, result, files, started_at,"
-        " finished_at, superseded_by FROM jobs WHERE job_id = ?",
-        job_id,
-    )
-    job_id, session_id, command_id, state, result, files, started, finished, by = rows[0]
+    job = queries.job_body(runtime.engine.log.connection(), job_id)
+    if job is None:
+        raise LookupError(f"no job {job_id}")  # callers pass ids of jobs they found or made
     body: dict[str, Any] = {
-        "status": state if state in JOB_TERMINAL else "running",
-        "invocation": job_id,
-        "session": session_id,
-        "id": command_id[len("inv:") :] if command_id and command_id.startswith("inv:") else None,
-        "result": result,
-        "files": json.loads(files) if files else [],
-        "startedAt": started,
-        "finishedAt": finished,
-        "state": state,
+        "status": job.state if job.terminal else "running",
+        "invocation": job.job_id,
+        "session": job.session_id,
+        "id": job.caller_id,
+        "result": job.result,
+        "files": media.decode_any(job.files.encode()) if job.files else [],
+        "startedAt": job.started_at,
+        "finishedAt": job.finished_at,
+        "state": job.state,
     }
-    if by is not None:
-        body["supersededBy"] = by
+    if job.superseded_by is not None:
+        body["supersededBy"] = job.superseded_by
     return body
 
 
@@ -107,30 +103,25 @@ class HttpError(Exception):
         self.status, self.message, self.extra = status, message, extra
 
 
-def read_json_object(req: falcon.Request, limit: int) -> dict[str, Any]:
-    """The body as a JSON object of at most ``limit`` bytes, whatever the content type (curl
-    sends form encoding by default). Chunked uploads are bounded by reading ``limit + 1``."""
+def read_invocation(req: falcon.Request, limit: int) -> InvocationIn:
+    """The body, at most ``limit`` bytes of JSON whatever the content type (curl sends form
+    encoding by default), as an ``InvocationIn``. Chunked uploads are bounded by reading
+    ``limit + 1``."""
     if req.content_length is not None and req.content_length > limit:
         raise HttpError(falcon.HTTP_413, f"body exceeds {limit} bytes")
     raw = req.stream.read(limit + 1)
     if len(raw) > limit:
         raise HttpError(falcon.HTTP_413, f"body exceeds {limit} bytes")
     try:
-        body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
+        return media.decode(raw, InvocationIn)
+    except msgspec.ValidationError as ex:
+        raise HttpError(falcon.HTTP_400, refusal(ex, INVOCATION_TEXTS)) from None
+    except msgspec.DecodeError:
         raise HttpError(falcon.HTTP_400, "body must be a JSON object") from None
-    if not isinstance(body, dict):
-        raise HttpError(falcon.HTTP_400, "body must be a JSON object")
-    return body
 
 
-def _optional_str(body: dict[str, Any], name: str, limit: int) -> str | None:
-    value = body.get(name)
-    if value is None:
-        return None
-    if not isinstance(value, str) or not 0 < len(value) <= limit:
-        raise HttpError(falcon.HTTP_400, f"{name} must be a string of 1 to {limit} characters")
-    return value
+def _given(value: T | UnsetType) -> T | None:
+    return None if value is UNSET else value
 
 
 def _wants_sse(req: falcon.Request) -> bool:
@@ -151,32 +142,26 @@ class Invocations:
         self.config = runtime.config
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = read_json_object(req, self.config.max_body)
-        if "get" in body:
+        body = read_invocation(req, self.config.max_body)
+        if body.get is not UNSET:
             self._get(req, resp, body)
             return
-        prompt, prompt_file = body.get("prompt"), body.get("promptFile")
+        prompt, prompt_file = _given(body.prompt), _given(body.prompt_file)
         if (prompt is None) == (prompt_file is None):
             raise HttpError(falcon.HTTP_400, "exactly one of prompt or promptFile is required")
-        if prompt is not None and (not isinstance(prompt, str) or not prompt):
-            raise HttpError(falcon.HTTP_400, "prompt must be a non-empty string")
         if prompt_file is not None:
-            if not isinstance(prompt_file, str):
-                raise HttpError(falcon.HTTP_400, "promptFile must be a string")
             try:
                 prompt_file = workspace_file(
                     self.config.workspace, prompt_file, self.config.max_body
                 )
             except ValueError as ex:
                 raise HttpError(falcon.HTTP_400, str(ex)) from None
-        session = _optional_str(body, "session", 200)
+        session = body.session
         if session is not None and not SESSION_ID.match(session):
             raise HttpError(falcon.HTTP_400, "session must match ^[A-Za-z0-9_:-]{1,200}$")
-        agent = _optional_str(body, "agent", 200) or ""
-        caller_id = _optional_str(body, "id", 256)
-        is_async = body.get("async", False)
-        if not isinstance(is_async, bool):
-            raise HttpError(falcon.HTTP_400, "async must be true or false")
+        agent = body.agent or ""
+        caller_id = body.id
+        is_async = body.is_async
 
         runtime = self.runtime
         if caller_id is not None and (known := find_job(runtime, caller_id)) is not None:
@@ -214,11 +199,9 @@ class Invocations:
     def _duplicate(self, resp: falcon.Response, job_id: str) -> None:
         resp.media = {**job_body(self.runtime, job_id), "duplicate": True}
 
-    def _get(self, req: falcon.Request, resp: falcon.Response, body: dict[str, Any]) -> None:
-        key = body["get"]
-        if not isinstance(key, str) or not key:
-            raise HttpError(falcon.HTTP_400, "get must be a non-empty string")
-        if "prompt" in body or "promptFile" in body:
+    def _get(self, req: falcon.Request, resp: falcon.Response, body: InvocationIn) -> None:
+        key = str(body.get)
+        if body.prompt is not UNSET or body.prompt_file is not UNSET:
             raise HttpError(falcon.HTTP_400, "get reads a job; it takes no prompt")
         # A get is a write request for the lease (SPEC §4.2: it starts recovery after a crash)
         # but only a read for its answer: a busy lease does not stop it.
@@ -257,32 +240,26 @@ class Invocations:
         yield sse.comment("stream open")  # sends the headers before the first wait
         if receipt is not None:
             yield sse.event("accepted", receipt, receipt_position)
-        stream_id, version = f"job:{job_id}", 0
-        deadline = time.monotonic() + self.config.sync_wait_s
-        quiet_since = time.monotonic()
-        while time.monotonic() < deadline:
-            head = log.head()
-            for recorded in log.read_stream(stream_id, version):
-                version = recorded.version
-                if recorded.position <= after:
-                    continue
-                if recorded.event_type == "job.output":
-                    yield sse.event(
-                        "delta",
-                        {"text": recorded.event.text},  # type: ignore[attr-defined]
-                        recorded.position,
-                    )
-                    quiet_since = time.monotonic()
-                if recorded.state in JOB_TERMINAL:
-                    yield sse.event("result", job_body(runtime, job_id), recorded.position)
-                    return
-            if runtime.shutdown.is_set():
-                yield b"event: shutdown\nretry: 1000\ndata: {}\n\n"
-                return
-            if time.monotonic() - quiet_since >= self.config.sse_keepalive_s:
+        for recorded in follow(
+            log,
+            after,
+            runtime.shutdown,
+            keepalive_s=self.config.sse_keepalive_s,
+            poll_s=0.5,
+            deadline=time.monotonic() + self.config.sync_wait_s,
+            stream_id=ids.job(job_id),
+            wanted=lambda e: isinstance(e.event, JobOutput) or e.state in JOB_TERMINAL,
+        ):
+            if recorded is None:
                 yield sse.comment("keepalive")
-                quiet_since = time.monotonic()
-            log.wait_for(head, min(0.5, self.config.sse_keepalive_s))
+            elif recorded.state in JOB_TERMINAL:
+                yield sse.event("result", job_body(runtime, job_id), recorded.position)
+                return
+            elif isinstance(recorded.event, JobOutput):
+                yield sse.event("delta", {"text": recorded.event.text}, recorded.position)
+        if runtime.shutdown.is_set():
+            yield sse.SHUTDOWN
+            return
         yield sse.event("result", job_body(runtime, job_id))
 
 

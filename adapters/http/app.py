@@ -9,9 +9,8 @@ import os
 from typing import Any
 
 import falcon
-import msgspec
 
-from adapters.http import a2a, agentcore, metrics, openapi, v1
+from adapters.http import a2a, agentcore, media, metrics, openapi, v1
 from adapters.http.errors import ApiError, answer, status_of
 from adapters.runtime import Runtime
 from engine.errors import EngineError
@@ -38,8 +37,9 @@ class WorkerHeader:
         resp.set_header("X-Foldline-Worker", str(os.getpid()))
 
 
-def create_app(runtime: Runtime) -> falcon.App:
+def create_app(runtime: Runtime) -> falcon.App[falcon.Request, falcon.Response]:
     app = falcon.App(middleware=[WorkerHeader()])
+    media.install(app)  # resp.media and req.get_media() go through the one msgspec codec
     app.add_route("/ping", agentcore.Ping(runtime))
     app.add_route("/invocations", agentcore.Invocations(runtime))
     app.add_route("/", a2a.JsonRpc(runtime))
@@ -69,9 +69,8 @@ def create_app(runtime: Runtime) -> falcon.App:
 def _falcon_error(req: falcon.Request, resp: falcon.Response, ex: falcon.HTTPError) -> None:
     """Falcon's own errors (unknown route, wrong method, ...) in foldline's error shape."""
     code = (ex.title or "error").lower().replace(" ", "_")
-    resp.content_type = falcon.MEDIA_JSON
-    resp.data = msgspec.json.encode(
-        {"error": {"code": code, "message": ex.description or ex.title or ""}}
+    media.json_response(
+        resp, {"error": {"code": code, "message": ex.description or ex.title or ""}}
     )
 
 

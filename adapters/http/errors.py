@@ -6,10 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 import falcon
-import msgspec
 
+from adapters.http import media
 from adapters.recovery import RecoveryFailed
 from engine import errors as e
+from engine.domain import errors as d
 
 STATUS: dict[type[e.EngineError], str] = {
     e.EngineError: falcon.HTTP_500,
@@ -26,12 +27,12 @@ STATUS: dict[type[e.EngineError], str] = {
     e.NotALog: falcon.HTTP_500,
     e.StorageError: falcon.HTTP_503,
     e.ChainBroken: falcon.HTTP_500,
-    e.NotFound: falcon.HTTP_404,
-    e.AlreadyExists: falcon.HTTP_409,
-    e.Conflict: falcon.HTTP_409,
-    e.AdmissionRejected: falcon.HTTP_429,
-    e.LeaseBusy: falcon.HTTP_503,
-    e.NotLeaseHolder: falcon.HTTP_409,
+    d.NotFound: falcon.HTTP_404,
+    d.AlreadyExists: falcon.HTTP_409,
+    d.Conflict: falcon.HTTP_409,
+    d.AdmissionRejected: falcon.HTTP_429,
+    d.LeaseBusy: falcon.HTTP_503,
+    d.NotLeaseHolder: falcon.HTTP_409,
     e.NeedsMigration: falcon.HTTP_500,
     RecoveryFailed: falcon.HTTP_503,
 }
@@ -41,7 +42,7 @@ def status_of(error: e.EngineError) -> str:
     """The status of the most specific class in the table."""
     for cls in type(error).__mro__:
         if cls in STATUS:
-            return STATUS[cls]  # type: ignore[index]
+            return STATUS[cls]
     return falcon.HTTP_500
 
 
@@ -55,5 +56,4 @@ class ApiError(Exception):
 
 def answer(resp: falcon.Response, status: str, code: str, message: str, **fields: Any) -> None:
     resp.status = status
-    resp.content_type = falcon.MEDIA_JSON
-    resp.data = msgspec.json.encode({"error": {"code": code, "message": message, **fields}})
+    media.json_response(resp, {"error": {"code": code, "message": message, **fields}})

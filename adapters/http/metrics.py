@@ -13,6 +13,8 @@ import falcon
 
 from adapters.runtime import Runtime
 from adapters.tenure import LEASE
+from engine.domain.lease import LeaseState
+from projections import queries
 
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
@@ -25,14 +27,15 @@ def render(runtime: Runtime) -> str:
         lines.append(f"# TYPE {name} {kind}")
         lines.extend(f"{name}{labels} {value:g}" for labels, value in samples)
 
-    counts = runtime.query("SELECT kind, state, count(*) FROM streams GROUP BY 1, 2 ORDER BY 1, 2")
+    conn = runtime.engine.log.connection()
+    counts = queries.stream_counts(conn)
     metric(
         "foldline_entities",
         "gauge",
         "Entities per machine and state.",
-        [(f'{{kind="{k}",state="{s}"}}', n) for k, s, n in counts],
+        [(f'{{kind="{c.kind}",state="{c.state}"}}', c.count) for c in counts],
     )
-    head = runtime.query("SELECT coalesce(max(position), 0) FROM events")[0][0]
+    head = queries.log_head(conn)
     metric("foldline_log_head", "gauge", "Position of the last committed event.", [("", head)])
     stats, pid = runtime.engine.log.stats, f'pid="{os.getpid()}"'
     metric(
@@ -76,26 +79,23 @@ def render(runtime: Runtime) -> str:
         "SSE streams open in this process.",
         [(f"{{{pid}}}", runtime.open_streams)],
     )
-    lost = runtime.query(
-        "SELECT count(*) FROM jobs WHERE notify_pid IS NOT NULL AND notify_ms IS NOT NULL"
-        " AND notify_exit_code IS NULL"
-    )[0][0]
     metric(
         "foldline_notify_lost_total",
         "counter",
         "Notify hooks cut off by a crash (recorded job.notify_lost), never run again.",
-        [("", lost)],
+        [("", queries.lost_notifies(conn))],
     )
-    lease = runtime.query("SELECT holder, epoch, state FROM leases WHERE name = ?", LEASE)
-    if lease:
-        holder, epoch, state = lease[0]
-        mine = 1 if holder == runtime.holder and state == "held" else 0
-        metric("foldline_lease_epoch", "gauge", "Epoch of the workspace lease.", [("", epoch)])
+    lease = queries.lease(conn, LEASE)
+    if lease is not None:
+        mine = 1 if lease.holder == runtime.holder and lease.state == LeaseState.HELD else 0
+        metric(
+            "foldline_lease_epoch", "gauge", "Epoch of the workspace lease.", [("", lease.epoch)]
+        )
         metric(
             "foldline_lease_held",
             "gauge",
             "1 if this server instance holds the lease.",
-            [(f'{{holder="{holder}"}}', mine)],
+            [(f'{{holder="{lease.holder}"}}', mine)],
         )
     return "\n".join(lines) + "\n"
 

@@ -9,17 +9,17 @@ from __future__ import annotations
 
 import hmac
 import json
-import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 import falcon
 import msgspec
 
 from adapters.config import LEASE_BUSY_TEXT
 from adapters.dispatch import DispatchFailed
-from adapters.http import sse
+from adapters.http import media, sse
 from adapters.http.errors import ApiError
+from adapters.http.follow import follow
 from adapters.http.schemas import (
     ControlIn,
     EventOut,
@@ -38,17 +38,18 @@ from adapters.http.schemas import (
 from adapters.processes import is_alive
 from adapters.runtime import Runtime
 from engine import Machines
-from engine.domain import MACHINES
+from engine.domain import MACHINES, ids
 from engine.domain import commands as c
-from engine.errors import ConcurrencyError, LeaseBusy
+from engine.domain.errors import LeaseBusy
+from engine.domain.job import JobState
+from engine.errors import ConcurrencyError
 from engine.events import RecordedEvent
+from projections import queries
 
 MAX_LIMIT = 500
 
 
-def _json(resp: falcon.Response, value: Any) -> None:
-    resp.content_type = falcon.MEDIA_JSON
-    resp.data = msgspec.json.encode(value)
+_json = media.json_response
 
 
 def _limit(req: falcon.Request, default: int = 100, maximum: int = MAX_LIMIT) -> int:
@@ -67,70 +68,26 @@ def _after_position(req: falcon.Request) -> int:
     return int(raw)
 
 
-_SESSION_COLUMNS = (
-    "session_id, state, version, agent, origin, resource_group, units, has_controller, run_id,"
-    " tainted, taint_reasons, owes_kind, owes_ref, detached_by, created_at, updated_at,"
-    " finished_at"
-)
-_JOB_COLUMNS = (
-    "job_id, session_id, state, version, agent, parent_job, depth, batch, resource_group, units,"
-    " task_id, run_id, pid, runs, result, files, exit_code, superseded_by, reason,"
-    " notify_exit_code, notify_pid IS NOT NULL AND notify_ms IS NOT NULL"
-    " AND notify_exit_code IS NULL AS notify_lost, created_at, started_at, finished_at, updated_at"
-)
-_JOB_NAMES = [n.rpartition(" AS ")[2].strip() for n in _JOB_COLUMNS.split(",")]
-_TASK_COLUMNS = (
-    "task_id, session_id, state, version, message_id, text, status_text, result, created_at,"
-    " updated_at"
-)
-_LEASE_COLUMNS = "name, state, version, holder, host, pid, epoch, acquired_at, renewed_at"
+def session_out(record: queries.SessionRecord) -> SessionOut:
+    fields = msgspec.structs.asdict(record)
+    owes_kind, owes_ref = fields.pop("owes_kind"), fields.pop("owes_ref")
+    fields["taint_reasons"] = json.loads(record.taint_reasons)
+    fields["owes"] = Owed(kind=owes_kind, ref=owes_ref) if owes_kind else None
+    return SessionOut(**fields)
 
 
-def session_out(row: Any) -> SessionOut:
-    (
-        sid,
-        state,
-        version,
-        agent,
-        origin,
-        group,
-        units,
-        controller,
-        run_id,
-        tainted,
-        reasons,
-        owes_kind,
-        owes_ref,
-        detached_by,
-        created,
-        updated,
-        finished,
-    ) = row
-    return SessionOut(
-        session_id=sid,
-        state=state,
-        version=version,
-        agent=agent,
-        origin=origin,
-        resource_group=group,
-        units=units,
-        has_controller=bool(controller),
-        run_id=run_id,
-        tainted=bool(tainted),
-        taint_reasons=json.loads(reasons),
-        owes=Owed(kind=owes_kind, ref=owes_ref) if owes_kind else None,
-        detached_by=detached_by,
-        created_at=created,
-        updated_at=updated,
-        finished_at=finished,
-    )
+def job_out(record: queries.JobRecord) -> JobOut:
+    fields = msgspec.structs.asdict(record)
+    fields["files"] = [FileOut(**f) for f in json.loads(record.files)]
+    return JobOut(**fields)
 
 
-def job_out(row: Any) -> JobOut:
-    values = dict(zip(_JOB_NAMES, row, strict=True))
-    values["files"] = [FileOut(**f) for f in json.loads(values["files"])]
-    values["notify_lost"] = bool(values["notify_lost"])
-    return JobOut(**values)
+def task_out(record: queries.TaskRecord) -> TaskOut:
+    return TaskOut(**msgspec.structs.asdict(record))
+
+
+def lease_out(record: queries.LeaseRecord) -> LeaseOut:
+    return LeaseOut(**msgspec.structs.asdict(record))
 
 
 def event_out(recorded: RecordedEvent) -> EventOut:
@@ -148,89 +105,63 @@ def event_out(recorded: RecordedEvent) -> EventOut:
     )
 
 
+T = TypeVar("T")
+
+
 class Reads:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
 
-    def _one(self, sql: str, key: str, what: str) -> Any:
-        rows = self.runtime.query(sql, key)
-        if not rows:
-            raise ApiError(falcon.HTTP_404, "not_found", f"{what} {key!r} does not exist")
-        return rows[0]
+    @property
+    def conn(self) -> Any:
+        return self.runtime.engine.log.connection()
 
-    def _page(
-        self,
-        req: falcon.Request,
-        table: str,
-        key: str,
-        columns: str,
-        filters: dict[str, str | None],
-    ) -> tuple[list[Any], str | None]:
-        limit = _limit(req)
-        where, args = [], []
-        for column, value in filters.items():
-            if value is not None:
-                where.append(f"{column} = ?")
-                args.append(value)
-        after = req.get_param("after")
-        if after:
-            where.append(f"{key} > ?")
-            args.append(after)
-        clause = f"WHERE {' AND '.join(where)}" if where else ""
-        rows = self.runtime.query(
-            f"SELECT {columns} FROM {table} {clause} ORDER BY {key} LIMIT ?", *args, limit + 1
-        )
-        more = len(rows) > limit
-        rows = rows[:limit]
-        return rows, (rows[-1][0] if more else None)
+    @staticmethod
+    def found(record: T | None, what: str, key: str) -> T:
+        if record is None:
+            raise ApiError(falcon.HTTP_404, "not_found", f"{what} {key!r} does not exist")
+        return record
 
 
 class SessionsCollection(Reads):
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        rows, after = self._page(
-            req, "sessions", "session_id", _SESSION_COLUMNS, {"state": req.get_param("state")}
+        page = queries.sessions_page(
+            self.conn, req.get_param("state"), req.get_param("after"), _limit(req)
         )
-        _json(resp, SessionPage(sessions=[session_out(r) for r in rows], next=after))
+        _json(resp, SessionPage(sessions=[session_out(r) for r in page.rows], next=page.next))
 
 
 class SessionItem(Reads):
     def on_get(self, req: falcon.Request, resp: falcon.Response, session_id: str) -> None:
-        row = self._one(
-            f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE session_id = ?", session_id, "session"
-        )
-        _json(resp, session_out(row))
+        record = self.found(queries.session(self.conn, session_id), "session", session_id)
+        _json(resp, session_out(record))
 
 
 class JobsCollection(Reads):
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        rows, after = self._page(
-            req,
-            "jobs",
-            "job_id",
-            _JOB_COLUMNS,
-            {"session_id": req.get_param("session"), "state": req.get_param("state")},
+        page = queries.jobs_page(
+            self.conn,
+            req.get_param("session"),
+            req.get_param("state"),
+            req.get_param("after"),
+            _limit(req),
         )
-        _json(resp, JobPage(jobs=[job_out(r) for r in rows], next=after))
+        _json(resp, JobPage(jobs=[job_out(r) for r in page.rows], next=page.next))
 
 
 class JobItem(Reads):
     def on_get(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
-        row = self._one(f"SELECT {_JOB_COLUMNS} FROM jobs WHERE job_id = ?", job_id, "job")
-        _json(resp, job_out(row))
+        _json(resp, job_out(self.found(queries.job(self.conn, job_id), "job", job_id)))
 
 
 class TaskItem(Reads):
     def on_get(self, req: falcon.Request, resp: falcon.Response, task_id: str) -> None:
-        row = self._one(f"SELECT {_TASK_COLUMNS} FROM tasks WHERE task_id = ?", task_id, "task")
-        names = [n.strip() for n in _TASK_COLUMNS.split(",")]
-        _json(resp, TaskOut(**dict(zip(names, row, strict=True))))
+        _json(resp, task_out(self.found(queries.task(self.conn, task_id), "task", task_id)))
 
 
 class Leases(Reads):
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        names = [n.strip() for n in _LEASE_COLUMNS.split(",")]
-        rows = self.runtime.query(f"SELECT {_LEASE_COLUMNS} FROM leases ORDER BY name")
-        _json(resp, LeasePage(leases=[LeaseOut(**dict(zip(names, r, strict=True))) for r in rows]))
+        _json(resp, LeasePage(leases=[lease_out(r) for r in queries.leases(self.conn)]))
 
 
 class StreamEvents(Reads):
@@ -264,26 +195,20 @@ class Events(Reads):
         )
 
     def _follow(self, after: int) -> Iterator[bytes]:
-        runtime, log = self.runtime, self.runtime.engine.log
-        interval = runtime.config.sse_keepalive_s
+        runtime = self.runtime
         yield sse.comment("following")
-        quiet_since = time.monotonic()
         with runtime.open_stream():
-            while not runtime.shutdown.is_set():
-                head = log.head()
-                for recorded in log.read_all(after, 1000):
-                    after = recorded.position
-                    quiet_since = time.monotonic()
-                    yield (
-                        (f"id: {recorded.position}\nevent: {recorded.event_type}\ndata: ").encode()
-                        + msgspec.json.encode(event_out(recorded))
-                        + b"\n\n"
-                    )
-                if time.monotonic() - quiet_since >= interval:
-                    quiet_since = time.monotonic()
+            for recorded in follow(
+                runtime.engine.log,
+                after,
+                runtime.shutdown,
+                keepalive_s=runtime.config.sse_keepalive_s,
+            ):
+                if recorded is None:
                     yield sse.comment("keepalive")
-                log.wait_for(head, min(interval, 1.0))
-            yield b"event: shutdown\nretry: 1000\ndata: {}\n\n"
+                else:
+                    yield sse.event(recorded.event_type, event_out(recorded), recorded.position)
+            yield sse.SHUTDOWN
 
 
 class MachinesResource:
@@ -349,7 +274,7 @@ class Control:
                 falcon.HTTP_415, "unsupported_media_type", "send the body as application/json"
             )
         try:
-            return msgspec.json.decode(raw, type=schema)
+            return media.decode(raw, schema)
         except msgspec.ValidationError as ex:
             raise ApiError(falcon.HTTP_400, "invalid_argument", str(ex)) from None
         except msgspec.DecodeError:
@@ -383,13 +308,10 @@ class SessionControl(Control):
     def _check_controller(self, session_id: str) -> None:
         """SPEC §4.3: ``session.attached`` only while the recorded controller (pid + start
         token) is alive. A session without a controller of its own has nothing to check."""
-        rows = self.runtime.query(
-            "SELECT has_controller, pid, start_token FROM sessions WHERE session_id = ?",
-            session_id,
-        )
-        if not rows or not rows[0][0]:
+        controller = queries.session_controller(self.runtime.engine.log.connection(), session_id)
+        if controller is None or not controller.has_controller:
             return
-        _, pid, token = rows[0]
+        pid, token = controller.pid, controller.start_token
         if not is_alive(pid or 0, token or ""):
             raise ApiError(
                 falcon.HTTP_409,
@@ -423,8 +345,8 @@ class JobControl(Control):
         JobItem(self.runtime).on_get(req, resp, job_id)
 
     def _is_suspended(self, job_id: str) -> bool:
-        rows = self.runtime.query("SELECT state FROM jobs WHERE job_id = ?", job_id)
-        return bool(rows) and rows[0][0] == "suspended"
+        state = queries.job_state(self.runtime.engine.log.connection(), job_id)
+        return state == JobState.SUSPENDED
 
     def _relaunch(self, req: falcon.Request, job_id: str) -> None:
         """Continue of a suspended job (its run was cut off, paused or not): a new run with
@@ -435,9 +357,9 @@ class JobControl(Control):
         except LeaseBusy:
             raise ApiError(falcon.HTTP_503, "lease_busy", LEASE_BUSY_TEXT) from None
         if expected is not None:
-            version = self.runtime.query("SELECT version FROM jobs WHERE job_id = ?", job_id)
-            if version[0][0] != expected:
-                raise ConcurrencyError(f"job:{job_id}", expected, version[0][0])
+            job = queries.job(self.runtime.engine.log.connection(), job_id)
+            if job is not None and job.version != expected:
+                raise ConcurrencyError(ids.job(job_id), expected, job.version)
         try:
             self.runtime.jobs.resume(job_id)
         except DispatchFailed as ex:

@@ -35,7 +35,16 @@ def test_readme_python_example_runs(tmp_path: Path, index: int) -> None:
         env=env,
     )
     assert done.returncode == 0, done.stderr
-    expected = ["conflict", "capacity"] if index == 0 else ["version_conflict 0 2"]
+    expected = (
+        ["conflict", "capacity"]
+        if index == 0
+        else [
+            "version_conflict 0 2",
+            "('door:back',) 3 4",
+            "door_stuck",
+            "[('back', 'bo'), ('front', 'ana')]",
+        ]
+    )
     for line in expected:
         assert line in done.stdout
 

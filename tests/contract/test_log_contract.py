@@ -23,7 +23,6 @@ from engine import (
     UnknownStreamKind,
     open_log,
 )
-from projections import default_projections
 from tests.support.model import ModelLog
 from tests.support.tickets import (
     MACHINES,
@@ -65,7 +64,7 @@ def subject(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
     if request.param == "model":
         yield ModelLog(MACHINES)
         return
-    log = open_log(tmp_path / "contract.db", MACHINES, [*default_projections(), TicketTitles()])
+    log = open_log(tmp_path / "contract.db", MACHINES, [TicketTitles()])
     yield RealLogView(log)
     log.close()
 

@@ -147,8 +147,11 @@ def _alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    status = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
-    return status != "Z"
+    try:  # the process may be reaped between the two looks
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"
 
 
 def test_invocation_on_a_session_owing_an_a2a_task_is_409(make_client: MakeClient) -> None:
@@ -166,7 +169,9 @@ def test_invocation_when_another_server_holds_the_lease_is_503(make_client: Make
     second, runtime = make_client(holder="server-two")
     answer = post(second, PROMPT)
     assert answer.status_code == 503
-    assert answer.content == ('{"error": "' + LEASE_BUSY_TEXT + '"}').encode()
+    # The text is byte-stable (raw UTF-8 em dash); the JSON around it is compact.
+    assert answer.json == {"error": LEASE_BUSY_TEXT}
+    assert LEASE_BUSY_TEXT.encode() in answer.content
     assert "\u2014" in answer.text
     assert second.simulate_get("/ping").json["status"] == "Healthy"
     assert job_count(runtime) == 1

@@ -10,7 +10,7 @@ import pytest
 
 from adapters.leasefile import LeaseRecord
 from adapters.tenure import Tenure
-from engine.errors import LeaseBusy
+from engine.domain.errors import LeaseBusy
 from tests.http.conftest import MakeClient
 
 

@@ -26,7 +26,9 @@ def _all_engine_errors() -> list[type]:
 
 
 def test_v1_error_table_has_a_row_for_every_engine_error() -> None:
-    missing = [cls.__name__ for cls in _all_engine_errors() if cls not in errors.STATUS]
+    # Errors that users' own rules define (tests declare some) fall back on their base's row.
+    ours = [cls for cls in _all_engine_errors() if cls.__module__.split(".")[0] == "engine"]
+    missing = [cls.__name__ for cls in ours if cls not in errors.STATUS]
     assert not missing, f"no HTTP status for {missing}"
 
 

@@ -14,7 +14,6 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from engine import ConcurrencyError, EngineError, Event, InvalidTransition, open_log
-from projections import default_projections
 from tests.support.model import ModelLog
 from tests.support.tickets import (
     MACHINES,
@@ -50,7 +49,7 @@ class LogVersusModel(RuleBasedStateMachine):
         super().__init__()
         self.dir = Path(tempfile.mkdtemp(prefix="foldline-prop-"))
         self.path = self.dir / "prop.db"
-        self.log = open_log(self.path, MACHINES, [*default_projections(), TicketTitles()])
+        self.log = open_log(self.path, MACHINES, [TicketTitles()])
         self.model = ModelLog(MACHINES)
 
     def teardown(self) -> None:
@@ -96,7 +95,7 @@ class LogVersusModel(RuleBasedStateMachine):
     @rule()
     def reopen(self) -> None:
         self.log.close()
-        self.log = open_log(self.path, MACHINES, [*default_projections(), TicketTitles()])
+        self.log = open_log(self.path, MACHINES, [TicketTitles()])
 
     @rule(stream_id=STREAMS, after=st.integers(min_value=0, max_value=4))
     def read_stream(self, stream_id: str, after: int) -> None:
@@ -127,7 +126,7 @@ test_log_matches_model_under_random_commands = LogVersusModel.TestCase
 def test_log_chain_and_projections_hold_after_random_run(tmp_path: Path) -> None:
     """A fixed-seed long run, then the audit checks that the stateful test skips per step."""
     rng = random.Random(7)
-    log = open_log(tmp_path / "long.db", MACHINES, [*default_projections(), TicketTitles()])
+    log = open_log(tmp_path / "long.db", MACHINES, [TicketTitles()])
     events = [TicketOpened(), TicketStarted(), TicketNoted(), TicketFinished(), TicketCancelled()]
     for _ in range(300):
         stream_id = f"ticket:{rng.randrange(20)}"

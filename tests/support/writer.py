@@ -14,7 +14,6 @@ import random
 import sys
 
 from engine import EngineError, open_log
-from projections import default_projections
 from tests.support.tickets import MACHINES, TicketNoted, TicketOpened, TicketTitles
 
 
@@ -25,7 +24,7 @@ def main() -> int:
     parser.add_argument("count", type=int)
     parser.add_argument("--sync", default="full")
     args = parser.parse_args()
-    log = open_log(args.db, MACHINES, [*default_projections(), TicketTitles()], sync=args.sync)
+    log = open_log(args.db, MACHINES, [TicketTitles()], sync=args.sync)
     rng = random.Random()
     versions: dict[str, int] = {}
     done = 0

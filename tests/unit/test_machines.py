@@ -6,7 +6,7 @@ from collections import deque
 import pytest
 
 from engine import NEW, Event, InvalidDeclaration, Machines, MachineSpec, StreamHead, Transition
-from engine.machines import LIVE, build_machine
+from engine.machines import ANY, LIVE, build_machine
 from tests.support.tickets import TICKET, TicketFinished, TicketOpened, TicketStarted
 
 # (state, event_type) -> allowed, for the ticket machine; None is "stream does not exist".
@@ -122,3 +122,61 @@ def test_machine_live_sources_exclude_terminal_states() -> None:
     machine = build_machine(spec)
     assert ("broken", "ticket.started") not in machine.table
     assert ("off", "ticket.started") in machine.table
+
+
+class Lit(Event, tag="odd.lit"):
+    pass
+
+
+class Snuffed(Event, tag="odd.snuffed"):
+    pass
+
+
+def test_machine_states_named_like_sentinels_are_only_themselves() -> None:
+    """``live`` and ``new`` are ordinary state names: ``["live"]`` is that one state, and the
+    ``LIVE``/``NEW`` objects keep their meaning beside them."""
+    spec = MachineSpec(
+        "candle",
+        ["new", "live", "out"],
+        "new",
+        frozenset({"live"}),  # a terminal state named "live": LIVE must leave it out
+        [
+            Transition(Odd, NEW, "new"),
+            Transition(Lit, ["live"], "out"),
+            Transition(Snuffed, LIVE, "live"),
+        ],
+    )
+    machine = build_machine(spec)
+    assert machine.table[(None, "odd.thing")][0].dest == "new"
+    assert [s for s, e in machine.table if e == "odd.lit"] == ["live"]
+    assert sorted(s for s, e in machine.table if e == "odd.snuffed") == ["new", "out"]
+    assert machine.to_json()["transitions"][2]["sources"] == ["new", "out"]
+
+
+@pytest.mark.parametrize(
+    ("states", "sources", "message"),
+    [
+        (["a", "*"], NEW, "reserved name"),
+        (["a", "="], NEW, "reserved name"),
+        (["a", LIVE], NEW, "source set, not a state"),
+        (["a", ""], NEW, "non-empty string"),
+        (["a"], [NEW, "a"], "whole sources"),
+        (["a"], "*", "source '\\*' is not a state"),
+        (["a"], "live", "source 'live' is not a state"),
+        (["a"], [], "sources are empty"),
+    ],
+)
+def test_machine_reserved_names_and_misused_sentinels_fail_loudly(
+    states: list[object], sources: object, message: str
+) -> None:
+    transitions = [Transition(Odd, NEW, "a")]
+    if sources is not NEW:
+        transitions.append(Transition(Lit, sources, "a"))  # type: ignore[arg-type]
+    with pytest.raises(InvalidDeclaration, match=message):
+        build_machine(MachineSpec("odd", states, "a", frozenset(), transitions))  # type: ignore[arg-type]
+
+
+def test_machine_sentinels_are_objects_not_strings() -> None:
+    for sentinel in (NEW, ANY, LIVE):
+        assert not isinstance(sentinel, str)
+        assert sentinel not in ("*", "live", "new", (), "")

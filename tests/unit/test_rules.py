@@ -8,16 +8,16 @@ import pytest
 
 from engine import ConcurrencyError, EngineError, FencedOut, FixedClock, InvalidTransition
 from engine.domain import commands as c
-from engine.engine import Engine
-from engine.errors import (
+from engine.domain.errors import (
     AdmissionRejected,
     AlreadyExists,
     Conflict,
-    InvalidArgument,
     LeaseBusy,
     NotFound,
     NotLeaseHolder,
 )
+from engine.engine import Engine
+from engine.errors import InvalidArgument
 from tests.support.tickets import TicketOpened
 
 

@@ -1,0 +1,118 @@
+"""The inbound bodies of ``POST /invocations`` and A2A ``SendMessage`` as msgspec Structs.
+
+msgspec checks the shapes (types, lengths, required fields); its message names the JSON path
+of the first problem, which ``refusal`` turns into the text each surface has always answered
+(``prompt must be a non-empty string``, ``message.messageId must be a string of 1..200``, ...).
+Rules that span fields (exactly one of ``prompt`` and ``promptFile``) stay in the handlers.
+Unknown fields are ignored, as before.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
+
+import msgspec
+from msgspec import UNSET, Meta, UnsetType
+
+NonEmpty = Annotated[str, Meta(min_length=1)]
+Short = Annotated[str, Meta(min_length=1, max_length=200)]
+
+
+class InvocationIn(
+    msgspec.Struct, kw_only=True, rename={"prompt_file": "promptFile", "is_async": "async"}
+):
+    """``POST /invocations``: a new job (``prompt`` or ``promptFile``) or a ``get``.
+
+    ``UNSET`` tells an absent field from an explicit null where today's answers differ: a
+    ``get`` beside any ``prompt`` key is refused, a null ``get`` is not a missing one.
+    """
+
+    get: NonEmpty | UnsetType = UNSET
+    prompt: NonEmpty | UnsetType | None = UNSET
+    prompt_file: str | UnsetType | None = UNSET
+    session: Short | None = None
+    agent: Short | None = None
+    id: Annotated[str, Meta(min_length=1, max_length=256)] | None = None
+    is_async: bool = False
+
+
+INVOCATION_TEXTS = {
+    "$": "body must be a JSON object",
+    "$.get": "get must be a non-empty string",
+    "$.prompt": "prompt must be a non-empty string",
+    "$.promptFile": "promptFile must be a string",
+    "$.session": "session must be a string of 1 to 200 characters",
+    "$.agent": "agent must be a string of 1 to 200 characters",
+    "$.id": "id must be a string of 1 to 256 characters",
+    "$.async": "async must be true or false",
+}
+
+
+class PartIn(msgspec.Struct, kw_only=True):
+    """One A2A part. Kept loose on purpose: the first of ``text`` (a string), ``data`` (any
+    JSON) and ``raw`` (base64 text) that is present is the part's content."""
+
+    text: Any = UNSET
+    data: Any = UNSET
+    raw: Any = UNSET
+
+
+class MessageIn(msgspec.Struct, kw_only=True, rename="camel"):
+    message_id: Short
+    role: Literal["ROLE_USER"] | None = None
+    parts: Annotated[list[PartIn], Meta(min_length=1)]
+    context_id: Short | None = None
+    task_id: Short | None = None
+
+
+class ConfigurationIn(msgspec.Struct, kw_only=True, rename="camel"):
+    return_immediately: bool = False
+    history_length: Annotated[int, Meta(ge=0)] | None = None
+
+
+class SendMessageIn(msgspec.Struct, kw_only=True):
+    """``params`` of ``SendMessage`` and ``SendStreamingMessage``."""
+
+    message: MessageIn
+    configuration: ConfigurationIn | UnsetType = UNSET
+
+
+SEND_MESSAGE_TEXTS = {
+    "$": "params must be an object",
+    "$.message": "message is required",
+    "$.message.messageId": "message.messageId must be a string of 1..200",
+    "$.message.role": "message.role must be ROLE_USER",
+    "$.message.parts": "message.parts must be a non-empty list",
+    "$.message.parts[]": "each part must be an object",
+    "$.message.contextId": "message.contextId must be a string of 1 to 200 characters",
+    "$.message.taskId": "message.taskId must be a string of 1 to 200 characters",
+    "$.configuration": "configuration must be an object",
+    "$.configuration.historyLength": "historyLength must be an integer >= 0",
+    "$.configuration.returnImmediately": "configuration.returnImmediately must be true or false",
+}
+
+_AT = re.compile(r" - at `(?P<path>[^`]*)`$")
+_MISSING = re.compile(r"^Object missing required field `(?P<field>[^`]+)`")
+_INDEX = re.compile(r"\[\d+\]")
+
+
+def problem_path(error: msgspec.ValidationError) -> str:
+    """The JSON path msgspec names, with a missing field as its own path and list indexes
+    dropped: ``$.message.parts[]`` for any part."""
+    text = str(error)
+    at = _AT.search(text)
+    path = at.group("path") if at else "$"
+    missing = _MISSING.match(text)
+    if missing:
+        path = f"{path}.{missing.group('field')}"
+    return _INDEX.sub("[]", path)
+
+
+def refusal(error: msgspec.ValidationError, texts: Mapping[str, str]) -> str:
+    """The surface's own text for the problem: the most specific path it has a text for."""
+    path = problem_path(error)
+    while path not in texts and path != "$":
+        path = path.rsplit("[", 1)[0] if path.endswith("]") else path.rsplit(".", 1)[0]
+    return texts.get(path, str(error))

@@ -1,0 +1,46 @@
+"""The built-in domain's refusals: what its rules raise besides the log's own errors.
+
+They subclass ``EngineError``, so a caller (and the HTTP adapter) matches them by ``code``
+like every other error.
+"""
+
+from __future__ import annotations
+
+from engine.errors import EngineError
+
+
+class NotFound(EngineError, LookupError):
+    """The command names an entity that does not exist."""
+
+    code = "not_found"
+
+
+class AlreadyExists(EngineError):
+    """The command would create an entity that exists already."""
+
+    code = "already_exists"
+
+
+class Conflict(EngineError):
+    """The command conflicts with what the entity owes or holds (e.g. the reply pointer)."""
+
+    code = "conflict"
+
+
+class AdmissionRejected(EngineError):
+    """Admission refused the work: ``reason`` is ``capacity``, ``write_scope_conflict``,
+    ``depth``, ``tainted`` or ``not_admitting``."""
+
+    code = "admission_rejected"
+
+
+class LeaseBusy(EngineError):
+    """The lease is held by another live holder."""
+
+    code = "lease_busy"
+
+
+class NotLeaseHolder(EngineError):
+    """Renew or release by someone who does not hold the current epoch."""
+
+    code = "not_lease_holder"

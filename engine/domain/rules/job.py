@@ -1,0 +1,185 @@
+"""Job rules (SPEC §4.4): accept (one or a batch), start, finish, output, supersede, pause,
+continue, suspend, cancel and confirm, and the notify records. A job that works for an A2A task
+ends the task with it."""
+
+from __future__ import annotations
+
+from engine.domain import commands as c
+from engine.domain import ids
+from engine.domain import job as job_
+from engine.domain import task as task_
+from engine.domain.errors import AlreadyExists
+from engine.domain.job import JobState as J
+from engine.domain.rows import JobRow
+from engine.domain.rules import admission, lineage, lookups, pointer
+from engine.domain.rules.lookups import job_for
+from engine.domain.rules.registry import Context, rule
+from engine.domain.session import Owed
+from engine.domain.task import TaskState as T
+from engine.events import Event
+
+
+@rule(c.AcceptJob)
+def accept_job(cmd: c.AcceptJob, ctx: Context) -> None:
+    if ctx.view.job(cmd.job_id) is not None:
+        raise AlreadyExists(f"job {cmd.job_id!r} exists", job_id=cmd.job_id)
+    session = lookups.session(ctx, cmd.session_id)
+    admission.admitting(session, "jobs")
+    depth = lineage.depth_below(ctx, cmd.session_id, cmd.parent_job)
+    admission.admit(ctx, cmd.resource_group, cmd.units)
+    admission.check_write_scope(ctx, cmd.write_scope)
+    if cmd.owed:  # checks the pointer (may refuse) before anything is appended
+        pointer.take(ctx, session, Owed("job", cmd.job_id))
+    ctx.append(
+        ids.job(cmd.job_id),
+        job_.JobAccepted(
+            session=cmd.session_id,
+            prompt=cmd.prompt,
+            prompt_file=cmd.prompt_file,
+            agent=cmd.agent,
+            parent_job=cmd.parent_job,
+            depth=depth,
+            batch=cmd.batch,
+            resource_group=cmd.resource_group,
+            units=cmd.units,
+            write_scope=cmd.write_scope,
+            task=cmd.task_id,
+        ),
+    )
+
+
+@rule(c.AcceptJobs)
+def accept_jobs(cmd: c.AcceptJobs, ctx: Context) -> None:
+    # Items are decided one after another in one transaction: each sees the capacity and
+    # scopes the earlier ones took, and any refusal rolls the whole batch back.
+    for item in cmd.jobs:
+        accept_job(item, ctx)
+
+
+@rule(c.StartJob)
+def start_job(cmd: c.StartJob, ctx: Context) -> None:
+    row = job_for(cmd, ctx)
+    if row.state in (J.PAUSED, J.SUSPENDED):  # these released their capacity
+        admission.admit(ctx, row.resource_group, row.units)
+    ctx.append(
+        ids.job(row.job_id),
+        job_.JobStarted(
+            run_id=cmd.run_id,
+            pid=cmd.pid,
+            start_token=cmd.start_token,
+            epoch=cmd.epoch,
+            resumed=cmd.resumed,
+        ),
+    )
+    task = ctx.view.task(row.task_id) if row.task_id else None
+    if task is not None and task.state in (T.SUBMITTED, T.INPUT_REQUIRED, T.AUTH_REQUIRED):
+        ctx.append(ids.task(task.task_id), task_.TaskStatusUpdated(text=""))
+
+
+def end_task_of(ctx: Context, job: JobRow, outcome: str, text: str) -> None:
+    """The job worked for an A2A task: its end is the task's end, in the same transaction."""
+    task = ctx.view.task(job.task_id) if job.task_id else None
+    if task is None or task.state in task_.TERMINAL:
+        return
+    event: Event = (
+        task_.TaskCompleted(result=text) if outcome == "ok" else task_.TaskFailed(text=text)
+    )
+    ctx.append(ids.task(task.task_id), event)
+    pointer.settle(ctx, task.session_id, Owed("a2a", task.task_id))
+
+
+@rule(c.FinishJob)
+def finish_job(cmd: c.FinishJob, ctx: Context) -> None:
+    row = job_for(cmd, ctx)
+    ctx.append(
+        ids.job(row.job_id),
+        job_.JobFinished(
+            outcome=cmd.outcome,
+            result=cmd.result,
+            files=cmd.files,
+            exit_code=cmd.exit_code,
+            warnings=cmd.warnings,
+        ),
+    )
+    pointer.settle(ctx, row.session_id, Owed("job", row.job_id))
+    end_task_of(ctx, row, cmd.outcome, cmd.result)
+
+
+@rule(c.RecordJobOutput)
+def record_job_output(cmd: c.RecordJobOutput, ctx: Context) -> None:
+    row = job_for(cmd, ctx)
+    ctx.append(ids.job(row.job_id), job_.JobOutput(text=cmd.text))
+
+
+@rule(c.SupersedeJob)
+def supersede_job(cmd: c.SupersedeJob, ctx: Context) -> None:
+    row = job_for(cmd, ctx)
+    ctx.append(ids.job(row.job_id), job_.JobSuperseded(superseded_by=cmd.superseded_by))
+    pointer.settle(ctx, row.session_id, Owed("job", row.job_id))
+
+
+@rule(c.PauseJob)
+def pause_job(cmd: c.PauseJob, ctx: Context) -> None:
+    row = job_for(cmd, ctx)
+    ctx.append(ids.job(row.job_id), job_.JobPaused())
+
+
+@rule(c.ContinueJob)
+def continue_job(cmd: c.ContinueJob, ctx: Context) -> None:
+    row = job_for(cmd, ctx)
+    if row.state == J.PAUSED:
+        admission.admit(ctx, row.resource_group, row.units)
+    ctx.append(ids.job(row.job_id), job_.JobContinued())
+
+
+@rule(c.SuspendJob)
+def suspend_job(cmd: c.SuspendJob, ctx: Context) -> None:
+    row = job_for(cmd, ctx)
+    ctx.append(ids.job(row.job_id), job_.JobSuspended(reason=cmd.reason))
+
+
+@rule(c.FailJobResume)
+def fail_job_resume(cmd: c.FailJobResume, ctx: Context) -> None:
+    row = job_for(cmd, ctx)
+    ctx.append(ids.job(row.job_id), job_.JobResumeFailed(reason=cmd.reason))
+    pointer.settle(ctx, row.session_id, Owed("job", row.job_id))
+    end_task_of(ctx, row, "error", cmd.reason)
+
+
+@rule(c.CancelJob)
+def cancel_job(cmd: c.CancelJob, ctx: Context) -> None:
+    row = job_for(cmd, ctx)
+    lineage.cancel_with_descendants(ctx, row, cmd.reason)
+
+
+@rule(c.ConfirmJobCancelled)
+def confirm_job_cancelled(cmd: c.ConfirmJobCancelled, ctx: Context) -> None:
+    row = job_for(cmd, ctx)
+    ctx.append(ids.job(row.job_id), job_.JobCancelled())
+    pointer.settle(ctx, row.session_id, Owed("job", row.job_id))
+
+
+@rule(c.RecordNotifyStarted)
+def record_notify_started(cmd: c.RecordNotifyStarted, ctx: Context) -> None:
+    row = job_for(cmd, ctx)
+    ctx.append(ids.job(row.job_id), job_.JobNotifyStarted(pid=cmd.pid))
+
+
+@rule(c.RecordNotifyFinished)
+def record_notify_finished(cmd: c.RecordNotifyFinished, ctx: Context) -> None:
+    row = job_for(cmd, ctx)
+    ctx.append(
+        ids.job(row.job_id),
+        job_.JobNotifyFinished(
+            exit_code=cmd.exit_code,
+            ms=cmd.ms,
+            stdout_tail=cmd.stdout_tail,
+            stderr_tail=cmd.stderr_tail,
+        ),
+    )
+
+
+@rule(c.RecordNotifyLost)
+def record_notify_lost(cmd: c.RecordNotifyLost, ctx: Context) -> None:
+    row = job_for(cmd, ctx)
+    ctx.append(ids.job(row.job_id), job_.JobNotifyLost(pid=cmd.pid, reason=cmd.reason))

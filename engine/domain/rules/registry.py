@@ -1,0 +1,55 @@
+"""What every rule shares: the settings, the context type, and the table of rules by command.
+
+A rule is registered with ``@rule(CommandClass)`` next to the code that implements it; ``decide``
+finds it by the command's class. ``engine.domain.rules`` imports every aggregate's module, and a
+test checks that each command class has exactly one rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from engine.domain.commands import Command
+from engine.domain.rows import DomainView
+from engine.engine import Context as EngineContext
+from engine.errors import InvalidArgument, InvalidDeclaration
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Configuration the rules need (SPEC §4.7, §11)."""
+
+    resource_groups: Mapping[str, int] = field(default_factory=dict)
+    lease_stale_s: float = 45.0
+    max_depth: int = 8
+
+
+Context = EngineContext[DomainView, Settings]
+"""What every rule gets: the view, appends, the time and the settings of one command."""
+
+Rule = Callable[[Any, Context], None]
+R = TypeVar("R", bound=Rule)
+
+RULES: dict[type[Command], Rule] = {}
+
+
+def rule(command: type[Command]) -> Callable[[R], R]:
+    """Register the decorated function as the rule of ``command``."""
+
+    def register(function: R) -> R:
+        if command in RULES:
+            raise InvalidDeclaration(f"{command.__name__} has two rules")
+        RULES[command] = function
+        return function
+
+    return register
+
+
+def decide(command: Command, ctx: Context) -> None:
+    """Apply the rules of ``command``; raises an ``EngineError`` to refuse it."""
+    handler = RULES.get(type(command))
+    if handler is None:
+        raise InvalidArgument(f"unknown command {type(command).__name__}")
+    handler(command, ctx)

@@ -1,0 +1,107 @@
+"""The named reads of projections.queries, over a real log written through the command API."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.domain import commands as c
+from engine.domain import ids
+from projections import queries
+
+
+def conn(engine: Any) -> Any:
+    return engine.log.connection()
+
+
+def test_queries_lease_reads(engine: Any) -> None:
+    assert queries.lease(conn(engine), "workspace") is None
+    engine.handle(c.AcquireLease(holder="me", host="h", pid=7))
+    held = queries.lease_held(conn(engine), "workspace")
+    assert held is not None and (held.holder, held.epoch, held.state) == ("me", 1, "held")
+    engine.handle(c.ReleaseLease(holder="me", epoch=1))
+    assert queries.lease_held(conn(engine), "workspace") is None
+    assert [(r.name, r.state, r.pid) for r in queries.leases(conn(engine))] == [
+        ("workspace", "released", 7)
+    ]
+
+
+def test_queries_sessions_and_jobs_by_name_not_position(engine: Any) -> None:
+    engine.handle(c.CreateSession(session_id="s1", has_controller=True))
+    engine.handle(c.StartSession(session_id="s1", run_id="r1", pid=1, start_token="t"))
+    engine.handle(c.TaintSession(session_id="s1", reason="looked odd"))
+    record = queries.session(conn(engine), "s1")
+    assert record is not None
+    assert (record.state, record.has_controller, record.tainted) == ("running", True, True)
+    assert record.taint_reasons == '["looked odd"]'
+    assert queries.session(conn(engine), "nobody") is None
+    engine.handle(c.CreateSession(session_id="s2", start_run_id="r"))
+    for jid in ("a", "b", "c"):
+        engine.handle(c.AcceptJob(job_id=jid, session_id="s2", owed=False))
+    engine.handle(
+        c.AcceptJob(
+            job_id="inv1", session_id="s2", owed=False, command_id=ids.invocation_command("k")
+        )
+    )
+    first = queries.jobs_page(conn(engine), "s2", "queued", None, 2)
+    assert [j.job_id for j in first.rows] == ["a", "b"] and first.next == "b"
+    rest = queries.jobs_page(conn(engine), "s2", None, first.next, 10)
+    assert [j.job_id for j in rest.rows] == ["c", "inv1"] and rest.next is None
+    assert queries.sessions_page(conn(engine), None, None, 1).next == "s1"
+    assert queries.find_invocation(conn(engine), "k") == "inv1"
+    assert queries.find_invocation(conn(engine), "a") == "a"
+    assert queries.find_invocation(conn(engine), "nothing") is None
+    body = queries.job_body(conn(engine), "inv1")
+    assert body is not None and body.caller_id == "k" and not body.terminal
+    assert queries.job_session(conn(engine), "a") == "s2"
+    assert queries.job_state(conn(engine), "zz") is None
+
+
+def test_queries_runs_notifies_and_recovery_reads(engine: Any) -> None:
+    assert not queries.busy(conn(engine)) and queries.last_job_update(conn(engine)) is None
+    engine.handle(c.CreateSession(session_id="s", start_run_id="r"))
+    engine.handle(c.AcceptJob(job_id="j1", session_id="s"))  # owed: resumable after a cut
+    engine.handle(c.StartJob(job_id="j1", run_id="run1", pid=42, start_token="tok", epoch=0))
+    assert queries.busy(conn(engine))
+    assert [(r.kind, r.entity_id, r.pid, r.epoch) for r in queries.runs(conn(engine))] == [
+        ("job", "j1", 42, 0)
+    ]
+    assert queries.runs_before_epoch(conn(engine), 1) == 1
+    assert queries.session_runs(conn(engine)) == []
+    engine.handle(c.SuspendJob(job_id="j1", reason="run cut off"))
+    assert queries.resumable_jobs(conn(engine)) == ["j1"]
+    engine.handle(c.AcceptJob(job_id="j2", session_id="s", owed=False))
+    engine.handle(c.StartJob(job_id="j2", run_id="run2"))
+    engine.handle(c.FinishJob(job_id="j2", outcome="ok", result="done"))
+    engine.handle(c.RecordNotifyStarted(job_id="j2", pid=9))
+    assert [(n.job_id, n.notify_pid) for n in queries.pending_notifies(conn(engine))] == [("j2", 9)]
+    assert queries.last_job_update(conn(engine)) is not None
+    assert queries.log_head(conn(engine)) == engine.log.head()
+    counts = {(s.kind, s.state): s.count for s in queries.stream_counts(conn(engine))}
+    assert counts[("job", "suspended")] == 1 and counts[("job", "ok")] == 1
+
+
+def test_queries_controlled_sessions_in_transition(engine: Any) -> None:
+    engine.handle(c.CreateSession(session_id="ctl", has_controller=True))
+    engine.handle(c.CreateSession(session_id="plain", start_run_id="r"))
+    found = queries.controlled_sessions_in_transition(conn(engine))
+    assert [(s.session_id, s.state, s.run_id) for s in found] == [("ctl", "starting", None)]
+
+
+def test_queries_tasks_newest_first_and_counted(engine: Any) -> None:
+    engine.handle(c.CreateSession(session_id="s", start_run_id="r"))
+    engine.handle(c.CreateTask(task_id="t1", session_id="s", message_id="m1", text="hi"))
+    engine.handle(c.CancelTask(task_id="t1", text="no"))
+    engine.handle(c.CreateTask(task_id="t2", session_id="s", message_id="m2"))
+    assert queries.count_tasks(conn(engine), "s", None) == 2
+    assert queries.count_tasks(conn(engine), None, "canceled") == 1
+    page = queries.tasks_newest_first(conn(engine), "s", None, None, 10)
+    # One clock instant: the id breaks the tie, newest (largest) first.
+    assert [t.task_id for t in page] == ["t2", "t1"]
+    below = queries.tasks_newest_first(conn(engine), None, None, (page[0].created_at, "t2"), 10)
+    assert [t.task_id for t in below] == ["t1"]
+    task = queries.task(conn(engine), "t1")
+    assert task is not None and (task.state, task.status_text, task.text) == (
+        "canceled",
+        "no",
+        "hi",
+    )
