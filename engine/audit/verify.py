@@ -1,0 +1,398 @@
+"""``verify`` on both cores: the chain by segments, legality and folds by stream.
+
+Every row carries the hash of the row before it, so the chain splits into position ranges that
+are checked independently: a segment starts from the hash stored just before it, exactly as
+the sequential check trusts a stored hash again after a broken link, so the findings are the
+same. Legality needs every event of a stream in order, and a read model's row is folded from
+its own stream's events, so replay and folding split by stream: each worker replays its streams
+through the machines and folds them into a private in-memory copy of the projections; the
+workers' tables are compared with the stored ones through a multiset digest (a sum of row
+hashes, so the parts add up). A projection that folds across streams would not add up: any
+mismatch is refolded in one process, over the whole log, before it is reported.
+
+Nothing is written to the input and nothing is copied, unless the file has an older schema that
+must be migrated first (then a private copy is).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import multiprocessing
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from engine import chain
+from engine.audit.source import Reader, copy_log, open_reader, ranges
+from engine.chain import Violation
+from engine.errors import EngineError, InvalidTransition, UnknownStreamKind
+from engine.events import RecordedEvent
+from engine.log import open_log
+from engine.machines import Machines, MachineSpec, StreamHead
+from engine.projection import Projection, ProjectionSet
+from engine.schema import LATEST
+from engine.streams import StreamsProjection
+
+Progress = Callable[[str, int, int], None]
+"""``progress(stage, done, total)``, called now and then during long audits."""
+
+MODULUS = 1 << 128
+PARALLEL_FROM = 20_000  # below this many events, one process is faster than starting workers
+
+
+@dataclass
+class Report:
+    events: int
+    violations: list[Violation]
+    # Projections that were not compared, and why (a version the code does not fold, a
+    # checkpoint behind the log, a read model in the file that no declaration names).
+    unchecked: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+
+@dataclass
+class _Part:
+    """What one replay worker found in its share of the streams."""
+
+    violations: list[Violation] = field(default_factory=list)
+    undeclared: dict[str, list[int]] = field(default_factory=dict)  # kind -> [first, count]
+    digests: dict[str, tuple[int, int]] = field(default_factory=dict)  # projection -> digest
+    unfoldable: bool = False  # an event of a declared kind did not decode
+
+
+# Set before the workers fork, read by them: machines and projections are objects (user
+# declarations among them), not something to pickle.
+_CONTEXT: dict[str, Any] = {}
+
+
+def table_digest(conn: Any, tables: Sequence[str]) -> tuple[int, int]:
+    """(sum of the rows' hashes, row count) over tables: equal for equal sets of rows, and the
+    digests of disjoint parts add up to the digest of the whole."""
+    total, count = 0, 0
+    encode, blake = msgspec.msgpack.encode, hashlib.blake2b
+    for table in tables:
+        key = table.encode()
+        for row in conn.execute(f"SELECT * FROM {table}"):
+            total += int.from_bytes(blake(encode(row), digest_size=16, key=key).digest())
+            count += 1
+    return total % MODULUS, count
+
+
+def _partition(parts: int) -> str:
+    """A SQL condition spreading streams over ``parts`` workers (``?1`` is the part)."""
+    if parts == 1:
+        return "1"
+    return (
+        "(unicode(substr(stream_id, -1)) + 7 * unicode(substr(stream_id, -2, 1))"
+        f" + 31 * length(stream_id)) % {parts} = ?1"
+    )
+
+
+def _check_chain(path: str, lo: int, hi: int) -> list[Violation]:
+    reader = open_reader(path)
+    try:
+        before = reader.query(
+            "SELECT position, hash FROM events WHERE position < ? ORDER BY position DESC LIMIT 1",
+            (lo,),
+        )
+        after, previous = before[0] if before else (0, chain.GENESIS)
+        rows = reader.rows(
+            "SELECT position, stream_id, version, event_type, recorded_at, epoch, command_id,"
+            " state, payload, hash FROM events WHERE position BETWEEN ? AND ? ORDER BY position",
+            (lo, hi),
+        )
+        return list(chain.check_rows(rows, bytes(previous), after))
+    finally:
+        reader.close()
+
+
+def _replay(path: str, part: int, parts: int, fold: Sequence[str]) -> _Part:
+    """Replay one share of the streams through the machines, folding ``fold`` projections."""
+    machines: Machines = _CONTEXT["machines"]
+    projections = [p for p in _CONTEXT["projections"] if p.name in fold]
+    found = _Part()
+    reader = open_reader(path)
+    scratch = open_log(  # the log adds its own `streams`
+        ":memory:",
+        machines,
+        [p for p in projections if not isinstance(p, StreamsProjection)],
+        sync="normal",
+    )
+    try:
+        cursor = scratch.connection().cursor()
+        cursor.execute("BEGIN")
+        folders = [(p, p.folder(cursor)) for p in projections]
+        envelope_only = [f.feed for p, f in folders if isinstance(p, StreamsProjection)]
+        routes: dict[str, list[Callable[[RecordedEvent], None]]] = {}
+        codec = scratch.codec
+        heads: dict[str, tuple[Any, int, str | None]] = {}
+        rows = reader.rows(
+            "SELECT position, stream_id, version, event_type, recorded_at, epoch, command_id,"
+            f" state, payload, hash FROM events WHERE {_partition(parts)} ORDER BY position",
+            (part,) if parts > 1 else (),
+        )
+        for row in rows:
+            position, stream_id, version, event_type, recorded_at, epoch, command_id, state = row[
+                :8
+            ]
+            known = heads.get(stream_id)
+            if known is None:
+                try:
+                    machine: Any = machines.for_stream(stream_id)
+                except UnknownStreamKind:
+                    machine = None
+                known = (machine, 0, None)
+            machine, last_version, last_state = known
+            heads[stream_id] = (machine, version, state)
+            if version != last_version + 1:
+                found.violations.append(
+                    Violation(
+                        position,
+                        "version_gap",
+                        f"{stream_id}: version {version} after {last_version}",
+                    )
+                )
+            event: Any = None
+            if machine is None:
+                kind = stream_id.partition(":")[0]
+                seen = found.undeclared.setdefault(kind, [position, 0])
+                seen[1] += 1
+            else:
+                try:
+                    event = codec.decode(event_type, bytes(row[8]))
+                    expected = machine.next_state(
+                        StreamHead(stream_id, last_version, last_state), event, event_type
+                    )
+                    if expected != state:
+                        found.violations.append(
+                            Violation(
+                                position,
+                                "state_mismatch",
+                                f"{stream_id}: recorded {state}, machine says {expected}",
+                            )
+                        )
+                except InvalidTransition as ex:
+                    found.violations.append(Violation(position, "illegal_transition", str(ex)))
+                except EngineError as ex:
+                    found.violations.append(Violation(position, "undecodable", str(ex)))
+                    found.unfoldable = event is None or found.unfoldable
+            recorded = RecordedEvent(
+                position=position,
+                stream_id=stream_id,
+                version=version,
+                event_type=event_type,
+                recorded_at=recorded_at,
+                epoch=epoch,
+                command_id=command_id,
+                state=state,
+                event=event,
+                hash=bytes(row[9]).hex(),
+            )
+            if event is None:  # only the envelope is known: only `streams` can fold it
+                for feed in envelope_only:
+                    feed(recorded)
+                continue
+            feeds = routes.get(event_type)
+            if feeds is None:
+                feeds = routes[event_type] = [
+                    f.feed
+                    for _, f in folders
+                    if f.event_types is None or event_type in f.event_types
+                ]
+            for feed in feeds:
+                feed(recorded)
+        for _, folder in folders:
+            folder.finish()
+        cursor.execute("COMMIT")
+        found.digests = {p.name: table_digest(cursor, p.tables) for p in projections}
+        return found
+    finally:
+        scratch.close()
+        reader.close()
+
+
+def _stored_digests(path: str, names: Sequence[str]) -> dict[str, tuple[int, int]]:
+    reader = open_reader(path)
+    try:
+        conn = reader.log.connection()
+        conn.execute("BEGIN")  # one snapshot for every table
+        try:
+            return {
+                p.name: table_digest(conn, p.tables)
+                for p in _CONTEXT["projections"]
+                if p.name in names
+            }
+        finally:
+            conn.execute("COMMIT")
+    finally:
+        reader.close()
+
+
+def _which_projections(
+    reader: Reader, projections: ProjectionSet
+) -> tuple[list[str], dict[str, str]]:
+    stored = {
+        name: (version, checkpoint)
+        for name, version, checkpoint in reader.query(
+            "SELECT name, version, checkpoint FROM projections"
+        )
+    }
+    checked, unchecked = [], {}
+    for projection in projections.projections:
+        version, checkpoint = stored.get(projection.name, (None, None))
+        if version is None:
+            continue  # the file does not keep it: nothing to compare
+        if version != projection.version:
+            unchecked[projection.name] = (
+                f"stored version {version}, this code folds {projection.version}"
+            )
+        elif checkpoint is not None:
+            unchecked[projection.name] = f"behind the log (checkpoint {checkpoint})"
+        else:
+            checked.append(projection.name)
+    for name in sorted(stored.keys() - projections.names):
+        unchecked[name] = "kept in the file, but not declared (pass --machines)"
+    return checked, unchecked
+
+
+def _pool(workers: int) -> ProcessPoolExecutor | None:
+    if workers < 2 or "fork" not in multiprocessing.get_all_start_methods():
+        return None
+    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
+
+
+def verify(
+    path: str | os.PathLike[str],
+    machines: Sequence[MachineSpec],
+    projections: Sequence[Projection],
+    progress: Progress | None = None,
+    workers: int | None = None,
+) -> Report:
+    """Every check of SPEC §10 ``verify``: the hash chain and gap-free positions, contiguous
+    versions per stream, every event legal when replayed through the declared machines (a
+    stream kind with no declaration is one finding), and every projection equal to a fresh
+    fold. Each violation names a position and a kind.
+
+    Raises:
+        NotALog, SchemaTooNew, StorageError: the file cannot be audited.
+    """
+    reader = open_reader(path)
+    try:
+        if reader.schema < LATEST:
+            return _verify_migrated_copy(reader, machines, projections, progress, workers)
+        head = reader.head()
+        projection_set = ProjectionSet([StreamsProjection(), *projections])
+        fold, unchecked = _which_projections(reader, projection_set)
+    finally:
+        reader.close()
+    _CONTEXT.update(machines=Machines(machines), projections=projection_set.projections)
+    text = os.fspath(path)
+    count = workers or min(2, os.cpu_count() or 1)
+    if head < PARALLEL_FROM:
+        count = 1
+    pool = _pool(count)
+    try:
+        segments = ranges(head, count) or [(1, 0)]
+        if pool is None:
+            chains = [_check_chain(text, lo, hi) for lo, hi in segments]
+            if progress:
+                progress("chain", head, head)
+            parts = [_replay(text, 0, 1, fold)]
+            stored = _stored_digests(text, fold)
+        else:
+            replays: list[Future[_Part]] = [
+                pool.submit(_replay, text, part, count, fold) for part in range(count)
+            ]
+            stored_future = pool.submit(_stored_digests, text, fold)
+            chain_futures = [pool.submit(_check_chain, text, lo, hi) for lo, hi in segments]
+            chains = []
+            for (_, hi), future in zip(segments, chain_futures, strict=True):
+                chains.append(future.result())
+                if progress:
+                    progress("chain", hi, head)
+            parts = [future.result() for future in replays]
+            stored = stored_future.result()
+    finally:
+        if pool is not None:
+            pool.shutdown()
+    if progress:
+        progress("projections", head, head)
+    violations = [v for found in chains for v in found]
+    violations += [v for part in parts for v in part.violations]
+    undeclared: dict[str, list[int]] = {}
+    for part in parts:
+        for kind, (first, n) in part.undeclared.items():
+            seen = undeclared.setdefault(kind, [first, 0])
+            seen[0], seen[1] = min(seen[0], first), seen[1] + n
+    violations += [
+        Violation(
+            first,
+            "undeclared_kind",
+            f"{n} events of {kind!r} streams not replayed: no machine is declared for kind"
+            f" {kind!r} (pass --machines MODULE:ATTRIBUTE)",
+        )
+        for kind, (first, n) in sorted(undeclared.items())
+    ]
+    violations += _compare_projections(text, fold, parts, stored, head)
+    violations.sort(key=lambda v: (v.position, v.kind))
+    return Report(head, violations, unchecked)
+
+
+def _add(parts: Sequence[_Part], name: str) -> tuple[int, int]:
+    return (
+        sum(p.digests[name][0] for p in parts) % MODULUS,
+        sum(p.digests[name][1] for p in parts),
+    )
+
+
+def _compare_projections(
+    path: str,
+    fold: Sequence[str],
+    parts: Sequence[_Part],
+    stored: dict[str, tuple[int, int]],
+    head: int,
+) -> list[Violation]:
+    if any(p.unfoldable for p in parts):
+        return [
+            Violation(
+                head,
+                "projection_unverifiable",
+                "an event that does not decode stops the read models from being refolded",
+            )
+        ]
+    suspects = [name for name in fold if _add(parts, name) != stored[name]]
+    if suspects and len(parts) > 1:  # a fold across streams? Refold those in one piece.
+        whole = _replay(path, 0, 1, suspects)
+        suspects = [name for name in suspects if whole.digests[name] != stored[name]]
+    return [
+        Violation(head, "projection_mismatch", f"projection {name} differs from a fold")
+        for name in suspects
+    ]
+
+
+def _verify_migrated_copy(
+    reader: Reader,
+    machines: Sequence[MachineSpec],
+    projections: Sequence[Projection],
+    progress: Progress | None,
+    workers: int | None,
+) -> Report:
+    """An older schema: migrate a private copy, verify that."""
+    folder = Path(tempfile.mkdtemp(prefix="foldline-audit-"))
+    try:
+        copy = folder / "audit.db"
+        copy_log(reader, copy)
+        open_log(copy, machines, projections, sync="normal").close()
+        return verify(copy, machines, projections, progress, workers)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
