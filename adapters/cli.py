@@ -23,8 +23,8 @@ from engine.audit import (
     verify,
     verify_against,
 )
-from engine.audit.checkpoint import encode as encode_checkpoint
-from engine.audit.checkpoint import load as load_checkpoint
+from engine.audit.anchor import encode as encode_checkpoint
+from engine.audit.anchor import load as load_checkpoint
 from engine.clock import format_time, parse_time
 from engine.schema import LATEST
 from projections import open_engine

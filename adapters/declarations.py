@@ -54,7 +54,10 @@ def _resolve(target: str) -> Any:
 
 def _items(target: str, value: Any) -> Iterable[MachineSpec | Projection]:
     if callable(value) and not isinstance(value, (MachineSpec, Projection, type)):
-        value = value()
+        try:
+            value = value()
+        except Exception as ex:  # the user's function: say which one failed, and how
+            raise InvalidArgument(f"--machines {target!r}: calling it failed: {ex}") from ex
     if isinstance(value, type) and issubclass(value, Projection):
         value = value()
     if isinstance(value, (MachineSpec, Projection)):

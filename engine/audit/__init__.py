@@ -13,10 +13,10 @@ from typing import Any
 
 import msgspec
 
-from engine.audit.checkpoint import Checkpoint, make_checkpoint, verify_against
-from engine.audit.diff import Diff, diff
+from engine.audit.anchor import Checkpoint, make_checkpoint, verify_against
+from engine.audit.compare import Diff, diff
 from engine.audit.source import Reader, open_reader, reading
-from engine.audit.verify import Progress, Report, verify
+from engine.audit.verifier import Progress, Report, verify
 
 __all__ = [
     "Checkpoint",

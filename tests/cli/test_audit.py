@@ -57,13 +57,6 @@ def verdict(path: Path) -> tuple[int, set[str]]:
     return done.returncode, kinds
 
 
-@pytest.fixture
-def clean(tmp_path: Path) -> Path:
-    path = tmp_path / "clean.db"
-    make_log(path)
-    return path
-
-
 def test_audit_verify_passes_a_clean_log_and_leaves_it_untouched(clean: Path) -> None:
     before = clean.read_bytes()
     assert verdict(clean) == (0, set())

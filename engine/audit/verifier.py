@@ -130,6 +130,12 @@ def _replay(path: str, part: int, parts: int, fold: Sequence[str]) -> _Part:
     )
     try:
         cursor = scratch.connection().cursor()
+        # Secondary indexes speed up readers, not folds (which write by primary key), and
+        # change no row: without them each write touches one B-tree instead of up to nine.
+        for (index,) in cursor.execute(
+            "SELECT name FROM sqlite_schema WHERE type = 'index' AND sql IS NOT NULL"
+        ).fetchall():
+            cursor.execute(f'DROP INDEX "{index}"')
         cursor.execute("BEGIN")
         folders = [(p, p.folder(cursor)) for p in projections]
         envelope_only = [f.feed for p, f in folders if isinstance(p, StreamsProjection)]
