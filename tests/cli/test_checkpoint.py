@@ -10,7 +10,7 @@ import pytest
 from engine import FixedClock
 from engine.domain import commands as c
 from projections import open_engine
-from tests.cli.test_audit import EDITED_RESULT, FORGED_FINISH, forge_chain, foldline, tamper
+from tests.cli.test_audit import EDITED_RESULT, FORGED_FINISH, foldline, forge_chain, tamper
 
 
 @pytest.fixture
