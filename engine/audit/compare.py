@@ -75,42 +75,50 @@ def _parallel(jobs: list[Callable[[], T]]) -> list[T]:
 
 
 def first_divergence(reader: Reader, other: str, head_a: int, head_b: int) -> int | None:
-    """The first position where exactly one log has a row, or both have different rows."""
-    last = max(head_a, head_b)
-    if last == 0:
-        return None
+    """The first position where exactly one log has a row, or both have different rows.
 
-    def scan(lo: int, hi: int) -> tuple[int | None, int]:
-        row = (
+    Each range stops at its first differing row, so logs that part early cost little; logs
+    that part late cost one positional join of the two files, split over threads.
+    """
+    last = min(head_a, head_b)
+
+    def scan(lo: int, hi: int) -> int | None:
+        rows = (
             _connection(reader, other)
             .execute(
-                "SELECT min(CASE WHEN b.position IS NULL OR " + _DIFFERENT + " THEN a.position"
-                " END), count(*) FROM main.events a LEFT JOIN b.events b"
-                " ON b.position = a.position WHERE a.position BETWEEN ? AND ?",
+                "SELECT a.position FROM main.events a LEFT JOIN b.events b"
+                " ON b.position = a.position WHERE a.position BETWEEN ? AND ?"
+                " AND (b.position IS NULL OR " + _DIFFERENT + ") ORDER BY a.position LIMIT 1",
                 (lo, hi),
             )
-            .fetchall()[0]
+            .fetchall()
         )
-        return row[0], row[1]
+        return rows[0][0] if rows else None
 
     parts = min(4, os.cpu_count() or 1) if last > 50_000 else 1
-    found = _parallel([lambda r=r: scan(*r) for r in ranges(last, parts)])  # type: ignore[misc]
-    candidates = [first for first, _ in found if first is not None]
-    rows_in_a = sum(count for _, count in found)
+    found = [
+        first
+        for first in _parallel([lambda r=r: scan(*r) for r in ranges(last, parts)])  # type: ignore[misc]
+        if first is not None
+    ]
     if head_a != head_b:  # one log goes on where the other stops
-        candidates.append(min(head_a, head_b) + 1)
-    if rows_in_a != head_a:  # A has a gap: a position B holds and A lacks may come first
-        first_only_b = (
-            _connection(reader, other)
-            .execute(
-                "SELECT min(b.position) FROM b.events b WHERE NOT EXISTS"
-                " (SELECT 1 FROM main.events a WHERE a.position = b.position)"
-            )
-            .fetchall()[0][0]
-        )
-        if first_only_b is not None:
-            candidates.append(first_only_b)
-    return min(candidates) if candidates else None
+        found.append(last + 1)
+    first = min(found, default=last + 1)
+    # Below ``first`` every row of A has its twin in B. B holds no other row there unless A
+    # has a gap, which its row count shows; only then look for the rows A lacks.
+    conn = _connection(reader, other)
+    below = conn.execute(
+        "SELECT count(*) FROM main.events WHERE position BETWEEN 1 AND ?", (first - 1,)
+    ).fetchall()[0][0]
+    if below != first - 1:
+        lacking = conn.execute(
+            "SELECT min(b.position) FROM b.events b WHERE b.position < ? AND NOT EXISTS"
+            " (SELECT 1 FROM main.events a WHERE a.position = b.position)",
+            (first,),
+        ).fetchall()[0][0]
+        if lacking is not None:
+            first = min(first, lacking)
+    return first if first <= last or head_a != head_b else None
 
 
 # The rows after the prefix that B does not hold identically, seen from A: 0 only in A,
@@ -119,7 +127,7 @@ _A_ROWS = (
     "SELECT CASE WHEN b.position IS NULL THEN 0 WHEN " + _DIFFERENT + " THEN 1 ELSE 2 END"
     " AS kind, a.stream_id, a.version, a.position, b.position AS other FROM main.events a"
     " LEFT JOIN b.events b ON b.stream_id = a.stream_id AND b.version = a.version"
-    " AND b.position > ?1 WHERE a.position > ?1"
+    " AND b.position > ?1 WHERE a.position > ?1 AND a.position BETWEEN ?2 AND ?3"
     " AND (b.position IS NULL OR b.position != a.position OR " + _DIFFERENT + ")"
 )
 # The same rows, found faster: most rows sit at the same position on both sides, and a join on
@@ -133,7 +141,7 @@ _A_GROUPED = (
     " a.stream_id, a.version, CASE WHEN " + _SAME_KEY + " THEN a.state IS NOT bp.state"
     " OR a.event_type IS NOT bp.event_type ELSE 1 END AS head_fields"
     " FROM main.events a LEFT JOIN b.events bp ON bp.position = a.position"
-    " WHERE a.position > ?1 AND NOT ("
+    " WHERE a.position > ?1 AND a.position BETWEEN ?2 AND ?3 AND NOT ("
     + _SAME_KEY
     + " AND NOT ("
     + _DIFFERENT.replace("b.", "bp.")
@@ -141,7 +149,8 @@ _A_GROUPED = (
 )
 # B's rows that A lacks: a row whose position holds the same stream and version on A is there.
 _B_ONLY = (
-    " FROM b.events b LEFT JOIN main.events ap ON ap.position = b.position WHERE b.position > ?1"
+    " FROM b.events b LEFT JOIN main.events ap ON ap.position = b.position"
+    " WHERE b.position > ?1 AND b.position BETWEEN ?2 AND ?3"
     " AND CASE WHEN ap.stream_id IS b.stream_id AND ap.version IS b.version THEN 0"
     " ELSE NOT EXISTS (SELECT 1 FROM main.events a WHERE a.stream_id = b.stream_id"
     " AND a.version = b.version AND a.position > ?1) END"
@@ -159,22 +168,28 @@ class _Grouped:
 
 
 def _grouped(reader: Reader, other: str, rows: str, prefix: int) -> _Grouped:
-    """Rows come in position order, so each stream's versions arrive sorted; only the
-    streams need sorting (grouping in SQL sorts every row: slower)."""
+    """Rows come in position order, so each stream's versions arrive sorted (unless rows were
+    swapped); only the streams need sorting (grouping in SQL sorts every row: slower, as is
+    handing the rows over as JSON text, measured)."""
     found: dict[int, dict[str, list[int]]] = {0: {}, 1: {}, 2: {}}
     buckets = [found[0], found[1], found[2]]
     suspects: set[str] = set()
+    disordered: set[tuple[int, str]] = set()
     for kind, stream_id, version, head_fields in _connection(reader, other).execute(
-        rows, (prefix,)
+        rows, (prefix, prefix + 1, MAX_POSITION)
     ):
         bucket = buckets[kind]
         versions = bucket.get(stream_id)
         if versions is None:
             bucket[stream_id] = [version]
         else:
+            if version < versions[-1]:  # rows out of order (a swap): sort that stream
+                disordered.add((kind, stream_id))
             versions.append(version)
         if head_fields:
             suspects.add(stream_id)
+    for kind, stream_id in disordered:
+        found[kind][stream_id].sort()
     return _Grouped(
         {kind: {s: streams[s] for s in sorted(streams)} for kind, streams in found.items()},
         suspects,
@@ -186,7 +201,7 @@ def _first_positions(reader: Reader, other: str, rows: str, prefix: int) -> list
     return list(
         _connection(reader, other).execute(
             f"SELECT position, other, kind FROM ({rows}) ORDER BY position LIMIT {CHAIN_CHECKS}",
-            (prefix,),
+            (prefix, prefix + 1, MAX_POSITION),
         )
     )
 

@@ -160,6 +160,11 @@ def test_audit_verify_and_diff_both_catch_every_tampering(
     assert [side for side, found in report["chain"].items() if found] == (
         [broken] if broken else []
     )
+    code, reverse = _diff(tampered, clean)  # the same story told from the other side
+    assert code == 1 and reverse["common_prefix"] == shown["common_prefix"]
+    assert (reverse["only_a"], reverse["only_b"]) == (report["only_b"], report["only_a"])
+    assert (reverse["changed"], reverse["moved"]) == (report["changed"], report["moved"])
+    assert (reverse["chain"]["a"], reverse["chain"]["b"]) == (report["chain"]["b"], [])
     human = foldline("diff", str(clean), str(tampered)).stdout
     assert f"part after position {shown['common_prefix']}" in human
     if broken:
