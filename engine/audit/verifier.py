@@ -41,6 +41,7 @@ Progress = Callable[[str, int, int], None]
 """``progress(stage, done, total)``, called now and then during long audits."""
 
 PARALLEL_FROM = 20_000  # below this many events, one process is faster than starting workers
+EVENTS_PER_SHARE = 2_000_000
 
 
 @dataclass
@@ -327,16 +328,19 @@ def verify(
     text = os.fspath(path)
     count = workers or (min(2, os.cpu_count() or 1) if head >= PARALLEL_FROM else 1)
     pool = _pool(count)
+    # Each share of the streams is refolded in memory (and copied once to be compared):
+    # enough shares that none holds much more than two million events.
+    shares = max(count, -(-head // EVENTS_PER_SHARE))
     try:
         segments = ranges(head, count) or [(1, 0)]
         if pool is None:
             chains = [_check_chain(text, lo, hi) for lo, hi in segments]
             if progress:
                 progress("chain", head, head)
-            parts = [_replay(text, 0, 1, fold)]
+            parts = [_replay(text, part, shares, fold) for part in range(shares)]
         else:
             replays: list[Future[_Part]] = [
-                pool.submit(_replay, text, part, count, fold) for part in range(count)
+                pool.submit(_replay, text, part, shares, fold) for part in range(shares)
             ]
             chain_futures = [pool.submit(_check_chain, text, lo, hi) for lo, hi in segments]
             chains = []
