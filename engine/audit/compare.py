@@ -103,13 +103,18 @@ def first_divergence(reader: Reader, other: str, head_a: int, head_b: int) -> in
     ]
     if head_a != head_b:  # one log goes on where the other stops
         found.append(last + 1)
+    conn = _connection(reader, other)
+    lowest = conn.execute(  # a row before position 1 exists only in a tampered log
+        "SELECT min((SELECT min(position) FROM main.events), (SELECT min(position) FROM b.events))"
+    ).fetchall()[0][0]
+    if lowest is not None and lowest < 1:
+        found.append(lowest)
     first = min(found, default=last + 1)
     # Below ``first`` every row of A has its twin in B. B holds no other row there unless A
-    # has a gap, which its row count shows; only then look for the rows A lacks.
-    conn = _connection(reader, other)
-    below = conn.execute(
-        "SELECT count(*) FROM main.events WHERE position BETWEEN 1 AND ?", (first - 1,)
-    ).fetchall()[0][0]
+    # has a gap, which its row count shows (a count of the whole table is a B-tree count,
+    # nearly free; a count of a range reads every page); only then look for what A lacks.
+    rows_in_a = conn.execute("SELECT count(*) FROM main.events").fetchall()[0][0]
+    below = first - 1 if rows_in_a == head_a else -1
     if below != first - 1:
         lacking = conn.execute(
             "SELECT min(b.position) FROM b.events b WHERE b.position < ? AND NOT EXISTS"

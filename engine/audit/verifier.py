@@ -42,6 +42,7 @@ Progress = Callable[[str, int, int], None]
 
 PARALLEL_FROM = 20_000  # below this many events, one process is faster than starting workers
 EVENTS_PER_SHARE = 2_000_000
+MAX_POSITION = (1 << 63) - 1
 
 
 @dataclass
@@ -117,7 +118,7 @@ def _check_chain(path: str, lo: int, hi: int) -> list[Violation]:
         rows = reader.rows(
             "SELECT position, stream_id, version, event_type, recorded_at, epoch, command_id,"
             " state, payload, hash FROM events WHERE position BETWEEN ? AND ? ORDER BY position",
-            (lo, hi),
+            (lo if lo > 1 else -MAX_POSITION, hi),  # the first range also sees rows before 1
         )
         return list(chain.check_rows(rows, bytes(previous), after))
     finally:
@@ -215,7 +216,16 @@ def _replay(path: str, part: int, parts: int, fold: Sequence[str]) -> _Part:
                     found.violations.append(Violation(position, "illegal_transition", str(ex)))
                 except EngineError as ex:
                     found.violations.append(Violation(position, "undecodable", str(ex)))
-                    found.unfoldable = event is None or found.unfoldable
+                    if event is None and not found.unfoldable:
+                        found.violations.append(
+                            Violation(
+                                position,
+                                "projection_unverifiable",
+                                "an event that does not decode stops the read models"
+                                " from being refolded",
+                            )
+                        )
+                        found.unfoldable = True
             recorded = RecordedEvent(
                 position=position,
                 stream_id=stream_id,
@@ -228,19 +238,29 @@ def _replay(path: str, part: int, parts: int, fold: Sequence[str]) -> _Part:
                 event=event,
                 hash=digest.hex(),
             )
-            if event is None:  # only the envelope is known: only `streams` can fold it
-                for feed in envelope_only:
-                    feed(recorded)
+            if found.unfoldable:
                 continue
-            feeds = routes.get(event_type)
-            if feeds is None:
-                feeds = routes[event_type] = [
-                    f.feed
-                    for _, f in folders
-                    if f.event_types is None or event_type in f.event_types
-                ]
-            for feed in feeds:
-                feed(recorded)
+            if event is None:  # only the envelope is known: only `streams` can fold it
+                feeds = envelope_only
+            else:
+                feeds = routes.get(event_type)  # type: ignore[assignment]
+                if feeds is None:
+                    feeds = routes[event_type] = [
+                        f.feed
+                        for _, f in folders
+                        if f.event_types is None or event_type in f.event_types
+                    ]
+            try:
+                for feed in feeds:
+                    feed(recorded)
+            except Exception as ex:  # a tampered log can break a read model's own rules
+                found.violations.append(
+                    Violation(position, "projection_unverifiable", f"refolding failed: {ex}")
+                )
+                found.unfoldable = True
+        if found.unfoldable:
+            cursor.execute("ROLLBACK")
+            return found
         for _, folder in folders:
             folder.finish()
         cursor.execute("COMMIT")
@@ -387,14 +407,8 @@ def _agrees(parts: Sequence[_Part], name: str) -> bool:
 def _compare_projections(
     path: str, fold: Sequence[str], parts: Sequence[_Part], head: int
 ) -> list[Violation]:
-    if any(p.unfoldable for p in parts):
-        return [
-            Violation(
-                head,
-                "projection_unverifiable",
-                "an event that does not decode stops the read models from being refolded",
-            )
-        ]
+    if any(p.unfoldable for p in parts):  # said where, by the part that could not
+        return []
     suspects = [name for name in fold if not _agrees(parts, name)]
     if suspects and len(parts) > 1:  # a fold across streams, or a write meanwhile? Once more
         whole = _replay(path, 0, 1, suspects)  # in one piece, in one snapshot.

@@ -125,6 +125,15 @@ TAMPERING: dict[str, tuple[list[str], bool, str, dict[str, Any]]] = {
         "hash_mismatch",
         {"common_prefix": 3, "moved": {"job:j0": [1, 2]}, "broken": "b"},
     ),
+    "row-before-the-first": (
+        [
+            "INSERT INTO events SELECT 0, stream_id, version + 100, event_type, recorded_at,"
+            " epoch, command_id, state, payload, hash FROM events WHERE position = 1"
+        ],
+        False,
+        "position_gap",
+        {"common_prefix": -1, "only_b": {"session:s0": [101]}, "broken": "b"},
+    ),
     "truncated-tail": (
         ["DELETE FROM events WHERE position > (SELECT max(position) - 3 FROM events)"],
         False,
