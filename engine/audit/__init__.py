@@ -15,7 +15,7 @@ import msgspec
 
 from engine.audit.anchor import Checkpoint, make_checkpoint, verify_against
 from engine.audit.compare import Diff, diff
-from engine.audit.source import Reader, open_reader, reading
+from engine.audit.source import COLUMNS, Reader, open_reader, reading
 from engine.audit.verifier import Progress, Report, verify
 
 __all__ = [
@@ -58,6 +58,9 @@ _decode = msgspec.json.decode
 _encode = msgspec.json.Encoder(order="sorted").encode
 
 
+_FIELDS = tuple(COLUMNS.split(", "))
+
+
 def _payload(payload: bytes) -> Any:
     try:
         return _decode(payload)
@@ -68,28 +71,7 @@ def _payload(payload: bytes) -> Any:
 def export_line(row: tuple[Any, ...]) -> bytes:
     """One event as canonical JSON (sorted keys at every level, the chain hash included). The
     payload is read as plain JSON, so no declaration is needed to export it."""
-    (
-        position,
-        stream_id,
-        version,
-        event_type,
-        recorded_at,
-        epoch,
-        command_id,
-        state,
-        payload,
-        digest,
-    ) = row
-    record = {
-        "command_id": command_id,
-        "epoch": epoch,
-        "event": _payload(bytes(payload)),
-        "event_type": event_type,
-        "hash": bytes(digest).hex(),
-        "position": position,
-        "recorded_at": recorded_at,
-        "state": state,
-        "stream_id": stream_id,
-        "version": version,
-    }
+    record = dict(zip(_FIELDS, row, strict=True))
+    record["event"] = _payload(bytes(record.pop("payload")))
+    record["hash"] = bytes(record["hash"]).hex()
     return _encode(record)

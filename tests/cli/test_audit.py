@@ -20,13 +20,14 @@ from projections import open_engine
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def foldline(*args: str) -> subprocess.CompletedProcess[str]:
+def foldline(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "adapters.cli", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=120,
+        env=env,
     )
 
 

@@ -9,7 +9,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -19,6 +18,7 @@ import pytest
 from engine import FixedClock, open_log
 from engine.domain import commands as c
 from projections import open_engine
+from tests.cli.test_audit import foldline as run_cli
 from tests.cli.test_audit import tamper
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -107,14 +107,7 @@ def foldline(
     environ = {k: v for k, v in os.environ.items() if k != "FOLDLINE_MACHINES"}
     if path is not None:
         environ["PYTHONPATH"] = str(path)
-    return subprocess.run(
-        [sys.executable, "-m", "adapters.cli", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**environ, **(env or {})},
-    )
+    return run_cli(*args, env={**environ, **(env or {})})
 
 
 def door_log(site: Path, path: Path) -> None:
