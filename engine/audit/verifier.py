@@ -4,11 +4,13 @@ Every row carries the hash of the row before it, so the chain splits into positi
 are checked independently: a segment starts from the hash stored just before it, exactly as
 the sequential check trusts a stored hash again after a broken link, so the findings are the
 same. Legality needs every event of a stream in order, and a read model's row is folded from
-its own stream's events, so replay and folding split by stream: each worker replays its streams
-through the machines and folds them into a private in-memory copy of the projections; the
-workers' tables are compared with the stored ones through a multiset digest (a sum of row
-hashes, so the parts add up). A projection that folds across streams would not add up: any
-mismatch is refolded in one process, over the whole log, before it is reported.
+its own stream's events, so replay and folding split by stream: each worker replays its share
+of the streams through the machines and folds it into an in-memory copy of the projections,
+then loads that copy beside the stored tables on its read-only connection and lets SQLite
+join them on the primary key, in the read transaction of its scan. Every refolded row stored
+as it is, and as many stored rows as refolded ones over all shares, means the tables equal the
+fold. A projection that folds across streams does not split that way: any disagreement is
+refolded once more in one piece, in one snapshot, before it is reported.
 
 Nothing is written to the input and nothing is copied, unless the file has an older schema that
 must be migrated first (then a private copy is).
