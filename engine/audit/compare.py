@@ -6,14 +6,16 @@ opened read-only and B is ATTACHed to A's connection, so SQLite compares the row
 version, type, recorded time, epoch, command, state, payload) in C, on both cores:
 
 1. the first divergent position: a join on ``position``, split into ranges scanned by threads
-   (apsw lets go of the GIL while SQLite works);
+   (apsw lets go of the GIL while SQLite works), each stopping at its first differing row;
 2. per stream, after that position: versions only in A, only in B, ``changed`` (same stream
-   and version, different content) and ``moved`` (same content at another position), two
-   joins on the ``(stream_id, version)`` index, one per side, in parallel;
+   and version, different content) and ``moved`` (same content at another position), one
+   query per side, in parallel; a row is looked up by ``(stream_id, version)`` only where the
+   other side holds another event at its position;
 3. which side's chain does not verify: the stored links of the first row after the divergence
    and of the rows that differ (up to ``CHAIN_CHECKS`` per side) are recomputed; ``verify``
    proves a whole chain;
-4. the entities whose head differs (state, version, last event type).
+4. the entities whose head differs (state, version, last event type), read from the rows of
+   the streams whose differing rows can change a head.
 """
 
 from __future__ import annotations
