@@ -70,8 +70,8 @@ def _connection(reader: Reader, other: str) -> Any:
 
 
 def _parallel(jobs: list[Callable[[], T]]) -> list[T]:
-    if len(jobs) == 1:
-        return [jobs[0]()]
+    if len(jobs) < 2:
+        return [job() for job in jobs]
     with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
         return list(pool.map(lambda job: job(), jobs))
 

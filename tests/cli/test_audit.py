@@ -229,6 +229,21 @@ def test_audit_diff_finds_where_two_histories_part(tmp_path: Path) -> None:
     assert at_fork["entities"] == {}
 
 
+def test_audit_diff_and_verify_of_an_empty_log(clean: Path, tmp_path: Path) -> None:
+    empty = tmp_path / "empty.db"
+    open_engine(empty).log.close()
+    assert verdict(empty) == (0, set())
+    code, same = _diff(empty, empty)
+    assert code == 0 and same["identical"]
+    code, report = _diff(empty, clean)
+    assert code == 1 and report["common_prefix"] == 0 and report["heads"] == {"a": 0, "b": 23}
+    assert sum(len(v) for v in report["only_b"].values()) == 23 and not report["only_a"]
+    assert report["entities"]["task:t0"]["a"] is None
+    assert report["entities"]["task:t0"]["b"]["state"] == "submitted"
+    refused = foldline("checkpoint", str(empty))
+    assert refused.returncode == 2 and "nothing to anchor" in refused.stderr
+
+
 def _diff_at(a: Path, b: Path, position: int) -> dict[str, Any]:
     return json.loads(foldline("diff", str(a), str(b), "--json", "--at", str(position)).stdout)
 
