@@ -11,12 +11,22 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from engine import EngineError, Machines, open_log, open_notifier
-from engine.audit import diff, export_line, open_audit, state_at, verify
+from adapters.declarations import ENVIRONMENT, GROUP, Declarations, load_declarations
+from engine import EngineError, InvalidArgument, Machines, open_log, open_notifier
+from engine.audit import (
+    diff,
+    export_line,
+    make_checkpoint,
+    open_reader,
+    reading,
+    state_at,
+    verify,
+    verify_against,
+)
+from engine.audit.anchor import encode as encode_checkpoint
+from engine.audit.anchor import load as load_checkpoint
 from engine.clock import format_time, parse_time
-from engine.domain import MACHINES
 from engine.schema import LATEST
-from projections import default_projections
 
 
 def _looks_like_sqlite(path: Path) -> bool:
@@ -64,7 +74,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _machines(args: argparse.Namespace) -> int:
     """Print the built-in machines as JSON, Mermaid, or a readable summary."""
-    machines = Machines(MACHINES).by_kind.values()
+    machines = Machines(load_declarations(args.machines or ()).machines).by_kind.values()
     if args.json:
         print(json.dumps([m.to_json() for m in machines], indent=2))
     elif args.mermaid:
@@ -83,8 +93,8 @@ def _machines(args: argparse.Namespace) -> int:
     return 0
 
 
-def _audit(path: str, writable: bool = False) -> Any:
-    return open_audit(path, MACHINES, default_projections(), writable)
+def _declarations(args: argparse.Namespace) -> Declarations:
+    return load_declarations(args.machines or ())
 
 
 def _progress(stage: str, done: int, total: int) -> None:
@@ -96,40 +106,67 @@ def _progress(stage: str, done: int, total: int) -> None:
 
 def _verify(args: argparse.Namespace) -> int:
     """Exit 0 when the log is intact, 1 with the violations listed, 2 when unreadable."""
-    with _audit(args.db, writable=True) as log:  # the projection check refolds a copy
-        violations = verify(log, _progress)
-        head = log.head()
-    print(
-        json.dumps(
-            {
-                "db": args.db,
-                "events": head,
-                "ok": not violations,
-                "violations": [v.__dict__ for v in violations],
-            },
-            indent=2,
-        )
-    )
+    anchor = None
+    if args.against:
+        try:
+            anchor = load_checkpoint(Path(args.against).read_bytes())
+        except OSError as ex:
+            raise InvalidArgument(f"--against {args.against}: {ex.strerror}") from ex
+    declared = _declarations(args)
+    report = verify(args.db, declared.machines, declared.projections, _progress)
+    violations = list(report.violations)
+    extends = None
+    if anchor is not None:
+        refused = verify_against(args.db, anchor, violations)
+        extends = refused is None
+        if refused is not None:
+            violations.append(refused)
+    output: dict[str, Any] = {
+        "db": args.db,
+        "events": report.events,
+        "ok": not violations,
+        "violations": [v.__dict__ for v in violations],
+    }
+    if report.unchecked:
+        output["unchecked_projections"] = report.unchecked
+    if anchor is not None:
+        output["extends_checkpoint"] = extends
+    print(json.dumps(output, indent=2))
     for v in violations:
         print(f"foldline: position {v.position}: {v.kind}: {v.detail}", file=sys.stderr)
+    if anchor is not None and extends:
+        print(
+            f"foldline: the log extends the checkpoint at position {anchor.position}"
+            f" ({anchor.hash[:16]}...) and verifies after it",
+            file=sys.stderr,
+        )
     return 1 if violations else 0
 
 
+def _checkpoint(args: argparse.Namespace) -> int:
+    _declarations(args)
+    sys.stdout.buffer.write(encode_checkpoint(make_checkpoint(args.db)) + b"\n")
+    return 0
+
+
 def _diff(args: argparse.Namespace) -> int:
-    with _audit(args.a) as a, _audit(args.b) as b:
-        result = diff(a, b, args.at)
-        heads = (a.head(), b.head())
+    _declarations(args)
+    result = diff(args.a, args.b, args.at)
+    heads = (result.heads["a"], result.heads["b"])
+    chain = {side: [v.__dict__ for v in found] for side, found in result.chain.items()}
     if args.json:
         print(
             json.dumps(
                 {
                     "identical": result.identical,
                     "common_prefix": result.common_prefix,
-                    "heads": {"a": heads[0], "b": heads[1]},
+                    "heads": result.heads,
                     "only_a": result.only_a,
                     "only_b": result.only_b,
                     "changed": result.changed,
+                    "moved": result.moved,
                     "entities": result.entities,
+                    "chain": chain,
                 },
                 indent=2,
             )
@@ -145,6 +182,7 @@ def _diff(args: argparse.Namespace) -> int:
             ("only in A", result.only_a),
             ("only in B", result.only_b),
             ("changed", result.changed),
+            ("moved", result.moved),
         ):
             for stream, versions in streams.items():
                 print(f"  {title}: {stream} versions {versions}")
@@ -152,21 +190,29 @@ def _diff(args: argparse.Namespace) -> int:
             a_side = sides["a"] and f"{sides['a']['state']} v{sides['a']['version']}"
             b_side = sides["b"] and f"{sides['b']['state']} v{sides['b']['version']}"
             print(f"  {stream}: A {a_side or '(none)'} | B {b_side or '(none)'}")
+        for side, found in result.chain.items():
+            for v in found:
+                print(f"  {side.upper()}'s chain does not verify: position {v.position}: {v.kind}")
     return 0 if result.identical else 1
 
 
 def _history(args: argparse.Namespace) -> int:
-    with _audit(args.db) as log:
-        for row in log.iter_rows():
-            if row[1] == args.stream:
-                sys.stdout.buffer.write(export_line(row) + b"\n")
+    _declarations(args)
+    with reading(args.db) as reader:
+        for row in reader.rows(
+            "SELECT position, stream_id, version, event_type, recorded_at, epoch, command_id,"
+            " state, payload, hash FROM events WHERE stream_id = ? ORDER BY version",
+            (args.stream,),
+        ):
+            sys.stdout.buffer.write(export_line(row) + b"\n")
     return 0
 
 
 def _state(args: argparse.Namespace) -> int:
-    with _audit(args.db) as log:
+    _declarations(args)
+    with reading(args.db) as reader:
         time_text = format_time(parse_time(args.time)) if args.time else None
-        heads = state_at(log, args.at, time_text)
+        heads = state_at(reader, args.at, time_text)
     if args.stream:
         heads = {k: v for k, v in heads.items() if k == args.stream}
     print(json.dumps(heads, indent=2, sort_keys=True))
@@ -174,40 +220,44 @@ def _state(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    with _audit(args.db) as log:
-        total = log.head()
-        for row in log.iter_rows(max(0, args.start - 1)):
+    _declarations(args)
+    with reading(args.db) as reader:
+        total = reader.head()
+        write = sys.stdout.buffer.write
+        for row in reader.iter_rows(max(0, args.start - 1)):
             if args.end is not None and row[0] > args.end:
                 break
-            sys.stdout.buffer.write(export_line(row) + b"\n")
+            write(export_line(row) + b"\n")
             if row[0] % 100_000 == 0:
                 _progress("export", row[0], total)
     return 0
 
 
 def _tail(args: argparse.Namespace) -> int:
-    log = open_log(args.db, MACHINES, default_projections())
-    notifier = open_notifier(log) if args.follow else None
+    _declarations(args)
+    reader = open_reader(args.db)
+    notifier = open_notifier(reader.log) if args.follow else None
     try:
-        after = max(0, log.head() - args.lines)
+        after = max(0, reader.head() - args.lines)
         while True:
-            for row in log.iter_rows(after):
+            for row in reader.iter_rows(after):
                 sys.stdout.buffer.write(export_line(row) + b"\n")
                 after = row[0]
             sys.stdout.flush()
             if notifier is None:
                 return 0
-            log.wait_for(after, 1.0)
+            reader.log.wait_for(after, 1.0)
     except KeyboardInterrupt:
         return 0
     finally:
         if notifier is not None:
             notifier.stop()
-        log.close()
+        reader.close()
 
 
 def _rebuild(args: argparse.Namespace) -> int:
-    log = open_log(args.db, MACHINES, default_projections())
+    declared = _declarations(args)
+    log = open_log(args.db, declared.machines, declared.projections)
     try:
         before = log.content_hash()
         after = log.rebuild()
@@ -240,11 +290,21 @@ def build_parser() -> argparse.ArgumentParser:
     form = machines.add_mutually_exclusive_group()
     form.add_argument("--json", action="store_true", help="the declarations as JSON")
     form.add_argument("--mermaid", action="store_true", help="Mermaid state diagrams")
+    machines.add_argument(
+        "--machines", action="append", metavar="MODULE:ATTRIBUTE", help="machines to add"
+    )
     machines.set_defaults(run=_machines)
 
     def command(name: str, help_text: str, example: str, run: Any) -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=help_text, epilog=f"example: {example}")
         sub.set_defaults(run=run)
+        sub.add_argument(
+            "--machines",
+            action="append",
+            metavar="MODULE:ATTRIBUTE",
+            help=f"machines (and projections) beyond the built-in ones; also ${ENVIRONMENT}"
+            f" and the entry points of group {GROUP}",
+        )
         return sub
 
     verify_cmd = command(
@@ -254,6 +314,16 @@ def build_parser() -> argparse.ArgumentParser:
         _verify,
     )
     verify_cmd.add_argument("db")
+    verify_cmd.add_argument(
+        "--against", metavar="FILE", help="a checkpoint the log must still extend"
+    )
+    checkpoint_cmd = command(
+        "checkpoint",
+        "print a trust anchor (position, hash, time, streams) to keep outside the log",
+        "foldline checkpoint .foldline/foldline.db > anchor.json",
+        _checkpoint,
+    )
+    checkpoint_cmd.add_argument("db")
     diff_cmd = command(
         "diff",
         "tell two logs apart: first divergence, streams, entities",

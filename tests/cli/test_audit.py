@@ -20,13 +20,14 @@ from projections import open_engine
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def foldline(*args: str) -> subprocess.CompletedProcess[str]:
+def foldline(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "adapters.cli", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=120,
+        env=env,
     )
 
 
@@ -57,87 +58,132 @@ def verdict(path: Path) -> tuple[int, set[str]]:
     return done.returncode, kinds
 
 
-@pytest.fixture
-def clean(tmp_path: Path) -> Path:
-    path = tmp_path / "clean.db"
-    make_log(path)
-    return path
-
-
 def test_audit_verify_passes_a_clean_log_and_leaves_it_untouched(clean: Path) -> None:
     before = clean.read_bytes()
     assert verdict(clean) == (0, set())
     assert clean.read_bytes() == before
 
 
-@pytest.mark.parametrize(
-    ("statements", "expected"),
-    [
-        (
-            [
-                'UPDATE events SET payload = CAST(\'{"type":"job.finished","outcome":"ok",'
-                '"result":"forged"}\' AS BLOB) WHERE position = 13'
-            ],
-            "hash_mismatch",
-        ),
-        (["DELETE FROM events WHERE position = 5"], "position_gap"),
-        (
-            [
-                "INSERT INTO events SELECT position + 100, stream_id, version + 100, event_type,"
-                " recorded_at, epoch, command_id, state, payload, hash FROM events"
-                " WHERE position = 3"
-            ],
-            "position_gap",
-        ),
-        (
-            [
-                "UPDATE events SET position = -4 WHERE position = 4",
-                "UPDATE events SET position = 4 WHERE position = 5",
-                "UPDATE events SET position = 5 WHERE position = -4",
-            ],
-            "hash_mismatch",
-        ),
-        (
-            ["DELETE FROM events WHERE position > (SELECT max(position) - 3 FROM events)"],
-            "projection_mismatch",
-        ),
-        (["UPDATE jobs SET state = 'error' WHERE job_id = 'j1'"], "projection_mismatch"),
-    ],
-    ids=[
-        "edited-payload",
-        "deleted-row",
-        "inserted-row",
-        "swapped-rows",
-        "truncated-tail",
-        "edited-projection",
-    ],
-)
-def test_audit_verify_detects_every_tampering(
-    clean: Path, statements: list[str], expected: str
-) -> None:
-    tamper(clean, *statements)
-    code, kinds = verdict(clean)
-    assert code == 1 and expected in kinds, kinds
-
-
-def test_audit_verify_catches_an_illegal_event_behind_a_consistent_forged_chain(
-    clean: Path,
-) -> None:
-    """Someone rewrites an event and every later hash: the chain verifies, legality does not."""
-    conn = apsw.Connection(str(clean))
-    conn.execute("DROP TRIGGER events_refuse_update")
-    conn.execute(
-        'UPDATE events SET state = \'error\', payload = CAST(\'{"type":"job.finished",'
-        '"outcome":"maybe"}\' AS BLOB) WHERE position = 13'
-    )
+def forge_chain(path: Path, *statements: str) -> None:
+    """Edit rows, then rewrite every hash so that the chain is self-consistent again."""
+    tamper(path, *statements)
+    conn = apsw.Connection(str(path))
     previous = chain.GENESIS
     for row in conn.execute("SELECT * FROM events ORDER BY position").fetchall():
         digest = chain.link(previous, *row[:9])
         conn.execute("UPDATE events SET hash = ? WHERE position = ?", (digest, row[0]))
         previous = digest
     conn.close()
-    code, kinds = verdict(clean)
-    assert code == 1 and "illegal_transition" in kinds and "hash_mismatch" not in kinds
+
+
+FORGED_FINISH = (
+    'UPDATE events SET state = \'error\', payload = CAST(\'{"type":"job.finished",'
+    '"outcome":"maybe"}\' AS BLOB) WHERE position = 13'
+)
+EDITED_RESULT = (
+    'UPDATE events SET payload = CAST(\'{"type":"job.finished","outcome":"ok",'
+    '"result":"forged"}\' AS BLOB) WHERE position = 13'
+)
+
+# tampering -> (statements, rewrite the chain after?, what verify reports, what diff shows
+# comparing the clean log (A) with the tampered one (B), and which side's chain breaks)
+TAMPERING: dict[str, tuple[list[str], bool, str, dict[str, Any]]] = {
+    "edited-payload": (
+        [EDITED_RESULT],
+        False,
+        "hash_mismatch",
+        {"common_prefix": 12, "changed": {"job:j1": [3]}, "broken": "b"},
+    ),
+    "edited-state": (
+        ["UPDATE events SET state = 'error' WHERE position = 13"],
+        False,
+        "state_mismatch",
+        {"common_prefix": 12, "changed": {"job:j1": [3]}, "broken": "b"},
+    ),
+    "deleted-row": (
+        ["DELETE FROM events WHERE position = 5"],
+        False,
+        "position_gap",
+        {"common_prefix": 4, "only_a": {"job:j0": [2]}, "broken": "b"},
+    ),
+    "inserted-row": (
+        [
+            "INSERT INTO events SELECT position + 100, stream_id, version + 100, event_type,"
+            " recorded_at, epoch, command_id, state, payload, hash FROM events"
+            " WHERE position = 3"
+        ],
+        False,
+        "position_gap",
+        {"common_prefix": 23, "only_b": {"session:s0": [103]}, "broken": "b"},
+    ),
+    "swapped-rows": (
+        [
+            "UPDATE events SET position = -4 WHERE position = 4",
+            "UPDATE events SET position = 4 WHERE position = 5",
+            "UPDATE events SET position = 5 WHERE position = -4",
+        ],
+        False,
+        "hash_mismatch",
+        {"common_prefix": 3, "moved": {"job:j0": [1, 2]}, "broken": "b"},
+    ),
+    "row-before-the-first": (
+        [
+            "INSERT INTO events SELECT 0, stream_id, version + 100, event_type, recorded_at,"
+            " epoch, command_id, state, payload, hash FROM events WHERE position = 1"
+        ],
+        False,
+        "position_gap",
+        {"common_prefix": -1, "only_b": {"session:s0": [101]}, "broken": "b"},
+    ),
+    "truncated-tail": (
+        ["DELETE FROM events WHERE position > (SELECT max(position) - 3 FROM events)"],
+        False,
+        "projection_mismatch",
+        {"common_prefix": 20, "only_a": {"session:s0": [5], "session:s2": [4], "task:t0": [1]}},
+    ),
+    "forged-chain": (
+        [FORGED_FINISH],
+        True,
+        "illegal_transition",
+        {"common_prefix": 12, "changed": {"job:j1": [3]}},
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TAMPERING))
+def test_audit_verify_and_diff_both_catch_every_tampering(
+    clean: Path, tmp_path: Path, case: str
+) -> None:
+    statements, forged, expected, shown = TAMPERING[case]
+    tampered = tmp_path / "tampered.db"
+    shutil.copy(clean, tampered)
+    (forge_chain if forged else tamper)(tampered, *statements)
+    code, kinds = verdict(tampered)
+    assert code == 1 and expected in kinds, kinds
+    assert not forged or "hash_mismatch" not in kinds  # the forged chain itself verifies
+    code, report = _diff(clean, tampered)
+    assert code == 1 and not report["identical"]
+    assert report["common_prefix"] == shown["common_prefix"]
+    for key in ("changed", "only_a", "only_b", "moved"):
+        assert report[key] == shown.get(key, {}), (key, report[key])
+    broken = shown.get("broken")
+    assert [side for side, found in report["chain"].items() if found] == (
+        [broken] if broken else []
+    )
+    code, reverse = _diff(tampered, clean)  # the same story told from the other side
+    assert code == 1 and reverse["common_prefix"] == shown["common_prefix"]
+    assert (reverse["only_a"], reverse["only_b"]) == (report["only_b"], report["only_a"])
+    assert (reverse["changed"], reverse["moved"]) == (report["changed"], report["moved"])
+    assert (reverse["chain"]["a"], reverse["chain"]["b"]) == (report["chain"]["b"], [])
+    human = foldline("diff", str(clean), str(tampered)).stdout
+    assert f"part after position {shown['common_prefix']}" in human
+    if broken:
+        assert f"{broken.upper()}'s chain does not verify" in human
+
+
+def test_audit_verify_detects_an_edited_projection(clean: Path) -> None:
+    tamper(clean, "UPDATE jobs SET state = 'error' WHERE job_id = 'j1'")
+    assert verdict(clean) == (1, {"projection_mismatch"})
 
 
 def test_audit_verify_refuses_what_is_not_a_log(tmp_path: Path) -> None:
@@ -181,6 +227,21 @@ def test_audit_diff_finds_where_two_histories_part(tmp_path: Path) -> None:
     assert "part after position 16" in human and "only in A: job:only-a" in human
     at_fork = _diff_at(a, b, 16)
     assert at_fork["entities"] == {}
+
+
+def test_audit_diff_and_verify_of_an_empty_log(clean: Path, tmp_path: Path) -> None:
+    empty = tmp_path / "empty.db"
+    open_engine(empty).log.close()
+    assert verdict(empty) == (0, set())
+    code, same = _diff(empty, empty)
+    assert code == 0 and same["identical"]
+    code, report = _diff(empty, clean)
+    assert code == 1 and report["common_prefix"] == 0 and report["heads"] == {"a": 0, "b": 23}
+    assert sum(len(v) for v in report["only_b"].values()) == 23 and not report["only_a"]
+    assert report["entities"]["task:t0"]["a"] is None
+    assert report["entities"]["task:t0"]["b"]["state"] == "submitted"
+    refused = foldline("checkpoint", str(empty))
+    assert refused.returncode == 2 and "nothing to anchor" in refused.stderr
 
 
 def _diff_at(a: Path, b: Path, position: int) -> dict[str, Any]:

@@ -61,6 +61,7 @@ def test_cli_help_of_every_subcommand_ends_with_an_example() -> None:
         "export",
         "tail",
         "rebuild",
+        "checkpoint",
     ):
         done = _foldline(command, "--help")
         assert done.returncode == 0

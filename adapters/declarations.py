@@ -1,0 +1,105 @@
+"""Which machines and projections the audit commands know: the built-in domain, then every
+installed package's entry point in the group ``foldline.machines``, then ``FOLDLINE_MACHINES``,
+then each ``--machines``. A later declaration of the same stream kind (or projection name)
+replaces an earlier one, so a package may redefine a built-in machine.
+
+Each source is ``MODULE:ATTRIBUTE`` (the environment variable may hold several, separated by
+commas). The attribute is a ``MachineSpec``, a ``Projection``, a sequence mixing both, or a
+function of no arguments returning one of those.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from typing import Any
+
+from engine.domain import MACHINES
+from engine.errors import InvalidArgument
+from engine.machines import MachineSpec
+from engine.projection import Projection
+from projections import default_projections
+
+GROUP = "foldline.machines"
+ENVIRONMENT = "FOLDLINE_MACHINES"
+
+
+@dataclass(frozen=True)
+class Declarations:
+    machines: list[MachineSpec]
+    projections: list[Projection]
+    sources: list[str]  # where the declarations beyond the built-in domain came from
+
+
+def _resolve(target: str) -> Any:
+    module_name, colon, attribute = target.partition(":")
+    if not colon or not module_name or not attribute:
+        raise InvalidArgument(f"--machines {target!r}: expected MODULE:ATTRIBUTE")
+    try:
+        found: Any = importlib.import_module(module_name)
+    except ImportError as ex:
+        raise InvalidArgument(f"--machines {target!r}: cannot import {module_name}: {ex}") from ex
+    for part in attribute.split("."):
+        try:
+            found = getattr(found, part)
+        except AttributeError:
+            raise InvalidArgument(
+                f"--machines {target!r}: {module_name} has no {attribute}"
+            ) from None
+    return found
+
+
+def _items(target: str, value: Any) -> Iterable[MachineSpec | Projection]:
+    if callable(value) and not isinstance(value, (MachineSpec, Projection, type)):
+        try:
+            value = value()
+        except Exception as ex:  # the user's function: say which one failed, and how
+            raise InvalidArgument(f"--machines {target!r}: calling it failed: {ex}") from ex
+    if isinstance(value, type) and issubclass(value, Projection):
+        value = value()
+    if isinstance(value, (MachineSpec, Projection)):
+        return [value]
+    if not isinstance(value, Iterable) or isinstance(value, (str, bytes, Mapping)):
+        raise InvalidArgument(
+            f"--machines {target!r} is a {type(value).__name__}, not MachineSpecs or Projections"
+        )
+    items = []
+    for item in value:
+        if isinstance(item, type) and issubclass(item, Projection):
+            item = item()
+        if not isinstance(item, (MachineSpec, Projection)):
+            raise InvalidArgument(
+                f"--machines {target!r} holds a {type(item).__name__},"
+                " not a MachineSpec or a Projection"
+            )
+        items.append(item)
+    return items
+
+
+def load_declarations(
+    options: Sequence[str] = (), environ: Mapping[str, str] | None = None
+) -> Declarations:
+    """Raises InvalidArgument: a source that cannot be imported or holds something else."""
+    environ = os.environ if environ is None else environ
+    machines: dict[str, MachineSpec] = {spec.kind: spec for spec in MACHINES}
+    projections: dict[str, Projection] = {p.name: p for p in default_projections()}
+    sources: list[tuple[str, Any]] = []
+    for point in entry_points(group=GROUP):
+        try:
+            sources.append((f"{point.name} = {point.value}", point.load()))
+        except Exception as ex:  # a broken plugin is a clear error, not a traceback
+            raise InvalidArgument(f"entry point {point.name} ({point.value}): {ex}") from ex
+    listed = [t.strip() for t in environ.get(ENVIRONMENT, "").split(",") if t.strip()]
+    sources += [(target, _resolve(target)) for target in (*listed, *options)]
+    for target, value in sources:
+        for item in _items(target, value):
+            if isinstance(item, MachineSpec):
+                machines[item.kind] = item
+            else:
+                projections[item.name] = item
+    return Declarations(
+        list(machines.values()), list(projections.values()), [t for t, _ in sources]
+    )

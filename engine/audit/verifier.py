@@ -1,0 +1,439 @@
+"""``verify`` on both cores: the chain by segments, legality and folds by stream.
+
+Every row carries the hash of the row before it, so the chain splits into position ranges that
+are checked independently: a segment starts from the hash stored just before it, exactly as
+the sequential check trusts a stored hash again after a broken link, so the findings are the
+same. Legality needs every event of a stream in order, and a read model's row is folded from
+its own stream's events, so replay and folding split by stream: each worker replays its share
+of the streams through the machines and folds it into an in-memory copy of the projections,
+then loads that copy beside the stored tables on its read-only connection and lets SQLite
+join them on the primary key, in the read transaction of its scan. Every refolded row stored
+as it is, and as many stored rows as refolded ones over all shares, means the tables equal the
+fold. A projection that folds across streams does not split that way: any disagreement is
+refolded once more in one piece, in one snapshot, before it is reported.
+
+Nothing is written to the input and nothing is copied, unless the file has an older schema that
+must be migrated first (then a private copy is).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engine import chain
+from engine.audit.source import Reader, copy_log, open_reader, ranges
+from engine.chain import Violation
+from engine.errors import EngineError, InvalidTransition, UnknownStreamKind
+from engine.events import RecordedEvent
+from engine.log import open_log
+from engine.machines import Machines, MachineSpec, StreamHead
+from engine.projection import Projection, ProjectionSet
+from engine.schema import LATEST
+from engine.streams import StreamsProjection
+
+Progress = Callable[[str, int, int], None]
+"""``progress(stage, done, total)``, called now and then during long audits."""
+
+PARALLEL_FROM = 20_000  # below this many events, one process is faster than starting workers
+EVENTS_PER_SHARE = 2_000_000
+MAX_POSITION = (1 << 63) - 1
+
+
+@dataclass
+class Report:
+    events: int
+    violations: list[Violation]
+    # Projections that were not compared, and why (a version the code does not fold, a
+    # checkpoint behind the log, a read model in the file that no declaration names).
+    unchecked: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+
+@dataclass
+class _Part:
+    """What one replay worker found in its share of the streams."""
+
+    violations: list[Violation] = field(default_factory=list)
+    undeclared: dict[str, list[int]] = field(default_factory=dict)  # kind -> [first, count]
+    # projection -> (rows of the refold not found as they are in the stored tables,
+    #                rows of the refold, rows of the stored tables), per table summed
+    compared: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+    unfoldable: bool = False  # an event of a declared kind did not decode
+
+
+# Set before the workers fork, read by them: machines and projections are objects (user
+# declarations among them), not something to pickle.
+_CONTEXT: dict[str, Any] = {}
+
+
+def _differing_rows(conn: Any, table: str) -> int:
+    """How many rows of ``fold.<table>`` (a worker's refold) are not in the stored table with
+    the same content, joined on the primary key (one B-tree search per row, in SQLite)."""
+    columns = conn.execute(f"PRAGMA fold.table_info({table})").fetchall()
+    names = [f'"{c[1]}"' for c in columns]
+    keys = [f'"{c[1]}"' for c in sorted(columns, key=lambda c: c[5]) if c[5]]
+    if not keys:  # no primary key: a set difference
+        listed = ", ".join(names)
+        sql = (
+            f"SELECT count(*) FROM (SELECT {listed} FROM fold.{table}"
+            f" EXCEPT SELECT {listed} FROM main.{table})"
+        )
+    else:
+        on = " AND ".join(f"m.{k} = f.{k}" for k in keys)
+        different = " OR ".join(f"m.{n} IS NOT f.{n}" for n in names)
+        sql = (
+            f"SELECT count(*) FROM fold.{table} f LEFT JOIN main.{table} m ON {on}"
+            f" WHERE m.{keys[0]} IS NULL OR {different}"
+        )
+    return int(conn.execute(sql).fetchall()[0][0])
+
+
+def _partition(parts: int) -> str:
+    """A SQL condition spreading streams over ``parts`` workers (``?1`` is the part)."""
+    if parts == 1:
+        return "1"
+    return (
+        "(unicode(substr(stream_id, -1)) + 7 * unicode(substr(stream_id, -2, 1))"
+        f" + 31 * length(stream_id)) % {parts} = ?1"
+    )
+
+
+def _check_chain(path: str, lo: int, hi: int) -> list[Violation]:
+    reader = open_reader(path)
+    try:
+        before = reader.query(
+            "SELECT position, hash FROM events WHERE position < ? ORDER BY position DESC LIMIT 1",
+            (lo,),
+        )
+        after, previous = before[0] if before else (0, chain.GENESIS)
+        rows = reader.rows(
+            "SELECT position, stream_id, version, event_type, recorded_at, epoch, command_id,"
+            " state, payload, hash FROM events WHERE position BETWEEN ? AND ? ORDER BY position",
+            (lo if lo > 1 else -MAX_POSITION, hi),  # the first range also sees rows before 1
+        )
+        return list(chain.check_rows(rows, bytes(previous), after))
+    finally:
+        reader.close()
+
+
+def _replay(path: str, part: int, parts: int, fold: Sequence[str]) -> _Part:
+    """Replay one share of the streams through the machines, folding ``fold`` projections."""
+    machines: Machines = _CONTEXT["machines"]
+    projections = [p for p in _CONTEXT["projections"] if p.name in fold]
+    found = _Part()
+    reader = open_reader(path)
+    reader.query("ATTACH DATABASE 'file:fold?mode=memory' AS fold")
+    # One read transaction for the scan and the comparison: on a live log the stored tables
+    # must be those of the very events replayed.
+    reader.log.connection().execute("BEGIN")
+    scratch = open_log(  # the log adds its own `streams`
+        ":memory:",
+        machines,
+        [p for p in projections if not isinstance(p, StreamsProjection)],
+        sync="normal",
+    )
+    try:
+        cursor = scratch.connection().cursor()
+        # Secondary indexes speed up readers, not folds (which write by primary key), and
+        # change no row: without them each write touches one B-tree instead of up to nine.
+        for (index,) in cursor.execute(
+            "SELECT name FROM sqlite_schema WHERE type = 'index' AND sql IS NOT NULL"
+        ).fetchall():
+            cursor.execute(f'DROP INDEX "{index}"')
+        cursor.execute("BEGIN")
+        folders = [(p, p.folder(cursor)) for p in projections]
+        envelope_only = [f.feed for p, f in folders if isinstance(p, StreamsProjection)]
+        routes: dict[str, list[Callable[[RecordedEvent], None]]] = {}
+        codec = scratch.codec
+        heads: dict[str, tuple[Any, int, str | None]] = {}
+        rows = reader.rows(
+            "SELECT position, stream_id, version, event_type, recorded_at, epoch, command_id,"
+            f" state, payload, hash FROM events WHERE {_partition(parts)} ORDER BY position",
+            (part,) if parts > 1 else (),
+        )
+        decode = codec.decode
+        for (
+            position,
+            stream_id,
+            version,
+            event_type,
+            recorded_at,
+            epoch,
+            command_id,
+            state,
+            payload,
+            digest,
+        ) in rows:
+            known = heads.get(stream_id)
+            if known is None:
+                try:
+                    machine: Any = machines.for_stream(stream_id)
+                except UnknownStreamKind:
+                    machine = None
+                known = (machine, 0, None)
+            machine, last_version, last_state = known
+            heads[stream_id] = (machine, version, state)
+            if version != last_version + 1:
+                found.violations.append(
+                    Violation(
+                        position,
+                        "version_gap",
+                        f"{stream_id}: version {version} after {last_version}",
+                    )
+                )
+            event: Any = None
+            if machine is None:
+                seen = found.undeclared.setdefault(stream_id.partition(":")[0], [position, 0])
+                seen[1] += 1
+            else:
+                try:
+                    event = decode(event_type, payload)
+                    rules = machine.table.get((last_state, event_type))
+                    if rules is not None and len(rules) == 1 and rules[0].guard is None:
+                        expected = last_state if rules[0].dest is None else rules[0].dest
+                    else:  # guards to run, or a refusal to word: the machine's own path
+                        expected = machine.next_state(
+                            StreamHead(stream_id, last_version, last_state), event, event_type
+                        )
+                    if expected != state:
+                        found.violations.append(
+                            Violation(
+                                position,
+                                "state_mismatch",
+                                f"{stream_id}: recorded {state}, machine says {expected}",
+                            )
+                        )
+                except InvalidTransition as ex:
+                    found.violations.append(Violation(position, "illegal_transition", str(ex)))
+                except EngineError as ex:
+                    found.violations.append(Violation(position, "undecodable", str(ex)))
+                    if event is None and not found.unfoldable:
+                        found.violations.append(
+                            Violation(
+                                position,
+                                "projection_unverifiable",
+                                "an event that does not decode stops the read models"
+                                " from being refolded",
+                            )
+                        )
+                        found.unfoldable = True
+            recorded = RecordedEvent(
+                position=position,
+                stream_id=stream_id,
+                version=version,
+                event_type=event_type,
+                recorded_at=recorded_at,
+                epoch=epoch,
+                command_id=command_id,
+                state=state,
+                event=event,
+                hash=digest.hex(),
+            )
+            if found.unfoldable:
+                continue
+            if event is None:  # only the envelope is known: only `streams` can fold it
+                feeds = envelope_only
+            else:
+                feeds = routes.get(event_type)  # type: ignore[assignment]
+                if feeds is None:
+                    feeds = routes[event_type] = [
+                        f.feed
+                        for _, f in folders
+                        if f.event_types is None or event_type in f.event_types
+                    ]
+            try:
+                for feed in feeds:
+                    feed(recorded)
+            except Exception as ex:  # a tampered log can break a read model's own rules
+                found.violations.append(
+                    Violation(position, "projection_unverifiable", f"refolding failed: {ex}")
+                )
+                found.unfoldable = True
+        if found.unfoldable:
+            cursor.execute("ROLLBACK")
+            return found
+        for _, folder in folders:
+            folder.finish()
+        cursor.execute("COMMIT")
+        found.compared = _compare(reader, cursor.connection.serialize("main"), projections)
+        return found
+    finally:
+        scratch.close()
+        reader.close()
+
+
+def _compare(reader: Reader, image: bytes, projections: Sequence[Projection]) -> dict[str, Any]:
+    """Load the refold next to the stored tables and let SQLite compare them."""
+    conn = reader.log.connection()
+    conn.deserialize("fold", image)
+    compared = {}
+    for projection in projections:
+        differing = folded = stored = 0
+        for table in projection.tables:
+            differing += _differing_rows(conn, table)
+            folded += conn.execute(f"SELECT count(*) FROM fold.{table}").fetchall()[0][0]
+            stored += conn.execute(f"SELECT count(*) FROM main.{table}").fetchall()[0][0]
+        compared[projection.name] = (differing, folded, stored)
+    conn.execute("COMMIT")
+    return compared
+
+
+def _which_projections(
+    reader: Reader, projections: ProjectionSet
+) -> tuple[list[str], dict[str, str]]:
+    stored = {
+        name: (version, checkpoint)
+        for name, version, checkpoint in reader.query(
+            "SELECT name, version, checkpoint FROM projections"
+        )
+    }
+    checked, unchecked = [], {}
+    for projection in projections.projections:
+        version, checkpoint = stored.get(projection.name, (None, None))
+        if version is None:
+            continue  # the file does not keep it: nothing to compare
+        if version != projection.version:
+            unchecked[projection.name] = (
+                f"stored version {version}, this code folds {projection.version}"
+            )
+        elif checkpoint is not None:
+            unchecked[projection.name] = f"behind the log (checkpoint {checkpoint})"
+        else:
+            checked.append(projection.name)
+    for name in sorted(stored.keys() - projections.names):
+        unchecked[name] = "kept in the file, but not declared (pass --machines)"
+    return checked, unchecked
+
+
+def _pool(workers: int) -> ProcessPoolExecutor | None:
+    if workers < 2 or "fork" not in multiprocessing.get_all_start_methods():
+        return None
+    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
+
+
+def verify(
+    path: str | os.PathLike[str],
+    machines: Sequence[MachineSpec],
+    projections: Sequence[Projection],
+    progress: Progress | None = None,
+    workers: int | None = None,
+) -> Report:
+    """Every check of SPEC §10 ``verify``: the hash chain and gap-free positions, contiguous
+    versions per stream, every event legal when replayed through the declared machines (a
+    stream kind with no declaration is one finding), and every projection equal to a fresh
+    fold. Each violation names a position and a kind.
+
+    Raises:
+        NotALog, SchemaTooNew, StorageError: the file cannot be audited.
+    """
+    reader = open_reader(path)
+    try:
+        if reader.schema < LATEST:
+            return _verify_migrated_copy(reader, machines, projections, progress, workers)
+        head = reader.head()
+        projection_set = ProjectionSet([StreamsProjection(), *projections])
+        fold, unchecked = _which_projections(reader, projection_set)
+    finally:
+        reader.close()
+    _CONTEXT.update(machines=Machines(machines), projections=projection_set.projections)
+    text = os.fspath(path)
+    count = workers or (min(2, os.cpu_count() or 1) if head >= PARALLEL_FROM else 1)
+    pool = _pool(count)
+    # Each share of the streams is refolded in memory (and copied once to be compared):
+    # enough shares that none holds much more than two million events.
+    shares = max(count, -(-head // EVENTS_PER_SHARE))
+    try:
+        segments = ranges(head, count) or [(1, 0)]
+        if pool is None:
+            chains = [_check_chain(text, lo, hi) for lo, hi in segments]
+            if progress:
+                progress("chain", head, head)
+            parts = [_replay(text, part, shares, fold) for part in range(shares)]
+        else:
+            replays: list[Future[_Part]] = [
+                pool.submit(_replay, text, part, shares, fold) for part in range(shares)
+            ]
+            chain_futures = [pool.submit(_check_chain, text, lo, hi) for lo, hi in segments]
+            chains = []
+            for (_, hi), future in zip(segments, chain_futures, strict=True):
+                chains.append(future.result())
+                if progress:
+                    progress("chain", hi, head)
+            parts = [future.result() for future in replays]
+    finally:
+        if pool is not None:
+            pool.shutdown()
+    if progress:
+        progress("projections", head, head)
+    violations = [v for found in chains for v in found]
+    violations += [v for part in parts for v in part.violations]
+    undeclared: dict[str, list[int]] = {}
+    for part in parts:
+        for kind, (first, n) in part.undeclared.items():
+            seen = undeclared.setdefault(kind, [first, 0])
+            seen[0], seen[1] = min(seen[0], first), seen[1] + n
+    violations += [
+        Violation(
+            first,
+            "undeclared_kind",
+            f"{n} events of {kind!r} streams not replayed: no machine is declared for kind"
+            f" {kind!r} (pass --machines MODULE:ATTRIBUTE)",
+        )
+        for kind, (first, n) in sorted(undeclared.items())
+    ]
+    violations += _compare_projections(text, fold, parts, head)
+    violations.sort(key=lambda v: (v.position, v.kind))
+    return Report(head, violations, unchecked)
+
+
+def _agrees(parts: Sequence[_Part], name: str) -> bool:
+    """Every refolded row is stored as it is, and there are as many rows as refolded: the
+    stored tables are exactly the fold (when every part saw the same log)."""
+    differing = sum(p.compared[name][0] for p in parts)
+    folded = sum(p.compared[name][1] for p in parts)
+    stored = {p.compared[name][2] for p in parts}
+    return differing == 0 and stored == {folded}
+
+
+def _compare_projections(
+    path: str, fold: Sequence[str], parts: Sequence[_Part], head: int
+) -> list[Violation]:
+    if any(p.unfoldable for p in parts):  # said where, by the part that could not
+        return []
+    suspects = [name for name in fold if not _agrees(parts, name)]
+    if suspects and len(parts) > 1:  # a fold across streams, or a write meanwhile? Once more
+        whole = _replay(path, 0, 1, suspects)  # in one piece, in one snapshot.
+        suspects = [name for name in suspects if not _agrees([whole], name)]
+    return [
+        Violation(head, "projection_mismatch", f"projection {name} differs from a fold")
+        for name in suspects
+    ]
+
+
+def _verify_migrated_copy(
+    reader: Reader,
+    machines: Sequence[MachineSpec],
+    projections: Sequence[Projection],
+    progress: Progress | None,
+    workers: int | None,
+) -> Report:
+    """An older schema: migrate a private copy, verify that."""
+    folder = Path(tempfile.mkdtemp(prefix="foldline-audit-"))
+    try:
+        copy = folder / "audit.db"
+        copy_log(reader, copy)
+        open_log(copy, machines, projections, sync="normal").close()
+        return verify(copy, machines, projections, progress, workers)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
