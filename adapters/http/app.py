@@ -10,7 +10,7 @@ from typing import Any
 import falcon
 import msgspec
 
-from adapters.http import a2a, agentcore, metrics, openapi, v1
+from adapters.http import a2a, agentcore, console, metrics, openapi, v1
 from adapters.http.errors import ApiError, answer, status_of
 from adapters.runtime import Runtime
 from engine.errors import EngineError
@@ -57,6 +57,7 @@ def create_app(runtime: Runtime) -> falcon.App:
     app.add_route("/v1/machines", v1.MachinesResource())
     app.add_route("/openapi.json", OpenApi())
     app.add_route("/metrics", metrics.Metrics(runtime))
+    console.mount(app, runtime)
     app.set_error_serializer(_falcon_error)
     app.add_error_handler(Exception, _unexpected)
     app.add_error_handler(EngineError, _engine_error)
