@@ -19,6 +19,8 @@ from engine.domain import MACHINES
 
 MAX_PAGE = 200
 MAX_EXPORT = 100_000
+SCAN_BUDGET = 5_000  # rows one page may examine for a filter no index serves (agent)
+SORT_LIMIT = 1_000  # at most this many id-prefix matches are sorted; more filter the window
 _TOP = "\U0010ffff"  # sorts after every character: the end of a prefix range
 
 
@@ -62,6 +64,7 @@ class ListRow(msgspec.Struct, frozen=True):
 class ListPage(msgspec.Struct, frozen=True):
     items: list[ListRow]
     next: str | None  # the cursor of the next (older) page, None on the last
+    partial: bool = False  # short because the scan budget ran out, not because none are left
 
 
 class Filters(msgspec.Struct, frozen=True):
@@ -76,7 +79,9 @@ def list_entities(
 ) -> ListPage:
     """One page of sessions, jobs or tasks, most recently updated first.
 
-    ``after`` is the ``next`` of the previous page.
+    ``after`` is the ``next`` of the previous page. With an agent filter a page examines at
+    most ``SCAN_BUDGET`` rows; when that runs out first the page is ``partial`` (possibly
+    empty) and ``next`` goes on from where it stopped.
 
     Raises:
         QueryError: unknown table or state, a bad cursor, a limit out of 1..MAX_PAGE.
@@ -97,12 +102,26 @@ def list_entities(
     if filters.session:
         where.append("session_id = ?")
         args.append(filters.session)
+    # Filters no index serves in list order are applied to a bounded window of that order.
+    scanned: list[str] = []
+    scanned_args: list[Any] = []
     if filters.agent:
-        where.append(f"{spec.agent} = ?")
-        args.append(filters.agent)
+        scanned.append(f"{spec.agent} = ?")
+        scanned_args.append(filters.agent)
     if filters.prefix:
-        where.append(f"{spec.key} >= ? AND {spec.key} < ?")
-        args += [filters.prefix, filters.prefix + _TOP]
+        prefix_range = (
+            f"{spec.key} >= ? AND {spec.key} < ?",
+            [filters.prefix, filters.prefix + _TOP],
+        )
+        # A narrow prefix is a primary-key range, sorted; a wide one ("job_") would sort
+        # most of the table, so it filters the window instead.
+        matching = conn.execute(
+            f"SELECT count(*) FROM (SELECT 1 FROM {spec.table} WHERE {prefix_range[0]} LIMIT ?)",
+            (*prefix_range[1], SORT_LIMIT + 1),
+        ).fetchall()[0][0]
+        target, target_args = (where, args) if matching <= SORT_LIMIT else (scanned, scanned_args)
+        target.append(prefix_range[0])
+        target_args += prefix_range[1]
     if after:
         updated, sep, key = after.partition(",")
         if not sep or not updated or not key:
@@ -110,15 +129,38 @@ def list_entities(
         where.append(f"(updated_at, {spec.key}) < (?, ?)")
         args += [updated, key]
     clause = f"WHERE {' AND '.join(where)}" if where else ""
+    order = f"ORDER BY updated_at DESC, {spec.key} DESC"
+    columns = (
+        f"{spec.key}, state, version, session_id, {spec.agent}, {spec.summary},"
+        f" created_at, updated_at"
+    )
+    if not scanned:
+        rows = conn.execute(
+            f"SELECT {columns} FROM {spec.table} {clause} {order} LIMIT ?", (*args, limit + 1)
+        ).fetchall()
+        return _page(rows, limit, None)
+    # Filter a window of at most SCAN_BUDGET rows of the indexed order, so a page costs the
+    # same for a rare agent as for a common one. A short page whose window was full says so
+    # (partial) and carries on from the window's end.
     rows = conn.execute(
-        f"SELECT {spec.key}, state, version, session_id, {spec.agent}, {spec.summary},"
-        f" created_at, updated_at FROM {spec.table} {clause}"
-        f" ORDER BY updated_at DESC, {spec.key} DESC LIMIT ?",
-        (*args, limit + 1),
+        f"SELECT {columns} FROM (SELECT * FROM {spec.table} {clause} {order} LIMIT ?)"
+        f" AS {spec.table} WHERE {' AND '.join(scanned)} {order} LIMIT ?",
+        (*args, SCAN_BUDGET, *scanned_args, limit + 1),
     ).fetchall()
+    if len(rows) > limit:
+        return _page(rows, limit, None)
+    edge = conn.execute(
+        f"SELECT updated_at, {spec.key} FROM {spec.table} {clause} {order} LIMIT 1 OFFSET ?",
+        (*args, SCAN_BUDGET - 1),
+    ).fetchall()
+    return _page(rows, limit, f"{edge[0][0]},{edge[0][1]}" if edge else None)
+
+
+def _page(rows: list[Any], limit: int, window_end: str | None) -> ListPage:
     items = [ListRow(*row) for row in rows[:limit]]
-    more = len(rows) > limit
-    return ListPage(items=items, next=f"{items[-1].updated_at},{items[-1].id}" if more else None)
+    if len(rows) > limit:
+        return ListPage(items, f"{items[-1].updated_at},{items[-1].id}")
+    return ListPage(items, window_end, partial=window_end is not None)
 
 
 class LeaseRow(msgspec.Struct, frozen=True):
@@ -296,9 +338,7 @@ def log_page(
         where.append("position < ?")
         args.append(before)
     if kinds:
-        where.append(
-            "(" + " OR ".join("(stream_id >= ? AND stream_id < ?)" for _ in kinds) + ")"
-        )
+        where.append("(" + " OR ".join("(stream_id >= ? AND stream_id < ?)" for _ in kinds) + ")")
         for k in kinds:
             args += [f"{k}:", f"{k}:{_TOP}"]
     if event_type:

@@ -331,8 +331,9 @@ async function pageList(main, table, params) {
         "← Newer") : "",
       page.next ? h("button", { type: "button", onclick: () => { cursors.push(page.next); load(); } },
         "Older →") : "");
-    shown.textContent = `${page.items.length} shown, newest first · page ${cursors.length} · ` +
-      `${Math.round(performance.now() - started)} ms`;
+    shown.textContent = `${page.items.length} shown, most recently updated first · page ` +
+      `${cursors.length} · ${Math.round(performance.now() - started)} ms` + (page.partial
+      ? " · this page searched its share of rows for the agent; Older → searches on" : "");
   };
   await load();
   const refresh = throttle(() => { if (cursors.length === 1) load(); }, 500);
