@@ -1,0 +1,85 @@
+"""Steering and following from the page: cancel with and without the bearer token, and the
+log view resuming its events feed across a server restart."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.browser.conftest import WAIT_MS, invoke, job_state, running
+from tests.support.server import free_port
+
+pytestmark = [pytest.mark.browser, pytest.mark.server]
+
+SLEEPY = "cat >/dev/null; sleep 30"
+
+
+def _wait_state(server: Any, job_id: str, wanted: str, limit: float = 20) -> str:
+    deadline = time.monotonic() + limit
+    state = job_state(server, job_id)
+    while state != wanted and time.monotonic() < deadline:
+        time.sleep(0.05)
+        state = job_state(server, job_id)
+    return state
+
+
+def test_console_cancel_is_refused_without_the_token_and_cancels_with_it(
+    workspace: Path, console: Any
+) -> None:
+    from playwright.sync_api import expect
+
+    with running(workspace, FOLDLINE_RUNNER=SLEEPY, FOLDLINE_TOKEN="s3cret") as server:
+        job = invoke(server, "long", wait=False)["invocation"]
+        assert _wait_state(server, job, "running") == "running"
+        tab = console(server)
+        page = tab.open(f"#/job/{job}")
+        page.locator('button[data-action="cancel"]').click()
+        notice = page.locator("#notice")
+        expect(notice).to_contain_text("cancel refused (401 unauthorized)")
+        assert job_state(server, job) == "running"
+        page.locator("#token").fill("s3cret")
+        page.locator('button[data-action="cancel"]').click()
+        expect(notice).to_contain_text("cancel: accepted")
+        assert _wait_state(server, job, "cancelled") == "cancelled"
+        expect(page.locator("h1 .state")).to_have_text("cancelled", timeout=WAIT_MS)
+        types = page.locator("#timeline tbody tr").evaluate_all(
+            "(rows) => rows.map((r) => r.dataset.type)"
+        )
+        assert types[-2:] == ["job.cancel_requested", "job.cancelled"]
+        # A control the machine refuses is said so on the page, with the server's reason.
+        page.locator('button[data-action="pause"]').click()
+        expect(notice).to_contain_text("pause refused (409")
+        assert job_state(server, job) == "cancelled"
+
+
+def test_console_log_view_resumes_after_the_server_restarts(workspace: Path, console: Any) -> None:
+    """The feed reconnects to the new server and carries on from the last position it saw:
+    every position appears once, none is missing."""
+    from playwright.sync_api import expect
+
+    port = free_port()
+    with running(workspace, port=port) as server:
+        invoke(server, "before the restart")
+        tab = console(server)
+        page = tab.open("#/log")
+        before = page.locator("#log tbody tr").count()
+        assert before > 0
+    # The tab stays open on a stopped server; a new one comes up on the same port.
+    with running(workspace, port=port) as again:
+        after = invoke(again, "after the restart")
+        status, _, raw = again.request("GET", "/console/api/overview")
+        assert status == 200
+        head = json.loads(raw)["head"]
+        expect(page.locator(f'#log tbody tr[data-position="{head}"]')).to_have_count(
+            1, timeout=WAIT_MS * 2
+        )
+        positions = page.locator("#log tbody tr").evaluate_all(
+            "(rows) => rows.map((r) => Number(r.dataset.position))"
+        )
+        assert positions == list(range(head, 0, -1)), "a position is missing or repeated"
+        assert after["status"] == "ok"
+        assert page.evaluate("document.getElementById('live').className") == "on"
