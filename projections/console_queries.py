@@ -20,7 +20,7 @@ from engine.domain import MACHINES
 MAX_PAGE = 200
 MAX_EXPORT = 100_000
 SCAN_BUDGET = 5_000  # rows one page may examine for a filter no index serves (agent)
-SORT_LIMIT = 1_000  # at most this many id-prefix matches are sorted; more filter the window
+SORT_LIMIT = 5_000  # at most this many id-prefix matches are sorted; more filter the window
 _TOP = "\U0010ffff"  # sorts after every character: the end of a prefix range
 
 

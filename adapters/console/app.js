@@ -356,19 +356,29 @@ function timeline(events, terminal) {
       h("td", {}, jsonBlock(event.event, "payload"))));
     tick();
   };
+  const totals = h("p", { class: "muted", id: "time-in-states" });
   const tick = () => {
+    const spentIn = new Map();
     rows.forEach((row, i) => {
       const start = Date.parse(row.event.recorded_at);
       const next = rows[i + 1];
-      if (next) row.spent.textContent = duration(Date.parse(next.event.recorded_at) - start);
-      else if (terminal.has(row.event.state)) row.spent.textContent = "(final)";
-      else row.spent.textContent = `${duration(Date.now() - start)} so far`;
+      const state = row.event.state;
+      let ms = null;
+      if (next) ms = Date.parse(next.event.recorded_at) - start;
+      else if (!terminal.has(state)) ms = Date.now() - start;
+      if (ms !== null) spentIn.set(state, (spentIn.get(state) || 0) + ms);
+      if (next) row.spent.textContent = duration(ms);
+      else if (terminal.has(state)) row.spent.textContent = "(final)";
+      else row.spent.textContent = `${duration(ms)} so far`;
     });
+    totals.textContent = "time in each state: " + ([...spentIn].map(([state, ms]) =>
+      `${state} ${duration(ms)}`).join(" · ") || "—");
   };
   events.forEach(add);
-  const table = h("table", { id: "timeline" }, h("thead", {}, h("tr", {}, ["position", "time",
-    "type", "state after", "time in state", "event"].map((c) => h("th", { scope: "col" }, c)))),
-  body);
+  const table = h("div", {}, h("table", { id: "timeline" }, h("thead", {}, h("tr", {},
+    ["position", "time", "type", "state after", "time in state", "event"].map((c) =>
+      h("th", { scope: "col" }, c)))), body), totals);
+  tick();
   return { table, add, tick };
 }
 
@@ -427,8 +437,8 @@ async function pageEntity(main, kind, id) {
       const files = JSON.parse(row.files || "[]");
       parts.push(h("h2", {}, "Result"), h("pre", { id: "result" }, text(row.result)),
         h("h2", {}, "Files"), files.length ? h("ul", { class: "links" }, files.map((f) =>
-          h("li", {}, text(f.path || f.name || f), " ", h("span", { class: "muted" },
-            text(f.sha256 || f.size || ""))))) : h("p", { class: "muted" }, "none"));
+          h("li", {}, text(f.path), h("span", { class: "muted" }, ` ${f.size} bytes`))))
+          : h("p", { class: "muted" }, "none"));
     }
     parts.push(h("h2", {}, "Row"), h("table", { id: "row" }, h("tbody", {},
       Object.entries(row).map(([k, v]) => h("tr", {}, h("th", { scope: "row" }, k),
@@ -499,10 +509,15 @@ async function pageLog(main, params) {
     link.remove();
   } }, h("label", {}, "from position", from), h("label", {}, "to position", to),
   h("button", { type: "submit" }, "Export JSON lines"));
+  const streamId = h("input", { id: "stream-id", type: "search", placeholder: "job:job_…" });
+  const history = h("form", { class: "filters", onsubmit: (e) => {
+    e.preventDefault();
+    if (streamId.value.trim()) location.hash = `#/stream/${encodeURIComponent(streamId.value.trim())}`;
+  } }, h("label", {}, "a stream's history", streamId), h("button", { type: "submit" }, "Open"));
   const body = h("tbody");
   const older = h("div", { class: "pager" });
   const follow = h("input", { type: "checkbox", id: "follow", checked: true });
-  main.replaceChildren(h("h1", {}, "Log"), form, exporter,
+  main.replaceChildren(h("h1", {}, "Log"), form, history, exporter,
     h("label", {}, follow, " follow live (newest on top)"),
     h("table", { id: "log" }, h("thead", {}, h("tr", {}, ["position", "time", "stream", "type",
       "state", "event"].map((c) => h("th", { scope: "col" }, c)))), body), older);
