@@ -79,9 +79,10 @@ def list_entities(
 ) -> ListPage:
     """One page of sessions, jobs or tasks, most recently updated first.
 
-    ``after`` is the ``next`` of the previous page. With an agent filter a page examines at
-    most ``SCAN_BUDGET`` rows; when that runs out first the page is ``partial`` (possibly
-    empty) and ``next`` goes on from where it stopped.
+    ``after`` is the ``next`` of the previous page. With an agent filter, or an id prefix
+    matching more than ``SORT_LIMIT`` rows, a page examines at most ``SCAN_BUDGET`` rows; when
+    that runs out first the page is ``partial`` (possibly empty) and ``next`` goes on from
+    where it stopped.
 
     Raises:
         QueryError: unknown table or state, a bad cursor, a limit out of 1..MAX_PAGE.

@@ -580,6 +580,11 @@ async function route() {
 }
 
 async function start() {
+  // The skip link must not become a route: it moves the focus to the page's content.
+  document.getElementById("skip").addEventListener("click", (event) => {
+    event.preventDefault();
+    document.getElementById("main").focus();
+  });
   const token = document.getElementById("token");
   token.value = sessionStorage.getItem("foldline-token") || "";
   token.addEventListener("change", () => sessionStorage.setItem("foldline-token", token.value));

@@ -20,7 +20,10 @@ import pytest
 
 from tests.support.server import Server, serve
 
-CHROMIUM = Path(shutil.which("chromium") or "/usr/bin/chromium")
+# FOLDLINE_CHROMIUM names another build (or a missing one, to see the skip and the CI failure).
+CHROMIUM = Path(
+    os.environ.get("FOLDLINE_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+)
 FLAGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -43,8 +46,10 @@ def _missing() -> str | None:
     return None
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
+    """One browser per module: Playwright's sync API keeps an event loop running in this
+    thread while it is open, which later tests' ``asyncio.run`` would trip over."""
     why = _missing()
     if why is not None:
         if os.environ.get("CI") == "true":

@@ -128,8 +128,12 @@ def test_console_keyboard_alone_reaches_every_control(workspace: Path, console: 
                 sorted(reached),
             )
             assert not missed, f"{fragment or 'overview'}: not reached by Tab: {missed}"
-        # And the keyboard works them: Enter follows a link, Space presses a button.
+        # And the keyboard works them: the skip link moves the focus to the content without
+        # changing the page, and Enter follows a link.
         page = tab.open("")
+        page.locator("#skip").focus()
+        page.keyboard.press("Enter")
+        assert page.evaluate("[document.activeElement.id, location.hash]") == ["main", ""]
         page.locator('header a[href="#/jobs"]').focus()
         page.keyboard.press("Enter")
         tab.ready()
