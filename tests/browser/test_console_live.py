@@ -83,3 +83,17 @@ def test_console_log_view_resumes_after_the_server_restarts(workspace: Path, con
         assert positions == list(range(head, 0, -1)), "a position is missing or repeated"
         assert after["status"] == "ok"
         assert page.evaluate("document.getElementById('live').className") == "on"
+
+
+def test_console_entity_page_shows_output_while_the_job_runs(workspace: Path, console: Any) -> None:
+    from playwright.sync_api import expect
+
+    words = " ".join(f"w{i}" for i in range(80))
+    with running(workspace, FOLDLINE_DEMO_DELAY_S="0.1") as server:
+        job = invoke(server, words, wait=False)["invocation"]
+        page = console(server).open(f"#/job/{job}")
+        expect(page.locator("#output")).to_contain_text("echo: w0 w1 w2")
+        assert job_state(server, job) == "running"  # seen live, not read back afterwards
+        expect(page.locator("h1 .state")).to_have_text("ok", timeout=WAIT_MS * 2)
+        expect(page.locator("#output")).to_contain_text("w79")
+        assert page.locator("#result").inner_text().startswith("echo: w0")
