@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from tests.browser.conftest import WAIT_MS, invoke, job_state, running
-from tests.support.server import free_port
+from tests.support.console import serve_console
+from tests.support.server import Server, free_port
 
 pytestmark = [pytest.mark.browser, pytest.mark.server]
 
@@ -97,3 +98,22 @@ def test_console_entity_page_shows_output_while_the_job_runs(workspace: Path, co
         expect(page.locator("h1 .state")).to_have_text("ok", timeout=WAIT_MS * 2)
         expect(page.locator("#output")).to_contain_text("w79")
         assert page.locator("#result").inner_text().startswith("echo: w0")
+
+
+def test_console_read_only_shows_a_log_without_any_control(workspace: Path, console: Any) -> None:
+    """``foldline console DB`` over a server's log: the same pages, no buttons, no writes."""
+    from playwright.sync_api import expect
+
+    with running(workspace) as server:
+        job = invoke(server, "audited")["invocation"]
+    db = workspace / ".foldline" / "foldline.db"
+    with serve_console(db) as port:
+        tab = console(Server(None, port, workspace))  # type: ignore[arg-type]
+        page = tab.open()
+        expect(page.locator("main")).to_contain_text("read-only (auditor)")
+        expect(page.locator('g[data-kind="job"][data-state="ok"] .count')).to_have_text("1")
+        tab.go(f"#/job/{job}")
+        expect(page.locator("main")).to_contain_text("read-only console: no controls")
+        assert page.locator("button[data-action]").count() == 0
+        assert page.locator("#timeline tbody tr").count() >= 3
+        assert not tab.errors

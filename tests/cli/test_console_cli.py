@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import http.client
 import json
 import os
 import subprocess
 import sys
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,7 +16,8 @@ from engine.domain import MACHINES
 from engine.domain.job import JobAccepted, JobStarted
 from engine.log import open_log
 from projections import default_projections
-from tests.support.server import free_port, read_events, stop
+from tests.support.console import get, serve_console
+from tests.support.server import read_events
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.server
@@ -39,62 +37,28 @@ def _digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _get(port: int, path: str, method: str = "GET") -> tuple[int, bytes]:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    try:
-        conn.request(method, path, body=b"" if method == "POST" else None)
-        answer = conn.getresponse()
-        return answer.status, answer.read()
-    finally:
-        conn.close()
-
-
-@contextlib.contextmanager
-def _console(db: Path) -> Iterator[int]:
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "adapters.cli", "console", str(db), "--bind", f"127.0.0.1:{port}"],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            assert process.poll() is None, process.stderr.read().decode()  # type: ignore[union-attr]
-            with contextlib.suppress(OSError):
-                if _get(port, "/console/api/overview")[0] == 200:
-                    break
-            assert time.monotonic() < deadline, "foldline console did not answer within 30 s"
-            time.sleep(0.05)
-        yield port
-    finally:
-        stop(process)
-
-
 def test_console_cli_serves_a_log_read_only_and_writes_nothing(tmp_path: Path) -> None:
     db = tmp_path / "audit.db"
     _log(db, 3)
     before = _digest(db)
-    with _console(db) as port:
-        status, raw = _get(port, "/console/api/overview")
+    with serve_console(db) as port:
+        status, raw = get(port, "/console/api/overview")
         assert status == 200
         view = json.loads(raw)
         assert view["read_only"] is True and view["head"] == 6
         assert view["counts"]["job"]["running"] == 3 and view["leases"] == []
-        assert _get(port, "/console/")[0] == 200
-        assert _get(port, "/v1/streams/job:j1/events")[0] == 200
+        assert get(port, "/console/")[0] == 200
+        assert get(port, "/v1/streams/job:j1/events")[0] == 200
         for path in ("/v1/jobs/j1/cancel", "/invocations", "/"):
-            assert _get(port, path, "POST")[0] in (404, 405), path  # no writer is mounted
-        assert _get(port, "/ping")[0] == 404
+            assert get(port, path, "POST")[0] in (404, 405), path  # no writer is mounted
+        assert get(port, "/ping")[0] == 404
     assert _digest(db) == before  # no lease, no recovery, no migration, no checkpoint
 
 
 def test_console_cli_follows_commits_made_by_another_process(tmp_path: Path) -> None:
     db = tmp_path / "live.db"
     _log(db, 1)
-    with _console(db) as port:
+    with serve_console(db) as port:
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
         conn.request("GET", "/v1/events?after=2", headers={"Accept": "text/event-stream"})
         events = read_events(conn.getresponse(), limit=30)

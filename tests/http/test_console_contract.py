@@ -9,7 +9,13 @@ import pytest
 
 from adapters.http.console import CSP, asset_names
 from engine.audit import export_line
-from engine.domain.job import JobAccepted, JobFinished, JobStarted
+from engine.domain.job import (
+    JobAccepted,
+    JobFinished,
+    JobNotifyFinished,
+    JobNotifyStarted,
+    JobStarted,
+)
 from engine.domain.session import SessionCreated
 from engine.log import Transaction
 from projections import console_queries
@@ -221,3 +227,20 @@ def test_console_overview_counts_every_state_of_every_machine(make_client: MakeC
     assert {p["id"] for p in view["errors"]} == {"job_00005", "job_00010"}
     assert view["head"] == runtime.engine.log.head()
     assert view["read_only"] is False and view["token_required"] is False
+
+
+def test_console_overview_lists_notify_hooks_started_and_never_finished(
+    make_client: MakeClient,
+) -> None:
+    client, runtime = make_client()
+    ids = _jobs(runtime, 3)  # job_00001 and job_00002 finished ok
+    runtime.engine.log.write(lambda tx: tx.append(f"job:{ids[1]}", 3, [JobNotifyStarted(pid=77)]))
+    runtime.engine.log.write(
+        lambda tx: tx.append(
+            f"job:{ids[2]}", 3, [JobNotifyStarted(pid=78), JobNotifyFinished(exit_code=0, ms=5)]
+        )
+    )
+    view = client.simulate_get("/console/api/overview").json
+    assert [(p["id"], p["detail"]) for p in view["unfinished_notifications"]] == [
+        (ids[1], "notify hook pid 77")
+    ]
