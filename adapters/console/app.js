@@ -11,6 +11,7 @@ const CONTROLS = {
   task: [],
 };
 const SVG = "http://www.w3.org/2000/svg";
+const MAX_FOLLOWED = 2000; // rows the log view keeps while following
 
 const app = { machines: [], overview: null, readOnly: false };
 
@@ -154,9 +155,14 @@ function eventTypes() {
 }
 
 function live(on, why) {
+  // Only a change of connection is announced; the position moves quietly beside it.
   const el = document.getElementById("live");
-  el.className = on ? "on" : "off";
-  el.textContent = on ? `live · position ${feed.last}` : why;
+  const wanted = on ? "live" : why;
+  if (el.textContent !== wanted) {
+    el.className = on ? "on" : "off";
+    el.textContent = wanted;
+  }
+  document.getElementById("position").textContent = `position ${feed.last}`;
 }
 
 function throttle(fn, ms) {
@@ -547,6 +553,15 @@ async function pageLog(main, params) {
     // Newest on top, kept in position order even if a page load and the feed interleave.
     const next = [...body.children].find((tr) => Number(tr.dataset.position) < e.position);
     body.insertBefore(row(e), next || null);
+    if (body.children.length > MAX_FOLLOWED) { // a tab left open for days stays light
+      while (body.children.length > MAX_FOLLOWED) {
+        shown.delete(Number(body.lastChild.dataset.position));
+        body.lastChild.remove();
+      }
+      const oldest = Number(body.lastChild.dataset.position);
+      older.replaceChildren(h("button", { type: "button", onclick: () => loadOlder(oldest) },
+        "Older →"));
+    }
   });
 }
 
