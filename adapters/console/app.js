@@ -165,6 +165,26 @@ function live(on, why) {
   document.getElementById("position").textContent = `position ${feed.last}`;
 }
 
+// A page subscribes before it loads and handles what arrived meanwhile once it is drawn, so no
+// event can fall between its first read and its live updates (pages drop what they have).
+function subscription() {
+  const queue = [];
+  const cleanups = [];
+  let target = null;
+  const off = feed.subscribe((event) => (target ? target(event) : queue.push(event)));
+  return {
+    start(handler) {
+      target = handler;
+      for (const event of queue.splice(0)) handler(event);
+    },
+    onLeave(fn) { cleanups.push(fn); },
+    leave() {
+      off();
+      for (const fn of cleanups) fn();
+    },
+  };
+}
+
 function throttle(fn, ms) {
   let timer = null;
   return () => {
@@ -251,7 +271,7 @@ function problemList(problems, empty) {
       h("span", { class: "muted" }, " · ", p.at))));
 }
 
-async function pageOverview(main) {
+async function pageOverview(main, sub) {
   const view = await api("/console/api/overview");
   app.overview = view;
   const status = h("dl", { class: "card", id: "status" });
@@ -295,12 +315,12 @@ async function pageOverview(main) {
     fillProblems(fresh);
     checkPing();
   }, 200);
-  return feed.subscribe(refresh);
+  sub.start(refresh);
 }
 
 // -- lists ------------------------------------------------------------------------------------
 
-async function pageList(main, table, params) {
+async function pageList(main, table, params, sub) {
   const kind = KINDS[table];
   const machine = app.machines.find((m) => m.kind === kind);
   const field = (name, label, control) => h("label", {}, label, control || h("input",
@@ -343,7 +363,7 @@ async function pageList(main, table, params) {
   };
   await load();
   const refresh = throttle(() => { if (cursors.length === 1) load(); }, 500);
-  return feed.subscribe((event) => { if (event.stream_id.startsWith(kind + ":")) refresh(); });
+  sub.start((event) => { if (event.stream_id.startsWith(kind + ":")) refresh(); });
 }
 
 // -- timelines (entity pages and stream histories) -------------------------------------------------
@@ -352,7 +372,7 @@ function timeline(events, terminal) {
   const body = h("tbody");
   const rows = [];
   const add = (event) => {
-    if (rows.some((r) => r.event.version === event.version)) return;
+    if (rows.some((r) => r.event.version === event.version)) return false;
     const spent = h("td", { class: "num" });
     const row = { event, spent };
     rows.push(row);
@@ -361,6 +381,7 @@ function timeline(events, terminal) {
       h("td", {}, event.event_type), h("td", {}, stateBadge(event.state)), spent,
       h("td", {}, jsonBlock(event.event, "payload"))));
     tick();
+    return true;
   };
   const totals = h("p", { class: "muted", id: "time-in-states" });
   const tick = () => {
@@ -400,20 +421,20 @@ async function streamEvents(streamId) {
   return events;
 }
 
-async function pageStream(main, streamId) {
+async function pageStream(main, streamId, sub) {
   const kind = streamId.split(":")[0];
   const machine = app.machines.find((m) => m.kind === kind);
   const events = await streamEvents(streamId);
   const line = timeline(events, new Set(machine ? machine.terminal : []));
   main.replaceChildren(h("h1", {}, `Stream ${streamId}`), line.table);
   const timer = setInterval(line.tick, 1000);
-  const off = feed.subscribe((event) => { if (event.stream_id === streamId) line.add(event); });
-  return () => { off(); clearInterval(timer); };
+  sub.onLeave(() => clearInterval(timer));
+  sub.start((event) => { if (event.stream_id === streamId) line.add(event); });
 }
 
 // -- entity pages -------------------------------------------------------------------------------
 
-async function pageEntity(main, kind, id) {
+async function pageEntity(main, kind, id, sub) {
   const machine = app.machines.find((m) => m.kind === kind);
   const [found, events] = await Promise.all([
     api(`/console/api/entities/${kind}/${encodeURIComponent(id)}`),
@@ -460,15 +481,14 @@ async function pageEntity(main, kind, id) {
     kind === "job" ? output : "", h("h2", {}, "Timeline"), line.table, details);
   const refresh = throttle(reload, 200);
   const timer = setInterval(line.tick, 1000);
-  const off = feed.subscribe((event) => {
+  sub.onLeave(() => clearInterval(timer));
+  sub.start((event) => {
     const mine = event.stream_id === `${kind}:${id}`;
-    if (mine) {
-      line.add(event);
-      if (event.event_type === "job.output") output.append(document.createTextNode(event.event.text));
+    if (mine && line.add(event) && event.event_type === "job.output") {
+      output.append(document.createTextNode(event.event.text));
     }
     if (mine || event.stream_id.startsWith("job:")) refresh(); // children and lineage move too
   });
-  return () => { off(); clearInterval(timer); };
 }
 
 async function control(kind, id, action, reason, version, after) {
@@ -490,7 +510,7 @@ async function control(kind, id, action, reason, version, after) {
 
 // -- the log ------------------------------------------------------------------------------------
 
-async function pageLog(main, params) {
+async function pageLog(main, params, sub) {
   const kinds = (params.get("kind") || "").split(",").filter(Boolean);
   const type = params.get("type") || "";
   const kindBoxes = app.machines.map((m) => h("label", {}, h("input", { type: "checkbox",
@@ -545,7 +565,7 @@ async function pageLog(main, params) {
       "start of the log"));
   };
   await loadOlder(null);
-  return feed.subscribe((e) => {
+  sub.start((e) => {
     if (!follow.checked || shown.has(e.position)) return;
     if (kinds.length && !kinds.includes(e.stream_id.split(":")[0])) return;
     if (type && e.event_type !== type) return;
@@ -567,26 +587,27 @@ async function pageLog(main, params) {
 
 // -- routing ------------------------------------------------------------------------------------
 
-let leave = () => {};
+let current = null; // the subscription of the page on screen
 
 async function route() {
   const main = document.getElementById("main");
   const [path, search] = location.hash.replace(/^#/, "").split("?");
   const params = new URLSearchParams(search || "");
   const parts = (path || "/").split("/").filter(Boolean).map(decodeURIComponent);
-  leave();
-  leave = () => {};
+  if (current) current.leave();
+  const sub = subscription();
+  current = sub;
   main.removeAttribute("data-ready");
   try {
-    let off;
-    if (!parts.length) off = await pageOverview(main);
-    else if (KINDS[parts[0]] && parts.length === 1) off = await pageList(main, parts[0], params);
-    else if (TABLE_OF[parts[0]] && parts.length === 2) off = await pageEntity(main, parts[0], parts[1]);
-    else if (parts[0] === "stream" && parts.length === 2) off = await pageStream(main, parts[1]);
-    else if (parts[0] === "log") off = await pageLog(main, params);
+    if (!parts.length) await pageOverview(main, sub);
+    else if (KINDS[parts[0]] && parts.length === 1) await pageList(main, parts[0], params, sub);
+    else if (TABLE_OF[parts[0]] && parts.length === 2) {
+      await pageEntity(main, parts[0], parts[1], sub);
+    } else if (parts[0] === "stream" && parts.length === 2) await pageStream(main, parts[1], sub);
+    else if (parts[0] === "log") await pageLog(main, params, sub);
     else main.replaceChildren(h("h1", {}, "Not found"), h("p", {}, `no page ${location.hash}`));
-    leave = off || leave;
   } catch (error) {
+    sub.leave();
     const status = error.status ? `${error.status} ${error.code}: ` : "";
     main.replaceChildren(h("h1", {}, "Could not load this page"), h("p", {}, status + error.message));
   }
