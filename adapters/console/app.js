@@ -249,10 +249,10 @@ function clip(a, b, w, hgt) {
   return [ax + dx * k, ay + dy * k, bx - dx * k, by - dy * k];
 }
 
-function updateCounts(view) {
+function updateCounts(view, root) {
   for (const [kind, states] of Object.entries(view.counts)) {
     for (const [state, n] of Object.entries(states)) {
-      const group = document.querySelector(`g[data-kind="${kind}"][data-state="${state}"]`);
+      const group = root.querySelector(`g[data-kind="${kind}"][data-state="${state}"]`);
       if (!group) continue;
       group.querySelector(".count").textContent = String(n);
       group.classList.toggle("busy", n > 0);
@@ -311,7 +311,7 @@ async function pageOverview(main, sub) {
   const refresh = throttle(async () => {
     const fresh = await api("/console/api/overview");
     head.textContent = String(fresh.head);
-    updateCounts(fresh);
+    updateCounts(fresh, diagrams);
     fillProblems(fresh);
     checkPing();
   }, 200);
@@ -598,19 +598,23 @@ async function route() {
   const sub = subscription();
   current = sub;
   main.removeAttribute("data-ready");
+  // Each page draws into its own element, shown only if no newer route started meanwhile.
+  const view = h("div", { class: "page" });
   try {
-    if (!parts.length) await pageOverview(main, sub);
-    else if (KINDS[parts[0]] && parts.length === 1) await pageList(main, parts[0], params, sub);
+    if (!parts.length) await pageOverview(view, sub);
+    else if (KINDS[parts[0]] && parts.length === 1) await pageList(view, parts[0], params, sub);
     else if (TABLE_OF[parts[0]] && parts.length === 2) {
-      await pageEntity(main, parts[0], parts[1], sub);
-    } else if (parts[0] === "stream" && parts.length === 2) await pageStream(main, parts[1], sub);
-    else if (parts[0] === "log") await pageLog(main, params, sub);
-    else main.replaceChildren(h("h1", {}, "Not found"), h("p", {}, `no page ${location.hash}`));
+      await pageEntity(view, parts[0], parts[1], sub);
+    } else if (parts[0] === "stream" && parts.length === 2) await pageStream(view, parts[1], sub);
+    else if (parts[0] === "log") await pageLog(view, params, sub);
+    else view.replaceChildren(h("h1", {}, "Not found"), h("p", {}, `no page ${location.hash}`));
   } catch (error) {
     sub.leave();
     const status = error.status ? `${error.status} ${error.code}: ` : "";
-    main.replaceChildren(h("h1", {}, "Could not load this page"), h("p", {}, status + error.message));
+    view.replaceChildren(h("h1", {}, "Could not load this page"), h("p", {}, status + error.message));
   }
+  if (current !== sub) return;
+  main.replaceChildren(view);
   document.title = `foldline · ${parts[0] || "overview"}`;
   main.setAttribute("data-ready", String(Math.round(performance.now())));
 }
