@@ -117,3 +117,24 @@ def test_console_read_only_shows_a_log_without_any_control(workspace: Path, cons
         assert page.locator("button[data-action]").count() == 0
         assert page.locator("#timeline tbody tr").count() >= 3
         assert not tab.errors
+
+
+def test_console_session_taint_needs_a_reason_and_the_page_says_why(
+    workspace: Path, console: Any
+) -> None:
+    from playwright.sync_api import expect
+
+    with running(workspace, FOLDLINE_RUNNER=SLEEPY) as server:
+        session = invoke(server, "long", wait=False)["session"]
+        page = console(server).open(f"#/session/{session}")
+        page.locator('button[data-action="taint"]').click()
+        notice = page.locator("#notice")
+        expect(notice).to_contain_text("taint refused (400 invalid_argument)")
+        expect(notice).to_contain_text("reason")
+        page.locator("#reason").fill("prompt injection suspected")
+        page.locator('button[data-action="taint"]').click()
+        expect(notice).to_contain_text("taint: accepted")
+        status, _, raw = server.request("GET", f"/v1/sessions/{session}")
+        assert status == 200
+        assert json.loads(raw)["taint_reasons"] == ["prompt injection suspected"]
+        expect(page.locator("#row")).to_contain_text("prompt injection suspected")
