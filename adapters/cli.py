@@ -72,6 +72,23 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _console(args: argparse.Namespace) -> int:
+    """Serve the console read-only over a log file: no lease, no runner, no writes."""
+    from adapters.config import ConfigError, _bind
+    from adapters.console_server import ConsoleServer, check_log
+
+    try:
+        bind = _bind(args.bind)
+    except ConfigError as ex:
+        print(f"foldline: {ex}", file=sys.stderr)
+        return 2
+    db = Path(args.db).resolve()
+    head = check_log(db)
+    print(json.dumps({"db": str(db), "head": head, "bind": bind, "read_only": True}), flush=True)
+    ConsoleServer(db, bind).run()
+    return 0
+
+
 def _machines(args: argparse.Namespace) -> int:
     """Print the built-in machines as JSON, Mermaid, or a readable summary."""
     machines = Machines(load_declarations(args.machines or ()).machines).by_kind.values()
@@ -378,6 +395,14 @@ def build_parser() -> argparse.ArgumentParser:
         _rebuild,
     )
     rebuild_cmd.add_argument("db")
+    console_cmd = command(
+        "console",
+        "serve the operator console read-only over a log (no lease, no writes)",
+        "foldline console .foldline/foldline.db --bind 127.0.0.1:8081",
+        _console,
+    )
+    console_cmd.add_argument("db")
+    console_cmd.add_argument("--bind", default="127.0.0.1:8081", help="HOST:PORT")
     return parser
 
 

@@ -26,6 +26,7 @@ import apsw
 import msgspec
 
 from bench.audit import bench_audit
+from bench.console import bench_console
 from bench.http_load import bench_http
 from bench.ready import bench_ready
 from engine import NEW, Event, MachineSpec, Transition, open_log
@@ -299,6 +300,7 @@ def main() -> int:
             "http_s": 3,
             "ready": (1_000, 10_000, 100_000),
             "audit": 30_000,
+            "console": 10_000,
         }
     else:
         sizes = {
@@ -311,6 +313,7 @@ def main() -> int:
             "http_s": 8,
             "ready": (10_000, 100_000, 1_000_000),
             "audit": 1_000_000,
+            "console": 100_000,
         }
     cases: dict[str, Callable[[Workdir], dict[str, float]]] = {
         "append_full": lambda w: bench_append(w, sizes["full"], "full"),
@@ -322,6 +325,7 @@ def main() -> int:
         "http": lambda w: bench_http(sizes["http_s"]),
         "ready": lambda w: bench_ready(sizes["ready"], 1),
         "audit": lambda w: bench_audit(sizes["audit"]),
+        "console": lambda w: bench_console(sizes["console"], 11),
     }
     print(
         f"machine: {os.cpu_count()} cpus, {platform.machine()}, python "
@@ -335,7 +339,7 @@ def main() -> int:
         # One run where a run builds a large log; the quick mode must stay near a minute.
         runs = (
             1
-            if name == "audit" or (name in ("rebuild", "ready", "http") and args.quick)
+            if name in ("audit", "console") or (name in ("rebuild", "ready", "http") and args.quick)
             else (args.runs)
         )
         results: dict[str, list[float]] = {}

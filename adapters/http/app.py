@@ -10,7 +10,7 @@ from typing import Any
 
 import falcon
 
-from adapters.http import a2a, agentcore, media, metrics, openapi, v1
+from adapters.http import a2a, agentcore, console, media, metrics, openapi, v1
 from adapters.http.errors import ApiError, answer, status_of
 from adapters.runtime import Runtime
 from engine.errors import EngineError
@@ -58,6 +58,7 @@ def create_app(runtime: Runtime) -> falcon.App[falcon.Request, falcon.Response]:
     app.add_route("/v1/machines", v1.MachinesResource())
     app.add_route("/openapi.json", OpenApi())
     app.add_route("/metrics", metrics.Metrics(runtime))
+    console.mount(app, runtime)
     app.set_error_serializer(_falcon_error)
     app.add_error_handler(Exception, _unexpected)
     app.add_error_handler(EngineError, _engine_error)

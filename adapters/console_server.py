@@ -1,0 +1,168 @@
+"""``foldline console DB``: the console's pages over any current log, read-only, for auditors.
+
+The file is opened with SQLite's read-only flag (``open_log_readonly``): no lease, no runner,
+no recovery, no migration, nothing written. The app serves the console and the ``/v1`` reads
+the pages use (stream histories, the events feed, machines); the controls, ``/invocations``
+and A2A are not mounted at all, and the page hides its buttons.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import falcon
+from gunicorn.app.base import BaseApplication
+
+from adapters.http import app as http_app
+from adapters.http import console, v1
+from adapters.http.errors import ApiError
+from engine import open_notifier
+from engine.domain import MACHINES
+from engine.errors import EngineError
+from engine.log import Log, open_log_readonly
+from engine.notifier import Notifier
+from projections import default_projections
+
+
+@dataclass(frozen=True)
+class ReadOnlyConfig:
+    db: Path
+    sse_keepalive_s: float = 15.0
+    token: str | None = None  # nothing to authorize: no control is mounted
+
+
+@dataclass
+class _Engine:
+    log: Log
+
+
+class ReadOnlyRuntime:
+    """What the read resources use of ``adapters.runtime.Runtime``, over a read-only log.
+
+    Opened per process on first use (never before gunicorn forks), with a notifier so that the
+    events feed follows commits made by a server writing the same file.
+    """
+
+    def __init__(self, config: ReadOnlyConfig) -> None:
+        self.config = config
+        self.shutdown = threading.Event()
+        self._engine: _Engine | None = None
+        self._notifier: Notifier | None = None
+        self._pid = -1
+        self._lock = threading.Lock()
+        self.open_streams = 0
+
+    @property
+    def engine(self) -> _Engine:
+        if self._engine is None or self._pid != os.getpid():
+            with self._lock:
+                if self._engine is None or self._pid != os.getpid():
+                    log = open_log_readonly(self.config.db, MACHINES, default_projections())
+                    self._notifier = open_notifier(log)
+                    self._engine, self._pid = _Engine(log), os.getpid()
+        return self._engine
+
+    def query(self, sql: str, *params: Any) -> list[Any]:
+        rows: list[Any] = self.engine.log.connection().execute(sql, params).fetchall()
+        return rows
+
+    @contextlib.contextmanager
+    def open_stream(self) -> Iterator[None]:
+        self.open_streams += 1
+        try:
+            yield
+        finally:
+            self.open_streams -= 1
+
+    def close(self) -> None:
+        self.shutdown.set()
+        if self._engine is not None and self._pid == os.getpid():
+            if self._notifier is not None:
+                self._notifier.stop()
+            self._engine.log.close()
+        self._engine = None
+
+
+def check_log(db: Path) -> int:
+    """Open the file read-only once, before serving; returns its head.
+
+    Raises:
+        EngineError: not a log, or one that needs a migration first (NeedsMigration).
+    """
+    log = open_log_readonly(db, MACHINES, default_projections())
+    try:
+        return log.head()
+    finally:
+        log.close()
+
+
+def create_readonly_app(runtime: ReadOnlyRuntime) -> falcon.App:
+    rt: Any = runtime  # the /v1 read resources only touch the part ReadOnlyRuntime has
+    app = falcon.App(middleware=[http_app.WorkerHeader()])
+    app.add_route("/v1/sessions", v1.SessionsCollection(rt))
+    app.add_route("/v1/sessions/{session_id}", v1.SessionItem(rt))
+    app.add_route("/v1/jobs", v1.JobsCollection(rt))
+    app.add_route("/v1/jobs/{job_id}", v1.JobItem(rt))
+    app.add_route("/v1/tasks/{task_id}", v1.TaskItem(rt))
+    app.add_route("/v1/leases", v1.Leases(rt))
+    app.add_route("/v1/streams/{stream_id}/events", v1.StreamEvents(rt))
+    app.add_route("/v1/events", v1.Events(rt))
+    app.add_route("/v1/machines", v1.MachinesResource())
+    console.mount(app, runtime, read_only=True)
+    # The same error shapes as the full server (one table, no stack traces to clients).
+    app.set_error_serializer(http_app._falcon_error)
+    app.add_error_handler(Exception, http_app._unexpected)
+    app.add_error_handler(EngineError, http_app._engine_error)
+    app.add_error_handler(ApiError, http_app._api_error)
+    return app
+
+
+class ConsoleServer(BaseApplication):  # type: ignore[misc]
+    """One gthread worker: auditors are few, and each open events feed holds a thread."""
+
+    def __init__(self, db: Path, bind: str, threads: int = 16, keepalive_s: float = 15.0) -> None:
+        self.bind, self.threads = bind, threads
+        self.runtime = ReadOnlyRuntime(ReadOnlyConfig(db, keepalive_s))
+        super().__init__()
+
+    def load_config(self) -> None:
+        runtime = self.runtime
+
+        def worker_exit(server: Any, worker: Any) -> None:
+            runtime.close()
+
+        def post_worker_init(worker: Any) -> None:
+            previous = signal.getsignal(signal.SIGTERM)
+
+            def on_term(signum: int, frame: Any) -> None:
+                runtime.shutdown.set()  # open feeds end cleanly instead of being cut
+                if callable(previous):
+                    previous(signum, frame)
+
+            signal.signal(signal.SIGTERM, on_term)
+
+        settings = {
+            "bind": self.bind,
+            "workers": 1,
+            "worker_class": "gthread",
+            "threads": self.threads,
+            "timeout": 30,
+            "graceful_timeout": 5,
+            "control_socket_disable": True,
+            "post_worker_init": post_worker_init,
+            "worker_exit": worker_exit,
+            "accesslog": None,
+            "loglevel": "warning",
+        }
+        for key, value in settings.items():
+            self.cfg.set(key, value)
+
+    def load(self) -> Any:
+        return create_readonly_app(self.runtime)
