@@ -216,11 +216,7 @@ def _diff(args: argparse.Namespace) -> int:
 def _history(args: argparse.Namespace) -> int:
     _declarations(args)
     with reading(args.db) as reader:
-        for row in reader.rows(
-            "SELECT position, stream_id, version, event_type, recorded_at, epoch, command_id,"
-            " state, payload, hash FROM events WHERE stream_id = ? ORDER BY version",
-            (args.stream,),
-        ):
+        for row in reader.stream_rows(args.stream):
             sys.stdout.buffer.write(export_line(row) + b"\n")
     return 0
 

@@ -69,10 +69,6 @@ class ReadOnlyRuntime:
                     self._engine, self._pid = _Engine(log), os.getpid()
         return self._engine
 
-    def query(self, sql: str, *params: Any) -> list[Any]:
-        rows: list[Any] = self.engine.log.connection().execute(sql, params).fetchall()
-        return rows
-
     @contextlib.contextmanager
     def open_stream(self) -> Iterator[None]:
         self.open_streams += 1
@@ -103,7 +99,7 @@ def check_log(db: Path) -> int:
         log.close()
 
 
-def create_readonly_app(runtime: ReadOnlyRuntime) -> falcon.App:
+def create_readonly_app(runtime: ReadOnlyRuntime) -> falcon.App[falcon.Request, falcon.Response]:
     rt: Any = runtime  # the /v1 read resources only touch the part ReadOnlyRuntime has
     app = falcon.App(middleware=[http_app.WorkerHeader()])
     app.add_route("/v1/sessions", v1.SessionsCollection(rt))

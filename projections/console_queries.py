@@ -338,7 +338,8 @@ def log_page(
     unknown = [k for k in kinds if k not in known]
     if unknown:
         raise QueryError(f"stream kind {unknown[0]!r} is not one of {', '.join(sorted(known))}")
-    where, args = [], []
+    where: list[str] = []
+    args: list[object] = []
     if before is not None:
         where.append("position < ?")
         args.append(before)
@@ -355,7 +356,10 @@ def log_page(
         f" FROM events {clause} ORDER BY position DESC LIMIT ?",
         (*args, limit + 1),
     ).fetchall()
-    events = [LogRow(*r[:7], msgspec.Raw(bytes(r[7]))) for r in rows[:limit]]
+    events = [
+        LogRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], msgspec.Raw(bytes(r[7])))
+        for r in rows[:limit]
+    ]
     return LogPage(events, events[-1].position if len(rows) > limit else None)
 
 

@@ -167,7 +167,9 @@ class ExportApi(Reads):
         resp.stream = (export_line(row) + b"\n" for row in rows)
 
 
-def mount(app: falcon.App, runtime: Any, read_only: bool = False) -> None:
+def mount(
+    app: falcon.App[falcon.Request, falcon.Response], runtime: Any, read_only: bool = False
+) -> None:
     """Add the console's routes to ``app``; ``runtime`` needs ``engine.log`` and ``config``."""
     assets = Assets()
     app.add_route("/console", ToSlash())

@@ -69,11 +69,11 @@ def _connection(reader: Reader, other: str) -> Any:
     return conn
 
 
-def _parallel(jobs: list[Callable[[], T]]) -> list[T]:
-    if len(jobs) < 2:
-        return [job() for job in jobs]
-    with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
-        return list(pool.map(lambda job: job(), jobs))
+def _parallel(calls: list[Callable[[], T]]) -> list[T]:
+    if len(calls) < 2:
+        return [call() for call in calls]
+    with ThreadPoolExecutor(max_workers=len(calls)) as pool:
+        return list(pool.map(lambda call: call(), calls))
 
 
 def first_divergence(reader: Reader, other: str, head_a: int, head_b: int) -> int | None:

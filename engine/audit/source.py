@@ -59,6 +59,12 @@ class Reader:
     def head(self) -> int:
         return self.log.head()
 
+    def stream_rows(self, stream_id: str) -> Iterator[Any]:
+        """One stream's raw rows (COLUMNS), by version."""
+        yield from self.rows(
+            f"SELECT {COLUMNS} FROM events WHERE stream_id = ? ORDER BY version", (stream_id,)
+        )
+
     def iter_rows(self, after_position: int = 0) -> Iterator[Any]:
         return self.rows(
             f"SELECT {COLUMNS} FROM events WHERE position > ? ORDER BY position", (after_position,)

@@ -27,7 +27,7 @@ DOORS = """
 from typing import Any
 
 from engine import NEW, Event, MachineSpec, Transition
-from engine.projection import DispatchProjection
+from engine.projection import DispatchProjection, handles
 
 
 class DoorInstalled(Event, tag="door.installed"):
@@ -61,15 +61,18 @@ class DoorsProjection(DispatchProjection):
     tables = ("doors",)
     ddl = "CREATE TABLE doors (door_id TEXT PRIMARY KEY, state TEXT NOT NULL, opened INT)"
 
+    @handles(DoorInstalled)
     def on_door_installed(self, cur: Any, e: Any) -> None:
         cur.execute("INSERT INTO doors VALUES (?, ?, 0)", (e.stream_id[5:], e.state))
 
+    @handles(DoorOpened)
     def on_door_opened(self, cur: Any, e: Any) -> None:
         cur.execute(
             "UPDATE doors SET state = ?, opened = opened + 1 WHERE door_id = ?",
             (e.state, e.stream_id[5:]),
         )
 
+    @handles(DoorClosed)
     def on_door_closed(self, cur: Any, e: Any) -> None:
         cur.execute("UPDATE doors SET state = ? WHERE door_id = ?", (e.state, e.stream_id[5:]))
 
