@@ -35,7 +35,7 @@ class StreamsProjection(Projection):
             updated_at     TEXT    NOT NULL
         ) WITHOUT ROWID;
     """
-    _upsert = (
+    upsert_sql = (
         "INSERT INTO streams VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (stream_id) DO UPDATE"
         " SET version = excluded.version, state = excluded.state,"
         " last_position = excluded.last_position, updated_at = excluded.updated_at"
@@ -56,7 +56,7 @@ class StreamsProjection(Projection):
         )
 
     def apply(self, cursor: Any, event: RecordedEvent) -> None:
-        cursor.execute(self._upsert, self._row(event))
+        cursor.execute(self.upsert_sql, self._row(event))
 
     def folder(self, cursor: Any) -> Folder:
         # Bulk path: fold in memory, write each stream once. Same rows as apply() per event.
@@ -74,4 +74,28 @@ class StreamsProjection(Projection):
                     event.recorded_at,
                 )
 
-        return Folder(feed, lambda: cursor.executemany(self._upsert, rows.values()))
+        return Folder(feed, lambda: cursor.executemany(self.upsert_sql, rows.values()))
+
+
+def head_rows(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """The ``streams`` rows for a run of event rows (``engine.chain.Row``), one per stream:
+    the same rows ``StreamsProjection.apply`` leaves after each event in turn (the write path
+    upserts them once per batch instead of once per event)."""
+    heads: dict[str, list[Any]] = {}
+    for position, stream_id, version, _, recorded_at, _, _, state, *_ in rows:
+        head = heads.get(stream_id)
+        if head is None:
+            kind = stream_id.partition(":")[0]
+            heads[stream_id] = [
+                stream_id,
+                kind,
+                version,
+                state,
+                position,
+                position,
+                recorded_at,
+                recorded_at,
+            ]
+        else:
+            head[2], head[3], head[5], head[7] = version, state, position, recorded_at
+    return [tuple(head) for head in heads.values()]
