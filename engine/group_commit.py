@@ -7,7 +7,10 @@ while a batch was committing is handed the leadership of the next batch. Backend
 batch itself (one transaction, one scope per caller) is ``engine.transaction.run_batch``.
 
 Each waiter blocks on a lock of its own rather than on a shared condition, so waking a batch
-of N costs N lock releases and nothing else.
+of N costs N lock releases and nothing else. A leader whose last batch had N > 1 callers
+lingers (at most as long as that batch took, and never over ``MAX_LINGER_S``) until N have
+queued again: the writers woken by the last commit are still on their way back, and without
+the wait they split into two half-size batches (ADR 0021). A lone writer never waits.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 _allocate_lock = threading.Lock
+MAX_LINGER_S = 0.002
 
 
 class Request:
@@ -48,6 +52,11 @@ class GroupCommit:
         self._lock = threading.Lock()
         self._leading = False
         self._last_batch = 0
+        self._last_seconds = 0.0
+        # While a leader lingers for the rest of its batch: the lock it waits on, and the
+        # queue length that releases it.
+        self._filled: Any = None
+        self._target = 0
 
     def submit(self, work: Callable[[Any], Any]) -> Any:
         """Run ``work`` in the next batch; returns its result (or raises its error) after the
@@ -63,6 +72,9 @@ class GroupCommit:
             else:
                 request.wake = _allocate_lock()
                 request.wake.acquire()
+                if self._filled is not None and len(self._queue) >= self._target:
+                    self._filled.release()
+                    self._filled = None
         if not lead:
             request.wake.acquire()  # released by the leader: done, or lead the next batch
             lead = request.lead
@@ -72,19 +84,36 @@ class GroupCommit:
             raise request.error
         return request.result
 
+    def _linger(self) -> None:
+        """Wait, at most as long as the last batch took, for as many callers as it had.
+
+        Writers that were woken by the last commit are still queueing again; without the
+        wait the next batch takes whoever queued first, and the rest pay for a commit of
+        their own. The caller that fills the batch ends the wait at once."""
+        expected = self._last_batch
+        if expected < 2:
+            return
+        with self._lock:
+            if len(self._queue) >= expected:
+                return
+            filled = self._filled = _allocate_lock()
+            filled.acquire()
+            self._target = expected
+        filled.acquire(timeout=min(self._last_seconds, MAX_LINGER_S))
+        with self._lock:
+            self._filled = None
+
     def _lead(self) -> None:
-        if self._last_batch > 1 and len(self._queue) < self._last_batch:
-            # Writers are concurrent but some have not queued yet (they are still being woken
-            # from the last commit). Yield the GIL once so they can join this batch instead of
-            # each paying for a commit of their own.
-            time.sleep(0)
+        self._linger()
         with self._lock:
             batch = self._queue[: self.max_batch]
             del self._queue[: self.max_batch]
             self._last_batch = len(batch)
+        started = time.perf_counter()
         try:
             self._run_batch(batch)
         finally:
+            self._last_seconds = time.perf_counter() - started
             with self._lock:
                 if self._queue:
                     successor = self._queue[0]
