@@ -59,9 +59,7 @@ class LogReads:
 
     def iter_all(self, after_position: int = 0) -> Iterator[RecordedEvent]:
         """Every event after a position, streamed (replays and rebuilds)."""
-        decode = self.decode
-        for row in self.storage.rows_after(after_position):
-            yield decode(row)
+        return map(self.decode, self.storage.rows_after(after_position))
 
     def iter_rows(self, after_position: int = 0) -> Iterator[tuple[Any, ...]]:
         """Raw rows after a position, in position order, payloads undecoded (audits)."""

@@ -12,6 +12,7 @@ other connection has committed since (ADR 0021).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import threading
 from collections.abc import Iterator, Sequence
@@ -39,6 +40,11 @@ COLUMNS = (
 )
 _INSERT_EVENT = "INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?,?)"
 _INSERT_COMMAND = "INSERT INTO commands VALUES (?, ?, ?, ?)"
+_AFTER = f"SELECT {COLUMNS} FROM events WHERE position > ? ORDER BY position"
+_AFTER_OF_TYPES = (
+    f"SELECT {COLUMNS} FROM events WHERE position > ?"
+    " AND event_type IN (SELECT value FROM json_each(?)) ORDER BY position"
+)
 _TAIL = "SELECT position, hash, epoch FROM events ORDER BY position DESC LIMIT 1"
 _COMMAND = (
     "SELECT c.stream_id, c.first_position, c.last_position, f.version, l.version, l.state"
@@ -124,11 +130,19 @@ class SqliteWriteSession:
     def insert_commands(self, rows: Sequence[CommandRow]) -> None:
         self._cursor.executemany(_INSERT_COMMAND, rows)
 
-    def rows_after(self, position: int) -> Iterator[EventRow]:
+    def rows_after(
+        self, position: int, event_types: frozenset[str] | None = None
+    ) -> Iterator[EventRow]:
         # A cursor of its own: the caller may write on the session's cursor while iterating.
-        yield from self._conn.cursor().execute(
-            f"SELECT {COLUMNS} FROM events WHERE position > ? ORDER BY position", (position,)
-        )
+        # The cursor itself is the iterator: no generator frame per row on rebuilds.
+        cursor = self._conn.cursor()
+        if event_types is None:
+            rows: Iterator[EventRow] = cursor.execute(_AFTER, (position,))
+            return rows
+        # Rows nobody wants are skipped inside SQLite, never decoded (``json_each`` keeps
+        # the statement the same for any number of types, so it stays in the cache).
+        rows = cursor.execute(_AFTER_OF_TYPES, (position, json.dumps(sorted(event_types))))
+        return rows
 
 
 class SqliteStorage:
@@ -225,16 +239,13 @@ class SqliteStorage:
         return rows
 
     def rows_after(self, after_position: int, limit: int | None = None) -> Iterator[EventRow]:
-        sql = f"SELECT {COLUMNS} FROM events WHERE position > ? ORDER BY position"
         if limit is not None:
-            return iter(self._query(f"{sql} LIMIT ?", (after_position, limit)))
-        return self._stream(sql, (after_position,))
-
-    def _stream(self, sql: str, params: tuple[Any, ...]) -> Iterator[EventRow]:
+            return iter(self._query(f"{_AFTER} LIMIT ?", (after_position, limit)))
         try:
-            yield from self.connection().cursor().execute(sql, params)
+            rows: Iterator[EventRow] = self.connection().cursor().execute(_AFTER, (after_position,))
         except apsw.Error as ex:
             raise translate(ex) from ex
+        return rows
 
     def stream_rows(self, stream_id: str, after_version: int) -> list[EventRow]:
         return self._query(

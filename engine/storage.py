@@ -84,8 +84,11 @@ class WriteSession(Protocol):
 
     def insert_commands(self, rows: Sequence[CommandRow]) -> None: ...
 
-    def rows_after(self, position: int) -> Iterator[EventRow]:
-        """Event rows after ``position`` as this transaction sees them, in position order."""
+    def rows_after(
+        self, position: int, event_types: frozenset[str] | None = None
+    ) -> Iterator[EventRow]:
+        """Event rows after ``position`` as this transaction sees them, in position order;
+        only of ``event_types`` when given."""
         ...
 
 

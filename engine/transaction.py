@@ -285,12 +285,14 @@ class Transaction:
         row = self.session.stream_head(stream_id)
         return StreamHead(stream_id, row[0], row[1]) if row else StreamHead(stream_id, 0, None)
 
-    def events_after(self, position: int) -> Iterator[RecordedEvent]:
-        """Recorded events after a position as this transaction sees them (catch-up folds)."""
+    def events_after(
+        self, position: int, event_types: frozenset[str] | None = None
+    ) -> Iterator[RecordedEvent]:
+        """Recorded events after a position as this transaction sees them (folds), only of
+        ``event_types`` when given (``engine.projection.EventSource``)."""
         if self._rows or self._command_rows:
             self.enter_sql()
-        decode = self._log.decode
-        return (decode(row) for row in self.session.rows_after(position))
+        return map(self._log.decode, self.session.rows_after(position, event_types))
 
     # -- appends -------------------------------------------------------------------------
 
