@@ -27,6 +27,8 @@ import msgspec
 
 from bench.audit import bench_audit
 from bench.http_load import bench_http
+from bench.invocation import bench_invocation
+from bench.memory import bench_memory
 from bench.ready import bench_ready
 from engine import NEW, Event, MachineSpec, Transition, open_log
 from engine.log import Log, Sync
@@ -296,6 +298,8 @@ def main() -> int:
             "http_s": 3,
             "ready": (1_000, 10_000, 100_000),
             "audit": 30_000,
+            "sync_s": 3,
+            "memory": (10_000, 100_000),
         }
     else:
         sizes = {
@@ -308,6 +312,8 @@ def main() -> int:
             "http_s": 8,
             "ready": (10_000, 100_000, 1_000_000),
             "audit": 1_000_000,
+            "sync_s": 8,
+            "memory": (10_000, 1_000_000),
         }
     cases: dict[str, Callable[[Workdir], dict[str, float]]] = {
         "append_full": lambda w: bench_append(w, sizes["full"], "full"),
@@ -317,8 +323,10 @@ def main() -> int:
         "eventsourcing": lambda w: bench_eventsourcing(w, sizes["es"]),
         "job_lifecycle": lambda w: bench_job_lifecycle(w, sizes["jobs"]),
         "http": lambda w: bench_http(sizes["http_s"]),
+        "invocation": lambda w: bench_invocation(sizes["sync_s"]),
         "ready": lambda w: bench_ready(sizes["ready"], 1),
         "audit": lambda w: bench_audit(sizes["audit"]),
+        "memory": lambda w: bench_memory(sizes["memory"]),
     }
     print(
         f"machine: {os.cpu_count()} cpus, {platform.machine()}, python "
@@ -332,7 +340,8 @@ def main() -> int:
         # One run where a run builds a large log; the quick mode must stay near a minute.
         runs = (
             1
-            if name == "audit" or (name in ("rebuild", "ready", "http") and args.quick)
+            if name in ("audit", "memory")
+            or (name in ("rebuild", "ready", "http", "invocation") and args.quick)
             else (args.runs)
         )
         results: dict[str, list[float]] = {}
