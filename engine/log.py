@@ -201,6 +201,42 @@ def _open(
     return Log(storage, registry, projection_set, clock, max_payload_bytes, max_batch)
 
 
+def open_log_with(
+    storage: Storage,
+    machines: Sequence[MachineSpec] | Machines,
+    projections: Sequence[Projection] = (),
+    *,
+    clock: Clock | None = None,
+    max_payload_bytes: int = 1 << 20,
+    max_batch: int = 256,
+) -> Log:
+    """Open a log on any backend of the storage seam (``open_log`` is this for SQLite):
+    migrate its schema, then install, rebuild or catch up the projections. The log owns
+    ``storage`` from here on, and closes it on failure.
+
+    Raises:
+        SchemaTooNew, NotALog, StorageError: as ``open_log``.
+    """
+    log = _open(
+        storage, machines, projections, clock or SystemClock(), max_payload_bytes, max_batch
+    )
+    try:
+        storage.migrate(format_time(log.clock.now()))
+
+        def install(tx: Transaction) -> None:
+            tx.invalidate()
+            log.projections.install(tx.cursor, tx.events_after)
+
+        log.write(install)
+    except BaseException as ex:
+        log.close()
+        failure = translated(storage, ex)
+        if failure is ex:
+            raise
+        raise failure from ex
+    return log
+
+
 def open_log_readonly(
     path: str | os.PathLike[str],
     machines: Sequence[MachineSpec] | Machines,
@@ -258,24 +294,14 @@ def open_log(
     path = os.fspath(path)
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     storage = SqliteStorage(path, sync, busy_timeout_ms)
-    log = _open(
-        storage, machines, projections, clock or SystemClock(), max_payload_bytes, max_batch
+    return open_log_with(
+        storage,
+        machines,
+        projections,
+        clock=clock,
+        max_payload_bytes=max_payload_bytes,
+        max_batch=max_batch,
     )
-    try:
-        storage.migrate(format_time(log.clock.now()))
-
-        def install(tx: Transaction) -> None:
-            tx.invalidate()
-            log.projections.install(tx.cursor, tx.events_after)
-
-        log.write(install)
-    except BaseException as ex:
-        log.close()
-        failure = translated(storage, ex)
-        if failure is ex:
-            raise
-        raise failure from ex
-    return log
 
 
 __all__ = [
@@ -290,5 +316,6 @@ __all__ = [
     "Transaction",
     "open_log",
     "open_log_readonly",
+    "open_log_with",
     "snapshot",
 ]
