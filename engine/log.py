@@ -63,10 +63,14 @@ class Log(LogReads):
         self.path = storage.path
         self.machines = machines
         self.projections = projections
-        # Every projection but the built-in heads, which the transaction writes itself.
-        self.folded_projections = tuple(
-            p for p in projections.projections if not isinstance(p, StreamsProjection)
-        )
+        # Every projection but the built-in heads, which the transaction writes itself, with
+        # the event types each says it folds.
+        self._folded = [
+            (p, _event_types(p))
+            for p in projections.projections
+            if not isinstance(p, StreamsProjection)
+        ]
+        self._folding: dict[str, tuple[Projection, ...]] = {}
         self.clock = clock
         self.max_batch = max_batch
         self.codec = EventCodec(machines.event_classes, max_payload_bytes)
@@ -76,6 +80,15 @@ class Log(LogReads):
         self._group = GroupCommit(lambda batch: run_batch(self, batch), max_batch)
         self._head_changed = threading.Condition()
         self._waiting = 0
+
+    def folding(self, event_type: str) -> tuple[Projection, ...]:
+        """The projections (besides the heads) that may act on events of ``event_type``."""
+        found = self._folding.get(event_type)
+        if found is None:
+            found = self._folding[event_type] = tuple(
+                p for p, types in self._folded if types is None or event_type in types
+            )
+        return found
 
     @property
     def readonly(self) -> bool:
@@ -115,7 +128,14 @@ class Log(LogReads):
             raise InvalidArgument("expected_version is required (0 = the stream must not exist)")
         # Everything that does not depend on the log's state is done here, in the caller's
         # thread, so that it overlaps the batch being committed instead of lengthening it.
-        check_arguments(expected_version, events, command_id)
+        if (
+            type(expected_version) is not int
+            or expected_version < 0
+            or type(events) not in (list, tuple)
+            or not events
+            or command_id is not None
+        ):
+            check_arguments(expected_version, events, command_id)  # the full check, and why
         machine = self.machines.for_stream(stream_id)
         encode = self.codec.encode
         encoded = [encode(event) for event in events]
@@ -186,6 +206,23 @@ class Log(LogReads):
         """The content hash of every projection as committed now."""
         with self.storage.content_cursor() as cursor:
             return self.projections.content_hash(cursor)
+
+
+class _NoCursor:
+    def __getattr__(self, name: str) -> Any:
+        raise RuntimeError("a projection's folder touched its cursor before any event")
+
+
+def _event_types(projection: Projection) -> frozenset[str] | None:
+    """The event types a projection folds, as its bulk folder declares them (None: any).
+
+    ``Projection.folder`` promises the same rows as ``apply`` for every event, and skips the
+    types it does not declare, so ``apply`` must leave those alone too: the append path does
+    not call it for them. A folder that needs its cursor to be made is asked nothing."""
+    try:
+        return projection.folder(_NoCursor()).event_types
+    except RuntimeError:
+        return None
 
 
 def _open(

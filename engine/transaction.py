@@ -162,13 +162,15 @@ class Transaction:
         self._command_rows: list[CommandRow] = []
         self._heads: dict[str, StreamHead] = {}
         self._commands: dict[str, AppendResult] = {}
-        # The current work. Its rows follow the batch's in ``_rows`` from ``_work_start``.
-        self._work_start = 0
-        self._work_heads: dict[str, StreamHead] = {}
-        self._open_commands: dict[str, tuple[str, int]] = {}
-        self._mark: tuple[int, bytes, int, int] = (0, b"", 0, 0)
-        self._in_sql = False  # the current work has flushed and writes straight through
-        self.savepoint = False  # the current work runs in a savepoint
+        # The current work (set by ``start_work``). Its rows follow the batch's in ``_rows``
+        # from ``_work_start``; ``_in_sql``: it has flushed and writes straight through;
+        # ``savepoint``: it runs in one.
+        self._work_start: int
+        self._work_heads: dict[str, StreamHead]
+        self._open_commands: dict[str, tuple[str, int]]
+        self._mark: tuple[int, bytes, int, int]
+        self._in_sql: bool
+        self.savepoint: bool
         self.broken: BaseException | None = None  # a flush of finished works failed
         self.invalidated = False  # a work rewrote tables the cache describes
 
@@ -201,8 +203,10 @@ class Transaction:
         if self._in_sql and self._command_rows:
             self.session.insert_commands(self._command_rows)
             self._command_rows = []
-        self._heads.update(self._work_heads)
-        self._work_start = len(self._rows)
+        if self._heads:
+            self._heads.update(self._work_heads)
+        else:
+            self._heads = self._work_heads
 
     def abandon_work(self) -> None:
         """Forget what the failed work appended (its SQL is the caller's to roll back)."""
@@ -402,14 +406,14 @@ class Transaction:
             self._write(rows, ())
         else:
             self._rows.extend(rows)
-        # The built-in heads are buffered above; the other projections see every event now.
-        # One that runs SQL reaches the database through ``self.cursor``, which flushes first.
-        others = self._log.folded_projections
-        if others:
-            cursor = self.cursor
-            for event_ in recorded:
-                for projection in others:
-                    projection.apply(cursor, event_)
+        # The built-in heads are buffered above; the other projections see each event now,
+        # those that may act on its type. One that runs SQL reaches the database through
+        # ``self.cursor``, which flushes first.
+        folding = self._log.folding
+        cursor = self.cursor
+        for event_ in recorded:
+            for projection in folding(event_.event_type):
+                projection.apply(cursor, event_)
         return AppendResult(
             stream_id=stream_id,
             first_version=first_version,
