@@ -3,9 +3,10 @@ what one must cost, measured by hand in the same run, plus latency under 16 clie
 
 A sync invocation spawns the runner, records the job (accepted, started, finished: three
 durable commits at least) and answers once the job has left ``running``. Its floor is built from
-the same parts with nothing of foldline in between: one ``subprocess.run`` of the runner
-command exactly as the runtime starts it (``sh -c``), three raw durable APSW appends, and two
-trivial GETs (``/ping``) on the same server for the HTTP round trips. One client measures
+the same parts with nothing of foldline in between: one run of the runner command exactly as
+the runtime starts it (``adapters.processes.spawn_gated``: ``sh -c`` behind its start gate, the
+prompt on stdin, output read to the end), three raw durable APSW appends, and two trivial GETs
+(``/ping``) on the same server for the HTTP round trips. One client measures
 the round trip; then 16 clients measure latency percentiles and throughput.
 """
 
@@ -14,7 +15,6 @@ from __future__ import annotations
 import http.client
 import json
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -23,6 +23,7 @@ from pathlib import Path
 
 import apsw
 
+from adapters.processes import spawn_gated
 from bench.http_load import THREADS, WORKERS, free_port, server
 
 RUNNER = "cat"
@@ -88,6 +89,22 @@ class RawAppends:
         self.conn.execute("COMMIT")
 
 
+def run_runner(workspace: Path) -> None:
+    """One run of the runner command exactly as the runtime starts it: ``sh -c`` behind its
+    start gate (ADR 0011), the prompt on stdin, stdout and stderr read to the end."""
+    process = spawn_gated(RUNNER, workspace, {})
+    process.open_gate(b"bench")
+    child = process.process
+    assert child.stdout is not None and child.stderr is not None
+    out = child.stdout.read()  # the runner writes next to nothing on stderr
+    child.stderr.read()
+    code = child.wait(timeout=60)
+    child.stdout.close()
+    child.stderr.close()
+    if code != 0 or out != b"bench":
+        raise RuntimeError(f"the runner failed: {code} {out!r}")
+
+
 def _timed(operation: object, repeat: int) -> float:
     """Median seconds of ``repeat`` calls."""
     times = []
@@ -136,12 +153,7 @@ def bench_invocation(seconds: float, clients: int = 16, rounds: int = 20) -> dic
             ours, floors = [], []
             for _ in range(rounds):
                 ours.append(_timed(lambda: invoke(conn), 3))
-                spawn = _timed(
-                    lambda: subprocess.run(
-                        ["sh", "-c", RUNNER], input=b"bench", capture_output=True, check=True
-                    ),
-                    3,
-                )
+                spawn = _timed(lambda: run_runner(workspace), 3)
                 appends = _timed(raw.append, 3)
                 get = _timed(lambda: _ping(conn), 3)
                 floors.append(spawn + 3 * appends + 2 * get)
