@@ -356,8 +356,8 @@ class Transaction:
             state = machine.next_state(head, event, event_type)
             position += 1
             head = StreamHead(stream_id, head.version + 1, state)
-            previous = link(
-                previous,
+            # The envelope in column order: hashed, then stored with its hash.
+            row = (
                 position,
                 stream_id,
                 head.version,
@@ -368,20 +368,8 @@ class Transaction:
                 state,
                 payload,
             )
-            rows.append(
-                (
-                    position,
-                    stream_id,
-                    head.version,
-                    event_type,
-                    recorded_at,
-                    epoch,
-                    command_id,
-                    state,
-                    payload,
-                    previous,
-                )
-            )
+            previous = link(previous, *row)
+            rows.append((*row, previous))
             recorded.append(
                 RecordedEvent(
                     position=position,
