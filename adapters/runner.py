@@ -13,6 +13,7 @@ import codecs
 import logging
 import os
 import signal
+import subprocess
 import threading
 import time
 from collections.abc import Callable
@@ -82,6 +83,19 @@ class _Pump(threading.Thread):
             return b"".join(self.chunks)
 
 
+def _watch_exit(process: subprocess.Popen[bytes]) -> threading.Event:
+    """An event set the moment the process ends (a thread blocked in ``wait``), so a short run
+    is recorded at once rather than at the next flush tick or poll."""
+    ended = threading.Event()
+
+    def wait() -> None:
+        process.wait()
+        ended.set()
+
+    threading.Thread(target=wait, name=f"wait-{process.pid}", daemon=True).start()
+    return ended
+
+
 def run_to_end(
     engine: DomainEngine,
     run: Run,
@@ -107,8 +121,8 @@ def run_to_end(
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     stopped_because, frozen = None, False
-    while process.process.poll() is None:
-        time.sleep(flush_s)
+    ended = _watch_exit(process.process)
+    while not ended.wait(flush_s):
         _publish(engine, run.job_id, decoder.decode(out.take_new()))
         state = _job_state(engine, run.job_id)
         if (state == J.PAUSED) != frozen:  # a paused job's group is stopped, not killed

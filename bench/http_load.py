@@ -25,14 +25,17 @@ ROOT = Path(__file__).resolve().parents[1]
 WORKERS, THREADS = 2, 16
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
 
 
 @contextlib.contextmanager
-def _server(command: list[str], port: int, probe: str, env: dict[str, str]) -> Iterator[None]:
+def server(
+    command: list[str], port: int, probe: str, env: dict[str, str]
+) -> Iterator[subprocess.Popen[bytes]]:
+    """Run a server until the ``with`` block ends, once ``probe`` answers 200."""
     process = subprocess.Popen(
         command,
         cwd=ROOT,
@@ -50,7 +53,9 @@ def _server(command: list[str], port: int, probe: str, env: dict[str, str]) -> I
                 if conn.getresponse().status == 200:
                     break
             time.sleep(0.05)
-        yield
+        else:
+            raise RuntimeError(f"the server on port {port} never answered {probe}")
+        yield process
     finally:
         process.send_signal(signal.SIGTERM)
         try:
@@ -103,7 +108,7 @@ def _invocation(conn: http.client.HTTPConnection) -> None:
 
 def bench_http(seconds: float, clients: int = 8) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="foldline-http-bench-") as folder:
-        port = _free_port()
+        port = free_port()
         gunicorn = [
             sys.executable,
             "-m",
@@ -121,9 +126,9 @@ def bench_http(seconds: float, clients: int = 8) -> dict[str, float]:
             "warning",
             "bench.trivial_app:app",
         ]
-        with _server(gunicorn, port, "/trivial", {}):
+        with server(gunicorn, port, "/trivial", {}):
             trivial = _load(port, _trivial, clients, seconds)
-        port = _free_port()
+        port = free_port()
         serve = [
             sys.executable,
             "-m",
@@ -138,7 +143,7 @@ def bench_http(seconds: float, clients: int = 8) -> dict[str, float]:
             "--threads",
             str(THREADS),
         ]
-        with _server(serve, port, "/ping", {"FOLDLINE_RUNNER": "cat"}):
+        with server(serve, port, "/ping", {"FOLDLINE_RUNNER": "cat"}):
             ours = _load(port, _invocation, clients, seconds)
     return {
         "http.trivial_get_per_s": trivial,

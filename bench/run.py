@@ -28,6 +28,8 @@ import msgspec
 from bench.audit import bench_audit
 from bench.console import bench_console
 from bench.http_load import bench_http
+from bench.invocation import bench_invocation
+from bench.memory import bench_memory
 from bench.ready import bench_ready
 from engine import NEW, Event, MachineSpec, Transition, open_log
 from engine.domain import MACHINES
@@ -301,6 +303,8 @@ def main() -> int:
             "ready": (1_000, 10_000, 100_000),
             "audit": 30_000,
             "console": 10_000,
+            "sync_s": 3,
+            "memory": (10_000, 100_000),
         }
     else:
         sizes = {
@@ -314,6 +318,8 @@ def main() -> int:
             "ready": (10_000, 100_000, 1_000_000),
             "audit": 1_000_000,
             "console": 100_000,
+            "sync_s": 8,
+            "memory": (10_000, 1_000_000),
         }
     cases: dict[str, Callable[[Workdir], dict[str, float]]] = {
         "append_full": lambda w: bench_append(w, sizes["full"], "full"),
@@ -323,9 +329,11 @@ def main() -> int:
         "eventsourcing": lambda w: bench_eventsourcing(w, sizes["es"]),
         "job_lifecycle": lambda w: bench_job_lifecycle(w, sizes["jobs"]),
         "http": lambda w: bench_http(sizes["http_s"]),
+        "invocation": lambda w: bench_invocation(sizes["sync_s"]),
         "ready": lambda w: bench_ready(sizes["ready"], 1),
         "audit": lambda w: bench_audit(sizes["audit"]),
         "console": lambda w: bench_console(sizes["console"], 11),
+        "memory": lambda w: bench_memory(sizes["memory"]),
     }
     print(
         f"machine: {os.cpu_count()} cpus, {platform.machine()}, python "
@@ -339,7 +347,8 @@ def main() -> int:
         # One run where a run builds a large log; the quick mode must stay near a minute.
         runs = (
             1
-            if name in ("audit", "console") or (name in ("rebuild", "ready", "http") and args.quick)
+            if name in ("audit", "console", "memory")
+            or (name in ("rebuild", "ready", "http", "invocation") and args.quick)
             else (args.runs)
         )
         results: dict[str, list[float]] = {}

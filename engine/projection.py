@@ -16,14 +16,20 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from engine.errors import InvalidDeclaration
 from engine.events import Event, RecordedEvent, event_type_of
 from engine.machines import Machines
 
-EventSource = Callable[[int], Iterator[RecordedEvent]]
-"""Yields recorded events after a position, in position order."""
+
+class EventSource(Protocol):
+    """Yields recorded events after a position, in position order; given ``event_types``,
+    only events of those types (the storage skips the rest without decoding them)."""
+
+    def __call__(
+        self, position: int, event_types: frozenset[str] | None = None
+    ) -> Iterator[RecordedEvent]: ...
 
 
 @dataclass(frozen=True)
@@ -260,7 +266,11 @@ class ProjectionSet:
             cursor.execute(projection.ddl)
         folders = [projection.folder(cursor) for projection in projections]
         routes: dict[str, list[Callable[[RecordedEvent], None]]] = {}
-        for event in events_after(0):
+        wanted: frozenset[str] | None = frozenset()
+        for folder in folders:
+            types = folder.event_types
+            wanted = None if wanted is None or types is None else wanted | types
+        for event in events_after(0, wanted):
             feeds = routes.get(event.event_type)
             if feeds is None:
                 feeds = routes[event.event_type] = [

@@ -35,7 +35,7 @@ class StreamsProjection(Projection):
             updated_at     TEXT    NOT NULL
         ) WITHOUT ROWID;
     """
-    _upsert = (
+    upsert_sql = (
         "INSERT INTO streams VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (stream_id) DO UPDATE"
         " SET version = excluded.version, state = excluded.state,"
         " last_position = excluded.last_position, updated_at = excluded.updated_at"
@@ -56,10 +56,34 @@ class StreamsProjection(Projection):
         )
 
     def apply(self, cursor: Any, event: RecordedEvent) -> None:
-        cursor.execute(self._upsert, self._row(event))
+        cursor.execute(self.upsert_sql, self._row(event))
+
+    # The heads of every stream, computed by SQLite from the events table: the first and last
+    # version of each stream come from the (stream_id, version) index alone, and two lookups
+    # per stream fetch the rows. Same rows as ``apply`` after each event in turn.
+    refold_sql = (
+        "INSERT INTO streams SELECT h.stream_id,"
+        " CASE WHEN instr(h.stream_id, ':') > 0"
+        " THEN substr(h.stream_id, 1, instr(h.stream_id, ':') - 1) ELSE h.stream_id END,"
+        " l.version, l.state, f.position, l.position, f.recorded_at, l.recorded_at"
+        " FROM (SELECT stream_id, min(version) AS first, max(version) AS last"
+        " FROM events GROUP BY stream_id) AS h"
+        " JOIN events AS f ON f.stream_id = h.stream_id AND f.version = h.first"
+        " JOIN events AS l ON l.stream_id = h.stream_id AND l.version = h.last"
+        " WHERE true ON CONFLICT (stream_id) DO UPDATE"
+        " SET version = excluded.version, state = excluded.state,"
+        " last_position = excluded.last_position, updated_at = excluded.updated_at"
+    )
 
     def folder(self, cursor: Any) -> Folder:
-        # Bulk path: fold in memory, write each stream once. Same rows as apply() per event.
+        # Bulk path (rebuilds, catch-up): wants no event at all, so a rebuild does not route
+        # every event through Python for it; ``finish`` recomputes the heads in SQL (ADR 0021).
+        return Folder(lambda event: None, lambda: cursor.execute(self.refold_sql), frozenset())
+
+    def replay_folder(self, cursor: Any) -> Folder:
+        """A bulk fold fed every event, for a database that holds no ``events`` rows (the
+        audit's refold into a scratch copy): folds in memory and writes each stream once.
+        Same rows as ``apply`` after each event in turn."""
         rows: dict[str, list[Any]] = {}
 
         def feed(event: RecordedEvent) -> None:
@@ -74,4 +98,28 @@ class StreamsProjection(Projection):
                     event.recorded_at,
                 )
 
-        return Folder(feed, lambda: cursor.executemany(self._upsert, rows.values()))
+        return Folder(feed, lambda: cursor.executemany(self.upsert_sql, list(rows.values())))
+
+
+def head_rows(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """The ``streams`` rows for a run of event rows (``engine.chain.Row``), one per stream:
+    the same rows ``StreamsProjection.apply`` leaves after each event in turn (the write path
+    upserts them once per batch instead of once per event)."""
+    heads: dict[str, list[Any]] = {}
+    for position, stream_id, version, _, recorded_at, _, _, state, *_ in rows:
+        head = heads.get(stream_id)
+        if head is None:
+            kind = stream_id.partition(":")[0]
+            heads[stream_id] = [
+                stream_id,
+                kind,
+                version,
+                state,
+                position,
+                position,
+                recorded_at,
+                recorded_at,
+            ]
+        else:
+            head[2], head[3], head[5], head[7] = version, state, position, recorded_at
+    return [tuple(head) for head in heads.values()]

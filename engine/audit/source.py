@@ -22,6 +22,7 @@ from engine.log import Log
 from engine.machines import Machines
 from engine.projection import ProjectionSet
 from engine.schema import APPLICATION_ID, LATEST
+from engine.sqlite_storage import SqliteStorage
 
 COLUMNS = (
     "position, stream_id, version, event_type, recorded_at, epoch, command_id, state, payload, hash"
@@ -49,8 +50,14 @@ class Reader:
     log: Log
     schema: int
 
+    @property
+    def storage(self) -> SqliteStorage:
+        storage = self.log.storage
+        assert isinstance(storage, SqliteStorage)
+        return storage
+
     def query(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
-        return self.log._query(sql, params)
+        return self.storage._query(sql, params)
 
     def rows(self, sql: str, params: tuple[Any, ...] = ()) -> Iterator[Any]:
         """Stream a query's rows (a long scan holds one read transaction)."""
@@ -85,23 +92,14 @@ def open_reader(path: str | os.PathLike[str]) -> Reader:
     text = os.fspath(path)
     if not Path(text).is_file():
         raise NotALog(f"{text}: no such file")
-    log = Log(
-        os.path.abspath(text),
-        Machines([]),
-        ProjectionSet([]),
-        SystemClock(),
-        "full",
-        10_000,
-        1 << 20,
-        1,
-    )
-    log.readonly = True
+    storage = SqliteStorage(os.path.abspath(text), "full", 10_000, readonly=True)
+    log = Log(storage, Machines([]), ProjectionSet([]), SystemClock(), 1 << 20, 1)
     try:
-        tables = {r[0] for r in log._query("SELECT name FROM sqlite_schema WHERE type='table'")}
-        app_id = log._query("PRAGMA application_id")[0][0]
+        tables = {r[0] for r in storage._query("SELECT name FROM sqlite_schema WHERE type='table'")}
+        app_id = storage._query("PRAGMA application_id")[0][0]
         if "schema_migrations" not in tables or "events" not in tables or app_id != APPLICATION_ID:
             raise NotALog(f"{text}: a SQLite database, but not a foldline log")
-        schema = int(log._query("SELECT max(number) FROM schema_migrations")[0][0] or 0)
+        schema = int(storage._query("SELECT max(number) FROM schema_migrations")[0][0] or 0)
         if schema > LATEST:
             raise SchemaTooNew(text, schema, LATEST)
     except BaseException:

@@ -152,7 +152,12 @@ def _replay(path: str, part: int, parts: int, fold: Sequence[str]) -> _Part:
         ).fetchall():
             cursor.execute(f'DROP INDEX "{index}"')
         cursor.execute("BEGIN")
-        folders = [(p, p.folder(cursor)) for p in projections]
+        # The scratch log holds no events: `streams` folds the replayed ones in memory instead
+        # of recomputing its heads from an events table (its own bulk fold does that).
+        folders = [
+            (p, p.replay_folder(cursor) if isinstance(p, StreamsProjection) else p.folder(cursor))
+            for p in projections
+        ]
         envelope_only = [f.feed for p, f in folders if isinstance(p, StreamsProjection)]
         routes: dict[str, list[Callable[[RecordedEvent], None]]] = {}
         codec = scratch.codec

@@ -129,13 +129,14 @@ def test_layers_engine_stays_free_of_edge_libraries() -> None:
         assert not found, f"{path.relative_to(ROOT)} imports {found}"
 
 
-def test_layers_only_the_log_touches_apsw() -> None:
+def test_layers_only_the_sqlite_backend_touches_apsw() -> None:
+    """Everything above the storage seam is backend-neutral (ADR 0022)."""
     users = {
         p.name
         for p in (ROOT / "engine").rglob("*.py")
         if any(m.split(".")[0] == "apsw" for m in imported_modules(p))
     }
-    assert users <= {"log.py"}
+    assert users <= {"sqlite_storage.py"}
 
 
 @pytest.mark.parametrize("package", ["engine", "projections", "adapters"])

@@ -1,6 +1,7 @@
-"""One contract, two implementations: the real SQLite log and a tiny in-memory model.
+"""One contract, every implementation: the log on each storage backend, and a tiny model.
 
-The model is obviously right; the real log must behave the same way for every call here.
+The model is obviously right; the log must behave the same way for every call here, on every
+backend of the storage seam (``tests.support.backends``; SQLite only today).
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ from engine import (
     PayloadTooLarge,
     UnknownEventType,
     UnknownStreamKind,
-    open_log,
 )
+from engine.log import open_log_with
+from tests.support.backends import BACKENDS
 from tests.support.model import ModelLog
 from tests.support.tickets import (
     MACHINES,
@@ -59,12 +61,13 @@ class RealLogView:
         return self.log.head()
 
 
-@pytest.fixture(params=["sqlite", "model"])
+@pytest.fixture(params=[*BACKENDS, "model"])
 def subject(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
     if request.param == "model":
         yield ModelLog(MACHINES)
         return
-    log = open_log(tmp_path / "contract.db", MACHINES, [TicketTitles()])
+    storage = BACKENDS[request.param](tmp_path)
+    log = open_log_with(storage, MACHINES, [TicketTitles()])
     yield RealLogView(log)
     log.close()
 
@@ -190,11 +193,32 @@ def test_log_oversized_payload_is_refused(subject: Any) -> None:
     assert subject.head() == 0
 
 
-def test_log_append_requires_an_expected_version(tmp_path: Path) -> None:
+@pytest.mark.parametrize("backend", sorted(BACKENDS))
+def test_log_append_requires_an_expected_version(tmp_path: Path, backend: str) -> None:
     """Only a transaction's own rules may append at the head; callers must say which version."""
-    log = open_log(tmp_path / "strict.db", MACHINES)
+    log = open_log_with(BACKENDS[backend](tmp_path), MACHINES)
     with pytest.raises(InvalidArgument, match="expected_version"):
         log.append("ticket:a", None, [TicketOpened()])  # type: ignore[arg-type]
     assert log.write(lambda tx: tx.append("ticket:a", None, [TicketOpened()])).last_version == 1
     assert log.head() == 1
     log.close()
+
+
+@pytest.mark.parametrize("backend", sorted(BACKENDS))
+def test_log_two_handles_see_each_others_commits(tmp_path: Path, backend: str) -> None:
+    """Each handle keeps its tail and stream heads between batches (ADR 0021): a commit through
+    another handle (another process, in production) must make it read them again."""
+    first = open_log_with(BACKENDS[backend](tmp_path), MACHINES)
+    second = open_log_with(BACKENDS[backend](tmp_path), MACHINES)
+    first.append("ticket:a", 0, [TicketOpened()])
+    second.append("ticket:a", 1, [TicketStarted()])
+    with pytest.raises(ConcurrencyError) as refused:
+        first.append("ticket:a", 1, [TicketNoted()])
+    assert refused.value.actual == 2
+    third = first.append("ticket:a", 2, [TicketNoted(text="after")])
+    assert (third.first_position, third.last_version, third.state) == (3, 3, "working")
+    assert second.append("ticket:b", 0, [TicketOpened()]).first_position == 4
+    assert first.verify_chain() == [] and second.verify_chain() == []
+    assert first.content_hash() == second.content_hash() == first.rebuild()
+    first.close()
+    second.close()

@@ -40,16 +40,20 @@ def _db(workspace: Path) -> apsw.Connection:
 
 
 def kill_everything(server: Server) -> None:
-    """SIGKILL the master, its workers and every runner process group it started."""
-    for (pid,) in (
+    """SIGKILL the master, its workers and every runner process group it started.
+
+    The server goes first: a runner thread notices its child's end at once (it waits on the
+    process), so a server still alive when its runs are killed would record them as ended."""
+    runs = (
         _db(server.workspace)
         .execute("SELECT pid FROM jobs WHERE state IN ('running', 'cancelling') AND pid > 1")
         .fetchall()
-    ):
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pid, signal.SIGKILL)
+    )
     os.killpg(server.process.pid, signal.SIGKILL)
     server.process.wait(timeout=10)
+    for (pid,) in runs:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
 
 
 def _poll(server: Server, key: str, until: str, limit: float = 30) -> dict[str, Any]:

@@ -242,9 +242,9 @@ def test_log_group_commit_gives_each_caller_its_own_outcome(log: Log) -> None:
     for t in threads:
         t.start()
     deadline = time.monotonic() + 10
-    while len(log._queue) < 16 and time.monotonic() < deadline:
+    while len(log._group._queue) < 16 and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert len(log._queue) == 16, "the writers never queued behind the held transaction"
+    assert len(log._group._queue) == 16, "the writers never queued behind the held transaction"
     gate.set()
     holder.join(timeout=30)
     for t in threads:

@@ -120,3 +120,38 @@ def test_projection_handles_needs_tagged_event_classes() -> None:
 
     with pytest.raises(InvalidDeclaration, match="tag"):
         handles(Untagged)
+
+
+class MoreNotes(NoteCount):
+    """Inherits ``NoteCount``'s handlers and adds one: the append path must see all three."""
+
+    name = "more_notes"
+    tables = ("more_notes",)
+    ddl = "CREATE TABLE more_notes (stream_id TEXT PRIMARY KEY, notes INTEGER NOT NULL)"
+
+    @handles(TicketOpened)
+    def opened(self, cur: Any, e: RecordedEvent) -> None:
+        cur.execute("INSERT INTO more_notes VALUES (?, 0)", (e.stream_id,))
+
+    @handles(TicketNoted)
+    def noted(self, cur: Any, e: RecordedEvent) -> None:
+        cur.execute("UPDATE more_notes SET notes = notes + 1 WHERE stream_id = ?", (e.stream_id,))
+
+
+def test_projection_handlers_are_what_the_append_path_routes(tmp_path: Path) -> None:
+    """The append calls a projection's ``apply`` only for the types its folder declares
+    (``Folder.event_types``): for a ``@handles`` projection those are its handlers' types, so
+    a registered handler is never skipped on append, nor on a rebuild."""
+    log = open_log(tmp_path / "routes.db", MACHINES, [NoteCount(), MoreNotes()])
+    for projection in log.projections.projections[1:]:
+        handled = frozenset(projection.handled_events() or {})
+        assert projection.folder(None).event_types == handled
+        for event_type in handled:
+            assert projection in log.folding(event_type)
+    log.append("ticket:1", 0, [TicketOpened(title="a"), TicketNoted(text="x")])
+    log.append("ticket:1", 2, [TicketNoted()])
+    for table in ("note_count", "more_notes"):
+        rows = log.connection().execute(f"SELECT stream_id, notes FROM {table}").fetchall()
+        assert rows == [("ticket:1", 2)], table
+    assert log.rebuild() == log.content_hash()
+    log.close()

@@ -1,0 +1,173 @@
+"""``ratio.invocation_vs_floor``: sync ``POST /invocations`` round trips against the floor of
+what one must cost, measured by hand in the same run, plus latency under 16 clients.
+
+A sync invocation spawns the runner, records the job (accepted, started, finished: three
+durable commits at least) and answers once the job has left ``running``. Its floor is built from
+the same parts with nothing of foldline in between: one run of the runner command exactly as
+the runtime starts it (``adapters.processes.spawn_gated``: ``sh -c`` behind its start gate, the
+prompt on stdin, output read to the end), three raw durable APSW appends, and two trivial GETs
+(``/ping``) on the same server for the HTTP round trips. One client measures
+the round trip; then 16 clients measure latency percentiles and throughput.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import apsw
+
+from adapters.processes import spawn_gated
+from bench.http_load import THREADS, WORKERS, free_port, server
+
+RUNNER = "cat"
+
+
+def serve_command(workspace: str, port: int, workers: int = WORKERS) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "adapters.cli",
+        "serve",
+        "--workspace",
+        workspace,
+        "--bind",
+        f"127.0.0.1:{port}",
+        "--workers",
+        str(workers),
+        "--threads",
+        str(THREADS),
+    ]
+
+
+def invoke(conn: http.client.HTTPConnection) -> None:
+    conn.request("POST", "/invocations", body=b'{"prompt": "bench"}')
+    answer = conn.getresponse()
+    body = json.loads(answer.read())
+    if answer.status != 200 or body.get("status") != "ok":
+        raise RuntimeError(f"sync invocation failed: {answer.status} {body}")
+
+
+def _ping(conn: http.client.HTTPConnection) -> None:
+    conn.request("GET", "/ping")
+    answer = conn.getresponse()
+    answer.read()
+    if answer.status != 200:
+        raise RuntimeError(f"/ping answered {answer.status}")
+
+
+class RawAppends:
+    """Durable appends by raw APSW (BEGIN IMMEDIATE, version check, INSERT, COMMIT)."""
+
+    def __init__(self, path: Path) -> None:
+        self.conn = apsw.Connection(str(path))
+        self.conn.set_busy_timeout(10_000)
+        self.conn.execute("PRAGMA journal_mode = WAL")
+        self.conn.execute("PRAGMA synchronous = FULL")
+        self.conn.execute(
+            "CREATE TABLE events (position INTEGER PRIMARY KEY, stream_id TEXT, version INTEGER,"
+            " payload BLOB, UNIQUE (stream_id, version))"
+        )
+        self.count = 0
+
+    def append(self) -> None:
+        self.count += 1
+        stream = f"job:{self.count // 3}"
+        self.conn.execute("BEGIN IMMEDIATE")
+        head = self.conn.execute(
+            "SELECT coalesce(max(version), 0) FROM events WHERE stream_id = ?", (stream,)
+        ).fetchall()[0][0]
+        self.conn.execute(
+            "INSERT INTO events VALUES (NULL, ?, ?, ?)", (stream, head + 1, b'{"prompt":"bench"}')
+        )
+        self.conn.execute("COMMIT")
+
+
+def run_runner(workspace: Path) -> None:
+    """One run of the runner command exactly as the runtime starts it: ``sh -c`` behind its
+    start gate (ADR 0011), the prompt on stdin, stdout and stderr read to the end."""
+    process = spawn_gated(RUNNER, workspace, {})
+    process.open_gate(b"bench")
+    child = process.process
+    assert child.stdout is not None and child.stderr is not None
+    out = child.stdout.read()  # the runner writes next to nothing on stderr
+    child.stderr.read()
+    code = child.wait(timeout=60)
+    child.stdout.close()
+    child.stderr.close()
+    if code != 0 or out != b"bench":
+        raise RuntimeError(f"the runner failed: {code} {out!r}")
+
+
+def _timed(operation: object, repeat: int) -> float:
+    """Median seconds of ``repeat`` calls."""
+    times = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        operation()  # type: ignore[operator]
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def _concurrent(port: int, clients: int, seconds: float) -> tuple[list[float], float]:
+    """Latencies of sync invocations by ``clients`` threads for ``seconds``, and the rate."""
+    latencies: list[list[float]] = [[] for _ in range(clients)]
+    stop_at = time.monotonic() + seconds
+
+    def client(index: int) -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        while time.monotonic() < stop_at:
+            started = time.perf_counter()
+            invoke(conn)
+            latencies[index].append(time.perf_counter() - started)
+        conn.close()
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+    started = time.monotonic()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=seconds + 120)
+    elapsed = time.monotonic() - started
+    every = [latency for mine in latencies for latency in mine]
+    return every, len(every) / elapsed
+
+
+def bench_invocation(seconds: float, clients: int = 16, rounds: int = 20) -> dict[str, float]:
+    with tempfile.TemporaryDirectory(prefix="foldline-invocation-bench-") as folder:
+        port = free_port()
+        raw = RawAppends(Path(folder) / "raw.db")
+        workspace = Path(folder) / "workspace"
+        workspace.mkdir()
+        env = {"FOLDLINE_RUNNER": RUNNER}
+        with server(serve_command(str(workspace), port), port, "/ping", env):
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+            invoke(conn)  # warm up: lease, recovery, first connections
+            # Interleaved so that both sides see the same machine.
+            ours, floors = [], []
+            for _ in range(rounds):
+                ours.append(_timed(lambda: invoke(conn), 3))
+                spawn = _timed(lambda: run_runner(workspace), 3)
+                appends = _timed(raw.append, 3)
+                get = _timed(lambda: _ping(conn), 3)
+                floors.append(spawn + 3 * appends + 2 * get)
+            conn.close()
+            latencies, rate = _concurrent(port, clients, seconds)
+        raw.conn.close()
+    quantiles = statistics.quantiles(latencies, n=100)
+    round_trip, floor = statistics.median(ours), statistics.median(floors)
+    return {
+        "http.sync_invocation_ms": round_trip * 1000,
+        "http.sync_floor_ms": floor * 1000,
+        "ratio.invocation_vs_floor": floor / round_trip,
+        "http.sync_clients": float(clients),
+        "http.sync_p50_ms": quantiles[49] * 1000,
+        "http.sync_p99_ms": quantiles[98] * 1000,
+        "http.sync_per_s": rate,
+    }

@@ -1,0 +1,126 @@
+"""Group commit: concurrent writers of one process share one transaction and one sync.
+
+Callers queue their work; the first caller to find nobody leading becomes the leader, takes
+the queue (up to ``max_batch``) and runs it as one batch through ``run_batch``; everybody in
+the batch is woken after it returns, that is after the single COMMIT. A caller that queued
+while a batch was committing is handed the leadership of the next batch. Backend-neutral: the
+batch itself (one transaction, one scope per caller) is ``engine.transaction.run_batch``.
+
+Each waiter blocks on a lock of its own rather than on a shared condition, so waking a batch
+of N costs N lock releases and nothing else. A leader whose last batch had N > 1 callers
+lingers (at most as long as that batch took, and never over ``MAX_LINGER_S``) until N have
+queued again: the writers woken by the last commit are still on their way back, and without
+the wait they split into two half-size batches (ADR 0021). A lone writer never waits.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+_allocate_lock = threading.Lock
+MAX_LINGER_S = 0.002
+
+
+class Request:
+    """One caller's unit of work and, once the batch is done, its outcome."""
+
+    __slots__ = ("error", "lead", "result", "wake", "work")
+
+    def __init__(self, work: Callable[[Any], Any]) -> None:
+        self.work = work
+        self.wake: Any = None  # a held lock, made only for a caller that has to wait
+        self.lead = False
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+
+class GroupCommit:
+    """The queue and the leader hand-over. Thread-safe; reset in a forked child."""
+
+    def __init__(self, run_batch: Callable[[list[Request]], None], max_batch: int) -> None:
+        self._run_batch = run_batch
+        self.max_batch = max_batch
+        self._reset()
+
+    def _reset(self) -> None:
+        self._pid = os.getpid()
+        self._queue: list[Request] = []
+        self._lock = threading.Lock()
+        self._leading = False
+        self._last_batch = 0
+        self._last_seconds = 0.0
+        # While a leader lingers for the rest of its batch: the lock it waits on, and the
+        # queue length that releases it.
+        self._filled: Any = None
+        self._target = 0
+
+    def submit(self, work: Callable[[Any], Any]) -> Any:
+        """Run ``work`` in the next batch; returns its result (or raises its error) after the
+        batch's commit."""
+        if self._pid != os.getpid():
+            self._reset()
+        request = Request(work)
+        with self._lock:
+            self._queue.append(request)
+            lead = not self._leading
+            if lead:
+                self._leading = True
+            else:
+                request.wake = _allocate_lock()
+                request.wake.acquire()
+                if self._filled is not None and len(self._queue) >= self._target:
+                    self._filled.release()
+                    self._filled = None
+        if not lead:
+            request.wake.acquire()  # released by the leader: done, or lead the next batch
+            lead = request.lead
+        if lead:
+            self._lead()
+        if request.error is not None:
+            raise request.error
+        return request.result
+
+    def _linger(self) -> None:
+        """Wait, at most as long as the last batch took, for as many callers as it had.
+
+        Writers that were woken by the last commit are still queueing again; without the
+        wait the next batch takes whoever queued first, and the rest pay for a commit of
+        their own. The caller that fills the batch ends the wait at once."""
+        expected = self._last_batch
+        if expected < 2:
+            return
+        with self._lock:
+            if len(self._queue) >= expected:
+                return
+            filled = self._filled = _allocate_lock()
+            filled.acquire()
+            self._target = expected
+        filled.acquire(timeout=min(self._last_seconds, MAX_LINGER_S))
+        with self._lock:
+            self._filled = None
+
+    def _lead(self) -> None:
+        self._linger()
+        with self._lock:
+            batch = self._queue[: self.max_batch]
+            del self._queue[: self.max_batch]
+            self._last_batch = len(batch)
+        started = time.perf_counter()
+        try:
+            self._run_batch(batch)
+        finally:
+            self._last_seconds = time.perf_counter() - started
+            with self._lock:
+                if self._queue:
+                    successor = self._queue[0]
+                    successor.lead = True
+                    successor.wake.release()
+                else:
+                    self._leading = False
+            for request in batch:
+                if request.wake is not None and request.wake.locked():
+                    request.wake.release()

@@ -1,0 +1,142 @@
+"""The storage seam: what the log needs from a database, and nothing more.
+
+Everything backend-neutral lives above this seam and is shared by every backend: the group
+commit (``engine.group_commit``), the machine checks, the hash chain, the command table's
+semantics and the deferred row buffers (``engine.transaction``), the projection framework
+(``engine.projection``) and the validated reads (``engine.reads``). A backend implements the two
+protocols below; SQLite (``engine.sqlite_storage``) is the reference implementation.
+
+A row of the ``events`` table travels across the seam as a plain tuple in column order:
+``(position, stream_id, version, event_type, recorded_at, epoch, command_id, state, payload,
+hash)`` (``engine.chain.Row``). Cursors handed to projections and domain views are DB-API style
+and take ``?`` placeholders; a backend whose driver wants another style adapts them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
+
+from engine.errors import EngineError
+
+# position, stream_id, version, event_type, recorded_at, epoch, command_id, state, payload, hash
+EventRow = tuple[Any, ...]
+# stream_id, kind, version, state, first_position, last_position, created_at, updated_at
+HeadRow = tuple[Any, ...]
+# command_id, stream_id, first_position, last_position
+CommandRow = tuple[str, str, int, int]
+# stream_id, first_position, last_position, first_version, last_version, last_state
+CommandOutcome = tuple[str, int, int, int, int, str]
+
+
+class Writer(Protocol):
+    """One process's writer: used by the group-commit leader only, one batch at a time."""
+
+    @property
+    def cursor(self) -> Any:
+        """The cursor projections and domain views run SQL on inside the transaction."""
+        ...
+
+    def begin(self) -> bool:
+        """Open the write transaction, waiting for writers in other processes.
+
+        Returns True when no other writer has committed since this writer's last commit, so
+        what the log cached about its tail, its stream heads and its projection checkpoints
+        is still true.
+        """
+        ...
+
+    def commit(self) -> None:
+        """Make the transaction durable (to the configured sync level)."""
+        ...
+
+    def rollback(self) -> None:
+        """Abandon the transaction, if one is open."""
+        ...
+
+    def savepoint(self) -> None:
+        """Open the nested scope one caller's SQL runs in, inside a shared batch."""
+        ...
+
+    def release_savepoint(self) -> None: ...
+
+    def rollback_to_savepoint(self) -> None:
+        """Undo the caller's SQL since ``savepoint`` (the scope stays to be released)."""
+        ...
+
+    def tail(self) -> tuple[int, bytes, int]:
+        """``(position, hash, epoch)`` of the last event, or ``(0, GENESIS, 0)``."""
+        ...
+
+    def stream_head(self, stream_id: str) -> tuple[int, str] | None:
+        """``(version, state)`` of a stream as of this transaction, None if it does not exist."""
+        ...
+
+    def command_outcome(self, command_id: str) -> CommandOutcome | None: ...
+
+    def insert_events(self, rows: Sequence[EventRow]) -> None: ...
+
+    def upsert_heads(self, rows: Sequence[HeadRow]) -> None:
+        """Write stream heads to the ``streams`` table, keeping first position and creation
+        time of a stream that exists."""
+        ...
+
+    def insert_commands(self, rows: Sequence[CommandRow]) -> None: ...
+
+    def rows_after(
+        self, position: int, event_types: frozenset[str] | None = None
+    ) -> Iterator[EventRow]:
+        """Event rows after ``position`` as this transaction sees them, in position order;
+        only of ``event_types`` when given."""
+        ...
+
+
+class Storage(Protocol):
+    """One log's database: connections, reads outside the write transaction, opening."""
+
+    path: str
+    readonly: bool
+
+    def writer(self) -> Writer:
+        """This process's writer (made on first use, never shared across fork)."""
+        ...
+
+    def connection(self) -> Any:
+        """This thread's read connection (DB-API style; SQL reads by adapters and tests)."""
+        ...
+
+    def translate(self, ex: BaseException) -> BaseException:
+        """A backend error as an ``EngineError``; any other exception unchanged."""
+        ...
+
+    def rows_after(self, after_position: int, limit: int | None = None) -> Iterator[EventRow]: ...
+
+    def stream_rows(self, stream_id: str, after_version: int) -> list[EventRow]: ...
+
+    def hash_at(self, position: int) -> bytes | None: ...
+
+    def max_position(self) -> int: ...
+
+    def stream_head(self, stream_id: str) -> tuple[int, str] | None: ...
+
+    def data_version(self) -> int:
+        """A number that changes when another connection commits (cheap, for polling)."""
+        ...
+
+    def content_cursor(self) -> AbstractContextManager[Any]:
+        """A cursor over one consistent read snapshot, for a ``with`` block."""
+        ...
+
+    def migrate(self, recorded_at: str) -> int: ...
+
+    def check_current(self, wanted: dict[str, int]) -> None:
+        """Refuse (``NotALog``/``NeedsMigration``) a read-only log that is not current."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def translated(storage: Storage, ex: BaseException) -> BaseException:
+    """``storage.translate`` as a function, so callers do not repeat the isinstance test."""
+    return ex if isinstance(ex, EngineError) else storage.translate(ex)

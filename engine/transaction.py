@@ -1,0 +1,496 @@
+"""One batch of the group commit: a write transaction shared by its callers.
+
+Backend-neutral: the machine checks, the hash chain, command idempotency and the projection
+calls are here, the SQL is behind ``engine.storage.Writer``.
+
+The hot path writes nothing per event. Appended rows, stream heads and command rows wait in
+Python buffers and are written once per batch, one statement per table (ADR 0021). Each
+caller's work is a scope: if it raises, its buffered rows are dropped and the log's tail and
+heads go back to where the work found them. SQL is flushed earlier only when someone needs the
+database to see the batch so far: the first time a work (a domain view, a projection with a
+handler for the event) runs SQL on ``Transaction.cursor``. That work then gets a savepoint,
+taken after the rows of the works before it are written, so its own failure still undoes only
+its own part.
+
+What the log knows about its tail, its stream heads and its projection checkpoints is kept
+between batches (``WriterCache``) while no other process commits (``Writer.begin``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from engine import chain
+from engine.clock import Clock, SystemClock, format_time
+from engine.errors import ConcurrencyError, FencedOut, InvalidArgument
+from engine.events import Event, RecordedEvent
+from engine.machines import Machine, StreamHead
+from engine.storage import CommandRow, EventRow, Writer, translated
+from engine.streams import head_rows
+
+if TYPE_CHECKING:
+    from engine.group_commit import Request
+    from engine.log import Log
+
+MAX_COMMAND_ID = 256
+# Stream heads kept between batches. Bounded so that memory does not grow with the number of
+# streams in the log: a miss costs one primary-key lookup in ``streams``.
+HEAD_CACHE_SIZE = 8192
+
+
+class AppendResult(msgspec.Struct, frozen=True, kw_only=True):
+    """What one append produced (or, when ``duplicate``, what the first one produced)."""
+
+    stream_id: str
+    first_version: int
+    last_version: int
+    first_position: int
+    last_position: int
+    state: str
+    duplicate: bool = False
+
+
+@dataclass
+class LogStats:
+    """Counters of this process's writes, for metrics. Updated only by the batch leader."""
+
+    commits: int = 0
+    events: int = 0
+    commit_seconds: float = 0.0
+    batch_sizes: dict[int, int] = field(default_factory=dict)  # batch size -> batches
+
+
+@dataclass
+class WriterCache:
+    """What this process's writer knew after its last commit; true while ``valid``."""
+
+    valid: bool = False
+    tail: tuple[int, bytes, int] = (0, chain.GENESIS, 0)
+    heads: dict[str, StreamHead] = field(default_factory=dict)
+    # True when every projection of this log is current and every registered one it does not
+    # keep is fenced: ``prepare`` and ``fence_lagging`` would find nothing to do.
+    settled: bool = False
+
+    def forget(self) -> None:
+        self.valid = False
+        self.settled = False
+        self.heads.clear()
+
+
+def _system_now() -> str:
+    """``format_time(SystemClock().now())`` without building a datetime: the text of the
+    current second is kept, only the microseconds are formatted per call."""
+    global _second  # one small cache, replaced whole (thread-safe)
+    micros = time.time_ns() // 1000
+    seconds, fraction = divmod(micros, 1_000_000)
+    known, prefix = _second
+    if seconds != known:
+        prefix = datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S.")
+        _second = (seconds, prefix)
+    return f"{prefix}{fraction:06d}Z"
+
+
+_second: tuple[int, str] = (-1, "")
+
+
+def recorded_now(clock: Clock) -> str:
+    """The ``recorded_at`` text for now on ``clock``."""
+    if type(clock) is SystemClock:
+        return _system_now()
+    return format_time(clock.now())
+
+
+def check_arguments(
+    expected_version: Any, events: Any, command_id: Any, at_head_allowed: bool = False
+) -> None:
+    if expected_version is None and at_head_allowed:
+        pass  # append at the head (inside a transaction)
+    elif isinstance(expected_version, bool) or not isinstance(expected_version, int):
+        raise InvalidArgument(f"expected_version must be an int, got {expected_version!r}")
+    elif expected_version < 0:
+        raise InvalidArgument(f"expected_version must be >= 0, got {expected_version}")
+    if not isinstance(events, (list, tuple)) or not events:
+        raise InvalidArgument("events must be a non-empty list of Event")
+    if command_id is not None and (
+        not isinstance(command_id, str) or not 0 < len(command_id) <= MAX_COMMAND_ID
+    ):
+        raise InvalidArgument(f"command_id must be a string of 1..{MAX_COMMAND_ID} characters")
+
+
+class _SqlCursor:
+    """``Transaction.cursor``: the writer's cursor, written up to date on first use.
+
+    Whoever runs SQL inside the transaction must see the batch so far, so the first call that
+    reaches the database flushes the buffered rows (and opens the work's savepoint)."""
+
+    def __init__(self, tx: Transaction) -> None:
+        self._tx = tx
+
+    def __getattr__(self, name: str) -> Any:
+        self._tx.enter_sql()
+        return getattr(self._tx.writer.cursor, name)
+
+
+class Transaction:
+    """The write side of one batch: appends and reads inside the open transaction."""
+
+    def __init__(self, log: Log, writer: Writer, shared: bool, cached: bool) -> None:
+        self._log = log
+        self.writer = writer
+        self._shared = shared
+        cache = log.cache
+        self._cache = cache if cached else None
+        if not cached:
+            cache.forget()
+            cache.tail = writer.tail()
+        # Epochs never decrease along the log (older ones are fenced out), so the last row's
+        # epoch is the newest tenure.
+        self.position, self.last_hash, self.epoch = cache.tail
+        self.start_position = self.position
+        self.appended: list[RecordedEvent] = []
+        self.cursor: Any = _SqlCursor(self)
+        self._recorded_at: str | None = None
+        # The batch so far (finished works): rows not yet written, heads, commands.
+        self._rows: list[EventRow] = []
+        self._command_rows: list[CommandRow] = []
+        self._heads: dict[str, StreamHead] = {}
+        self._commands: dict[str, AppendResult] = {}
+        # The current work (set by ``start_work``). Its rows follow the batch's in ``_rows``
+        # from ``_work_start``; ``_in_sql``: it has flushed and writes straight through;
+        # ``savepoint``: it runs in one.
+        self._work_start: int
+        self._work_heads: dict[str, StreamHead]
+        self._open_commands: dict[str, tuple[str, int]]
+        self._mark: tuple[int, bytes, int, int]
+        self._in_sql: bool
+        self.savepoint: bool
+        self.broken: BaseException | None = None  # a flush of finished works failed
+        self.invalidated = False  # a work rewrote tables the cache describes
+
+    # -- work scopes ---------------------------------------------------------------------
+
+    def start_work(self) -> None:
+        self._mark = self.position, self.last_hash, self.epoch, len(self.appended)
+        self._work_start = len(self._rows)
+        self._work_heads = {}
+        self._open_commands = {}
+        self._in_sql = False
+        self.savepoint = False
+
+    def finish_work(self) -> None:
+        """Record the commands the finished work appended under (one row each, forever) and
+        fold its heads into the batch's."""
+        for command_id, (stream_id, first) in self._open_commands.items():
+            self._command_rows.append((command_id, stream_id, first, self.position))
+            head = self._event_at(first)
+            last = self._event_at(self.position)
+            self._commands[command_id] = AppendResult(
+                stream_id=stream_id,
+                first_version=head.version,
+                last_version=last.version,
+                first_position=first,
+                last_position=self.position,
+                state=last.state,
+                duplicate=True,
+            )
+        if self._in_sql and self._command_rows:
+            self.writer.insert_commands(self._command_rows)
+            self._command_rows = []
+        if self._heads:
+            self._heads.update(self._work_heads)
+        else:
+            self._heads = self._work_heads
+
+    def abandon_work(self) -> None:
+        """Forget what the failed work appended (its SQL is the caller's to roll back)."""
+        self.position, self.last_hash, self.epoch, count = self._mark
+        del self.appended[count:]
+        del self._rows[self._work_start :]
+
+    def invalidate(self) -> None:
+        """Say that this batch rewrote the projections or heads (rebuilds, installs): the
+        next batch reads them from the database again."""
+        self.invalidated = True
+
+    def _event_at(self, position: int) -> RecordedEvent:
+        return self.appended[position - self.start_position - 1]
+
+    def enter_sql(self) -> None:
+        """Make the database see the batch so far; from now on the work writes through."""
+        if self._in_sql:
+            return
+        writer = self.writer
+        done, mine = self._rows[: self._work_start], self._rows[self._work_start :]
+        try:
+            self._write(done, self._command_rows)
+        except BaseException as ex:
+            self.broken = ex
+            raise
+        self._command_rows = []
+        if self._shared:
+            writer.savepoint()
+            self.savepoint = True
+        self._rows, self._work_start = [], 0
+        self._in_sql = True
+        self._write(mine, ())
+
+    def _write(self, rows: list[EventRow], commands: Sequence[CommandRow]) -> None:
+        if rows:
+            self.writer.insert_events(rows)
+            self.writer.upsert_heads(head_rows(rows))
+        if commands:
+            self.writer.insert_commands(commands)
+
+    def flush(self) -> None:
+        """Write whatever is still buffered (at the end of the batch)."""
+        self._write(self._rows, self._command_rows)
+        self._rows, self._command_rows = [], []
+
+    # -- reads inside the transaction ----------------------------------------------------
+
+    def known_command(self, command_id: str) -> AppendResult | None:
+        """The first outcome of a command accepted earlier (None if new or opened by this work)."""
+        if command_id in self._open_commands:
+            return None
+        known = self._commands.get(command_id)
+        if known is not None:
+            return known
+        row = self.writer.command_outcome(command_id)
+        if row is None:
+            return None
+        stream_id, first, last, first_version, last_version, state = row
+        return AppendResult(
+            stream_id=stream_id,
+            first_version=first_version,
+            last_version=last_version,
+            first_position=first,
+            last_position=last,
+            state=state,
+            duplicate=True,
+        )
+
+    def head_of(self, stream_id: str) -> StreamHead:
+        """The stream's version and state as of this transaction."""
+        head = self._work_heads.get(stream_id) or self._heads.get(stream_id)
+        if head is not None:
+            return head
+        cache = self._cache
+        if cache is not None:
+            head = cache.heads.get(stream_id)
+            if head is not None:
+                return head
+        row = self.writer.stream_head(stream_id)
+        return StreamHead(stream_id, row[0], row[1]) if row else StreamHead(stream_id, 0, None)
+
+    def events_after(
+        self, position: int, event_types: frozenset[str] | None = None
+    ) -> Iterator[RecordedEvent]:
+        """Recorded events after a position as this transaction sees them (folds), only of
+        ``event_types`` when given (``engine.projection.EventSource``)."""
+        if self._rows or self._command_rows:
+            self.enter_sql()
+        return map(self._log.decode, self.writer.rows_after(position, event_types))
+
+    # -- appends -------------------------------------------------------------------------
+
+    def append(
+        self,
+        stream_id: str,
+        expected_version: int | None,
+        events: Sequence[Event],
+        command_id: str | None = None,
+        epoch: int | None = None,
+    ) -> AppendResult:
+        """Append events to one stream; see ``Log.append`` for the contract. Inside a
+        transaction nobody else can move the head, so ``expected_version=None`` appends at it
+        (the domain rules, which read the rows they decide on in the same transaction)."""
+        log = self._log
+        check_arguments(expected_version, events, command_id, at_head_allowed=True)
+        machine = log.machines.for_stream(stream_id)
+        encode = log.codec.encode
+        encoded = [encode(event) for event in events]
+        return self.append_encoded(
+            stream_id, expected_version, events, encoded, machine, command_id, epoch
+        )
+
+    def append_encoded(
+        self,
+        stream_id: str,
+        expected_version: int | None,
+        events: Sequence[Event],
+        encoded: list[tuple[str, bytes]],
+        machine: Machine,
+        command_id: str | None,
+        epoch: int | None,
+    ) -> AppendResult:
+        """``append`` for events validated and encoded by the caller (outside the batch)."""
+        epoch = self._log.epoch if epoch is None else epoch
+        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+            raise InvalidArgument(f"epoch must be an int >= 0, got {epoch!r}")
+        if command_id is not None:
+            known = self.known_command(command_id)
+            if known is not None:
+                return known
+        head = self.head_of(stream_id)
+        if expected_version is not None and head.version != expected_version:
+            raise ConcurrencyError(stream_id, expected_version, head.version)
+        if epoch < self.epoch:
+            raise FencedOut(epoch, self.epoch)
+        recorded_at = self._recorded_at
+        if recorded_at is None:
+            recorded_at = self._recorded_at = recorded_now(self._log.clock)
+        first_version = head.version + 1
+        position = self.position
+        previous = self.last_hash
+        link = chain.link
+        rows = []
+        recorded = []
+        for event, (event_type, payload) in zip(events, encoded, strict=True):
+            state = machine.next_state(head, event, event_type)
+            position += 1
+            head = StreamHead(stream_id, head.version + 1, state)
+            # The envelope in column order: hashed, then stored with its hash.
+            row = (
+                position,
+                stream_id,
+                head.version,
+                event_type,
+                recorded_at,
+                epoch,
+                command_id,
+                state,
+                payload,
+            )
+            previous = link(previous, *row)
+            rows.append((*row, previous))
+            recorded.append(
+                RecordedEvent(
+                    position=position,
+                    stream_id=stream_id,
+                    version=head.version,
+                    event_type=event_type,
+                    recorded_at=recorded_at,
+                    epoch=epoch,
+                    command_id=command_id,
+                    state=state,
+                    event=event,
+                    hash=previous.hex(),
+                )
+            )
+        first = self.position + 1
+        self.position, self.last_hash, self.epoch = position, previous, epoch
+        self.appended.extend(recorded)
+        self._work_heads[stream_id] = head
+        if command_id is not None:
+            self._open_commands.setdefault(command_id, (stream_id, first))
+        if self._in_sql:
+            self._write(rows, ())
+        else:
+            self._rows.extend(rows)
+        # The built-in heads are buffered above; the other projections see each event now,
+        # those that may act on its type. One that runs SQL reaches the database through
+        # ``self.cursor``, which flushes first.
+        folding = self._log.folding
+        cursor = self.cursor
+        for event_ in recorded:
+            for projection in folding(event_.event_type):
+                projection.apply(cursor, event_)
+        return AppendResult(
+            stream_id=stream_id,
+            first_version=first_version,
+            last_version=head.version,
+            first_position=first,
+            last_position=position,
+            state=head.state or "",
+        )
+
+    # -- after the commit ----------------------------------------------------------------
+
+    def remember(self) -> None:
+        """Keep what is now true of the log for the next batch (after a successful commit)."""
+        cache = self._log.cache
+        cache.valid = True
+        cache.tail = (self.position, self.last_hash, self.epoch)
+        heads = cache.heads
+        if len(heads) + len(self._heads) > HEAD_CACHE_SIZE:
+            heads.clear()
+        heads.update(self._heads)
+
+
+def run_batch(log: Log, batch: list[Request]) -> None:
+    """Run a batch of requests in one transaction; each request gets its result or error."""
+    started = time.perf_counter()
+    projections = log.projections
+    cache = log.cache
+    shared = len(batch) > 1
+    writer: Writer | None = None
+    try:
+        writer = log.storage.writer()
+        cached = writer.begin() and cache.valid
+        tx = Transaction(log, writer, shared, cached)
+        # With nothing written by anybody else since our last commit, and that commit leaving
+        # every projection settled, ``prepare`` would read the checkpoints to do nothing.
+        registered = (
+            None
+            if cached and cache.settled
+            else projections.prepare(writer.cursor, tx.events_after)
+        )
+        for request in batch:
+            tx.start_work()
+            try:
+                request.result = request.work(tx)
+                tx.finish_work()
+            except BaseException as ex:  # scoped to its caller, re-raised in its thread
+                if tx.broken is not None:
+                    raise
+                request.error = translated(log.storage, ex)
+                tx.abandon_work()
+                if not shared:
+                    writer.rollback()
+                    return
+                if tx.savepoint:
+                    writer.rollback_to_savepoint()
+            if tx.savepoint:
+                writer.release_savepoint()
+        tx.flush()
+        if registered is not None and tx.appended:
+            projections.fence_lagging(writer.cursor, registered, tx.start_position)
+        writer.commit()
+    except BaseException as ex:
+        cache.forget()
+        if writer is not None:
+            with contextlib.suppress(BaseException):  # the original failure is the news
+                writer.rollback()
+        failure = translated(log.storage, ex)
+        for request in batch:
+            request.result, request.error = None, request.error or failure
+        return
+    if tx.invalidated:
+        cache.forget()
+        return
+    if registered is not None:
+        cache.settled = _settled(registered, projections.names, bool(tx.appended))
+    tx.remember()
+    if tx.appended:
+        stats = log.stats
+        stats.commits += 1
+        stats.events += len(tx.appended)
+        stats.commit_seconds += time.perf_counter() - started
+        stats.batch_sizes[len(batch)] = stats.batch_sizes.get(len(batch), 0) + 1
+        log.announce(tx.position)
+
+
+def _settled(registered: dict[str, int | None], ours: frozenset[str], fenced: bool) -> bool:
+    """Whether ``prepare`` and ``fence_lagging`` left nothing for the next batch to do: each
+    of ours is current (checkpoint NULL) and each other registered one has a checkpoint."""
+    return all(
+        checkpoint is None if name in ours else checkpoint is not None or fenced
+        for name, checkpoint in registered.items()
+    )
