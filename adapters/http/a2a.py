@@ -14,6 +14,7 @@ end completes or fails the task in the same transaction (``engine.domain.rules``
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import time
 from collections.abc import Iterator
@@ -45,7 +46,7 @@ STATE_BY_NAME = {name: state for state, name in STATE.items()}
 
 PARSE, INVALID_REQUEST, NO_METHOD, INVALID_PARAMS, INTERNAL = -32700, -32600, -32601, -32602, -32603
 TASK_NOT_FOUND, NOT_CANCELABLE, PUSH_UNSUPPORTED, UNSUPPORTED = -32001, -32002, -32003, -32004
-VERSION_UNSUPPORTED = -32009
+CONTENT_TYPE_UNSUPPORTED, VERSION_UNSUPPORTED = -32005, -32009
 
 
 class RpcError(Exception):
@@ -75,14 +76,47 @@ def agent_card(base_url: str) -> dict[str, Any]:
     }
 
 
+CARD_CACHE_CONTROL = "private, max-age=300"
+
+
+def interface_url(public_url: str | None, prefix: str) -> str:
+    """The URL the card advertises: ``FOLDLINE_PUBLIC_URL`` (else this request's origin) with
+    the one trailing ``/`` the source system appends."""
+    return (public_url or prefix).rstrip("/") + "/"
+
+
+def card_etag(card: dict[str, Any]) -> str:
+    """A weak ETag, the sha256 of the card's canonical JSON: it changes whenever the card
+    does (a new public URL, a new version), and only then."""
+    return f'W/"{hashlib.sha256(media.encode_canonical(card)).hexdigest()}"'
+
+
+def _matches(if_none_match: str | None, etag: str) -> bool:
+    """RFC 9110 weak comparison of ``If-None-Match`` (a list, or ``*``) with ``etag``."""
+    if not if_none_match:
+        return False
+    opaque = etag.removeprefix("W/")
+    candidates = (tag.strip() for tag in if_none_match.split(","))
+    return any(tag == "*" or tag.removeprefix("W/") == opaque for tag in candidates)
+
+
 class AgentCard:
-    """Served without the lease: a plain description of this endpoint."""
+    """Served without the lease: a plain description of this endpoint, cacheable for five
+    minutes as the source system serves it, and answered 304 when the caller's copy is
+    current."""
 
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        resp.media = agent_card(self.runtime.config.public_url or f"{req.prefix}/")
+        card = agent_card(interface_url(self.runtime.config.public_url, req.prefix))
+        etag = card_etag(card)
+        resp.set_header("ETag", etag)
+        resp.cache_control = [CARD_CACHE_CONTROL]
+        if _matches(req.get_header("If-None-Match"), etag):
+            resp.status = falcon.HTTP_304
+            return
+        resp.media = card
 
 
 # -- wire shapes -------------------------------------------------------------------------------
@@ -129,11 +163,19 @@ def _prompt(parts: list[inbound.PartIn]) -> str:
             texts.append(json.dumps(part.data))
         elif isinstance(part.raw, str):
             try:
-                texts.append(base64.b64decode(part.raw).decode())
+                raw = base64.b64decode(part.raw, validate=True)
             except ValueError:
-                raise RpcError(INVALID_PARAMS, "raw parts must be base64 UTF-8 text") from None
-        else:
-            raise RpcError(INVALID_PARAMS, "only text, data and raw text parts are supported")
+                raise RpcError(INVALID_PARAMS, "raw parts must be base64") from None
+            try:
+                texts.append(raw.decode())
+            except UnicodeDecodeError:
+                raise RpcError(
+                    CONTENT_TYPE_UNSUPPORTED, "only UTF-8 text is supported in raw parts"
+                ) from None
+        else:  # a url part, or a kind this server does not know: the source's -32005
+            raise RpcError(
+                CONTENT_TYPE_UNSUPPORTED, "only text, data and raw text parts are supported"
+            )
     return "\n".join(texts)
 
 

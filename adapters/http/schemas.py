@@ -46,6 +46,7 @@ class SessionOut(msgspec.Struct, kw_only=True):
 class FileOut(msgspec.Struct, kw_only=True):
     path: str
     size: int
+    workspace_path: str = ""
 
 
 class JobOut(msgspec.Struct, kw_only=True):
