@@ -236,3 +236,24 @@ def test_server_notify_hook_gets_env_and_stdin_and_is_cut_at_its_cap(workspace: 
         exit_code, ms = row[0]
         assert exit_code == -9 and 900 <= ms < 5000  # killed, whole group, at the 1 s cap
         assert json.loads(server.request("GET", "/ping")[2])["status"] == "Healthy"
+
+
+def test_server_sse_outlives_the_sync_cap_and_its_result_is_final(workspace: Path) -> None:
+    """The sync cap (1 s here) bounds plain JSON only: an SSE caller of a 3 s job gets
+    keep-alives past the cap and then the final result, never a ``running`` one."""
+    runner = 'read -r p; case "$p" in long*) sleep 3; echo "finally";; *) echo "$p";; esac'
+    env = {"FOLDLINE_RUNNER": runner, "FOLDLINE_SYNC_WAIT_S": "1"}
+    with serve(workspace, env) as server:
+        capped = server.invoke({"prompt": "long plain", "id": "plain"}, timeout=20)[1]
+        conn, answer = _sse(server, {"prompt": "long streamed", "id": "streamed"})
+        started = time.monotonic()
+        events = list(read_events(answer, limit=20))
+        lasted = time.monotonic() - started
+        conn.close()
+    assert capped["status"] == "running"  # plain JSON still answers at the cap
+    named = [e for e in events if "event" in e]
+    assert [e["event"] for e in named] == ["accepted", "delta", "result"]
+    result = json.loads(named[-1]["data"])
+    assert (result["status"], result["result"]) == ("ok", "finally\n")
+    assert lasted > 2  # it stayed open past the 1 s cap
+    assert sum("comment" in e for e in events) >= 3  # keep-alives (0.3 s) while it ran
