@@ -16,7 +16,13 @@ from engine.audit import diff, export_line, open_audit, state_at, verify
 from engine.clock import format_time, parse_time
 from engine.domain import MACHINES
 from engine.schema import LATEST
-from projections import default_projections, open_engine
+from projections import default_projections
+
+
+def _looks_like_sqlite(path: Path) -> bool:
+    with open(path, "rb") as handle:
+        header = handle.read(16)
+    return header == b"SQLite format 3\x00" or header == b""
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -33,17 +39,19 @@ def _serve(args: argparse.Namespace) -> int:
         return 2
     if args.db:
         config = replace(config, db=Path(args.db).resolve())
-    # Open (create, migrate) the log once before forking, and close it: a bad file is a boot
-    # error, and no connection crosses the fork.
-    engine = open_engine(config.db, sync=config.sync)  # type: ignore[arg-type]
-    head = engine.log.head()
-    engine.log.close()
+    # Lazy activation (SPEC §4.2): nothing under the workspace is created or opened here; on
+    # AgentCore the volume is mounted at the first invocation, and a log made before that
+    # would live on the microVM's own disk. A file already there is checked by its header
+    # only, so a wrong --db is still a boot error.
+    if config.db.is_file() and not _looks_like_sqlite(config.db):
+        print(f"foldline: not_a_log: {config.db} is not a SQLite database", file=sys.stderr)
+        return 2
     print(
         json.dumps(
             {
                 "db": str(config.db),
+                "log": "opened at the first request that needs it",
                 "schema": LATEST,
-                "head": head,
                 "bind": config.bind,
                 "workers": config.workers,
             }

@@ -5,49 +5,73 @@ dispatches anything new. Every decision is recorded as an event; nothing is "wri
 2. The run ledger is swept: a run whose process is gone (pid + start token), or that belongs to
    an older epoch, was cut off; a run of an older epoch whose group still lives is an orphan of
    the killed server and is killed first (its output has nowhere to go).
-3. Cut-off jobs are recorded ``job.suspended`` (a cancelling one, ``job.cancelled``), cut-off
-   session controllers ``session.suspended``.
-4. Every suspended job still owed to a caller (its session's pointer, or an open A2A task it
-   works for) is resumed as a new run with ``FOLDLINE_RESUMED=1``.
-5. The timeouts of SPEC §4.3 are recorded for sessions with a controller (``record_timeouts``,
+3. Cut-off jobs are recorded ``job.suspended`` (a running or paused one; a cancelling one,
+   ``job.cancelled``), cut-off session controllers ``session.suspended``.
+4. A notify hook that started and never finished is recorded ``job.notify_lost``; it is never
+   run again.
+5. Every suspended job still owed to a caller (its session's pointer, or an open A2A task it
+   works for) is resumed as a new run with ``FOLDLINE_RESUMED=1`` (not one that had been
+   paused: that waits for a continue, which relaunches it). One that cannot be (its
+   prompt file is gone, its capacity is taken) is recorded ``job.resume_failed`` and recovery
+   goes on: one bad entity never locks the workspace.
+6. The timeouts of SPEC §4.3 are recorded for sessions with a controller (``record_timeouts``,
    also run by the holder at every lease renewal).
+
+The port is narrow: the engine, a way to start a job again, and the two graces. Recovery knows
+nothing else of the server.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 from adapters.processes import is_alive, kill_group
 from engine.clock import parse_time
 from engine.domain import commands as c
+from engine.domain.engine import DomainEngine
 from engine.errors import EngineError, StorageError
-
-if TYPE_CHECKING:
-    from adapters.runtime import Runtime
 
 log = logging.getLogger("foldline.recovery")
 CHAIN_TAIL = 1000  # events whose chain links are checked at every acquisition
+# A paused run cut off stays suspended until an operator continues it: recovery resumes only
+# work that was running for a caller, never what somebody had paused.
+PAUSED_CUT_OFF = "paused run cut off"
+REASON_LIMIT = 900  # a resume failure's reason is recorded in a field of at most 1000 chars
 
 
 class RecoveryFailed(StorageError):
     code = "recovery_failed"
 
 
-def recover(runtime: Runtime) -> list[str]:
+@dataclass(frozen=True)
+class Graces:
+    """SPEC §4.3: how long a controller may take to come up, and to go away."""
+
+    start_s: float
+    transition_s: float
+
+
+def _query(engine: DomainEngine, sql: str, *params: Any) -> list[Any]:
+    rows: list[Any] = engine.log.connection().execute(sql, params).fetchall()
+    return rows
+
+
+def recover(engine: DomainEngine, resume: Callable[[str], None], graces: Graces) -> list[str]:
     """Sweep, record and resume; returns the ids of the jobs resumed.
 
     Raises:
         RecoveryFailed: the chain's tail does not verify.
     """
-    engine = runtime.engine
     head = engine.log.head()
     problems = engine.log.verify_chain(after=max(0, head - CHAIN_TAIL))
     if problems:
         raise RecoveryFailed(f"the log's tail does not verify: {problems[:3]}")
     epoch = engine.log.epoch
-    for kind, entity, pid, token, run_epoch in runtime.query(
-        "SELECT kind, entity_id, pid, start_token, epoch FROM runs ORDER BY started_at"
+    for kind, entity, pid, token, run_epoch in _query(
+        engine, "SELECT kind, entity_id, pid, start_token, epoch FROM runs ORDER BY started_at"
     ):
         alive = is_alive(pid, token)
         if alive and run_epoch < epoch:
@@ -60,13 +84,48 @@ def recover(runtime: Runtime) -> list[str]:
             continue
         try:
             if kind == "job":
-                _cut_off_job(runtime, entity)
+                _cut_off_job(engine, entity)
             else:
                 engine.handle(c.SuspendSession(session_id=entity, reason="controller lost"))
         except EngineError as ex:  # it moved on meanwhile: nothing to record
             log.info("run of %s %s not recorded as cut off: %s", kind, entity, ex)
-    for job_id, pid in runtime.query(
-        "SELECT job_id, notify_pid FROM jobs WHERE notify_pid IS NOT NULL AND notify_ms IS NULL"
+    _record_lost_notifications(engine)
+    record_timeouts(engine, graces)
+    resumed = []
+    for (job_id,) in _query(
+        engine,
+        "SELECT j.job_id FROM jobs j JOIN sessions s ON s.session_id = j.session_id"
+        " LEFT JOIN tasks t ON t.task_id = j.task_id"
+        " WHERE j.state = 'suspended' AND coalesce(j.reason, '') != ?"
+        " AND ((s.owes_kind = 'job' AND s.owes_ref = j.job_id)"
+        " OR t.state IN ('submitted', 'working')) ORDER BY j.accepted_position",
+        PAUSED_CUT_OFF,
+    ):
+        try:
+            resume(job_id)
+        except Exception as ex:
+            _record_resume_failed(engine, job_id, ex)
+            continue
+        resumed.append(job_id)
+    if resumed:
+        log.warning("resumed %d cut-off job(s): %s", len(resumed), ", ".join(resumed))
+    return resumed
+
+
+def _record_resume_failed(engine: DomainEngine, job_id: str, ex: Exception) -> None:
+    detail = getattr(ex, "message", None) or str(ex) or type(ex).__name__
+    reason = f"could not resume: {detail}"[:REASON_LIMIT]
+    log.error("job %s %s", job_id, reason)
+    try:
+        engine.handle(c.FailJobResume(job_id=job_id, reason=reason))
+    except EngineError as recorded:  # it moved on meanwhile (cancelled, superseded)
+        log.info("resume failure of %s not recorded: %s", job_id, recorded)
+
+
+def _record_lost_notifications(engine: DomainEngine) -> None:
+    for job_id, pid in _query(
+        engine,
+        "SELECT job_id, notify_pid FROM jobs WHERE notify_pid IS NOT NULL AND notify_ms IS NULL",
     ):
         # At most once: a hook cut off by the crash is reported, never run again.
         log.warning(
@@ -75,43 +134,36 @@ def recover(runtime: Runtime) -> list[str]:
             job_id,
             pid,
         )
-    record_timeouts(runtime)
-    resumed = []
-    for (job_id,) in runtime.query(
-        "SELECT j.job_id FROM jobs j JOIN sessions s ON s.session_id = j.session_id"
-        " LEFT JOIN tasks t ON t.task_id = j.task_id"
-        " WHERE j.state = 'suspended' AND ((s.owes_kind = 'job' AND s.owes_ref = j.job_id)"
-        " OR t.state IN ('submitted', 'working')) ORDER BY j.accepted_position"
-    ):
-        runtime.resume(job_id)
-        resumed.append(job_id)
-    if resumed:
-        log.warning("resumed %d cut-off job(s): %s", len(resumed), ", ".join(resumed))
-    return resumed
+        try:
+            engine.handle(
+                c.RecordNotifyLost(job_id=job_id, pid=pid, reason="cut off by a server crash")
+            )
+        except EngineError as ex:
+            log.info("lost notification of %s not recorded: %s", job_id, ex)
 
 
-def record_timeouts(runtime: Runtime) -> None:
+def record_timeouts(engine: DomainEngine, graces: Graces) -> None:
     """SPEC §4.3, for sessions that record a controller: ``starting`` with no live controller
     past the start grace becomes ``failed`` (it never started) or ``suspended``; a closing
     state whose controller is gone past the transition grace reaches its terminal state."""
-    now = runtime.engine.clock.now()
+    now = engine.clock.now()
     live = {
         entity
-        for entity, pid, token in runtime.query(
-            "SELECT entity_id, pid, start_token FROM runs WHERE kind = 'session'"
+        for entity, pid, token in _query(
+            engine, "SELECT entity_id, pid, start_token FROM runs WHERE kind = 'session'"
         )
         if is_alive(pid, token)
     }
-    config = runtime.config
-    for session_id, state, run_id, updated in runtime.query(
+    for session_id, state, run_id, updated in _query(
+        engine,
         "SELECT session_id, state, run_id, updated_at FROM sessions WHERE has_controller = 1"
-        " AND state IN ('starting', 'finishing', 'stopping', 'cancelling')"
+        " AND state IN ('starting', 'finishing', 'stopping', 'cancelling')",
     ):
         if session_id in live:
             continue
         age = (now - parse_time(updated)).total_seconds()
         command: c.Command | None = None
-        if state == "starting" and age > config.start_grace_s:
+        if state == "starting" and age > graces.start_s:
             command = (
                 c.SuspendSession(session_id=session_id, reason="controller never came up")
                 if run_id
@@ -121,7 +173,7 @@ def record_timeouts(runtime: Runtime) -> None:
                     error="no controller within the grace",
                 )
             )
-        elif state != "starting" and age > config.transition_grace_s:
+        elif state != "starting" and age > graces.transition_s:
             command = {
                 "finishing": c.FinishSession,
                 "stopping": c.StopSession,
@@ -129,20 +181,22 @@ def record_timeouts(runtime: Runtime) -> None:
             }[state](session_id=session_id)
         if command is not None:
             try:
-                runtime.engine.handle(command)
+                engine.handle(command)
             except EngineError as ex:
                 log.info("timeout of session %s not recorded: %s", session_id, ex)
 
 
-def _cut_off_job(runtime: Runtime, job_id: str) -> None:
-    state = runtime.query("SELECT state FROM jobs WHERE job_id = ?", job_id)[0][0]
+def _cut_off_job(engine: DomainEngine, job_id: str) -> None:
+    state = _query(engine, "SELECT state FROM jobs WHERE job_id = ?", job_id)[0][0]
     if state == "cancelling":
-        runtime.engine.handle(c.ConfirmJobCancelled(job_id=job_id))
+        engine.handle(c.ConfirmJobCancelled(job_id=job_id))
     elif state == "running":
-        runtime.engine.handle(c.SuspendJob(job_id=job_id, reason="run cut off"))
+        engine.handle(c.SuspendJob(job_id=job_id, reason="run cut off"))
+    elif state == "paused":  # its process is gone: cut off too, but left for a continue
+        engine.handle(c.SuspendJob(job_id=job_id, reason=PAUSED_CUT_OFF))
 
 
-def is_recovered(runtime: Runtime) -> bool:
+def is_recovered(engine: DomainEngine) -> bool:
     """What another worker of the same instance waits for: no run of an older epoch left."""
-    rows = runtime.query("SELECT count(*) FROM runs WHERE epoch < ?", runtime.engine.log.epoch)
+    rows = _query(engine, "SELECT count(*) FROM runs WHERE epoch < ?", engine.log.epoch)
     return int(rows[0][0]) == 0

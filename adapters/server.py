@@ -52,7 +52,7 @@ class FoldlineServer(BaseApplication):  # type: ignore[misc]
                 os.kill(os.getppid(), signal.SIGTERM)
                 os._exit(70)
 
-            runtime.on_lost = on_lost
+            runtime.tenure.on_lost = on_lost
 
         def worker_exit(server: Any, worker: Any) -> None:
             runtime.close()

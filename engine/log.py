@@ -339,6 +339,12 @@ class Log:
                 conn.close()
         self._local = threading.local()
 
+    def fence(self, epoch: int) -> None:
+        """Appends of this process carry ``epoch`` from now on: the tenure it holds. The one
+        setter, called by whoever holds the current tenure; an older epoch is refused by the
+        append."""
+        self.epoch = epoch
+
     # -- writes --------------------------------------------------------------------------
 
     def append(

@@ -15,8 +15,10 @@ from engine.domain.job import (
     JobContinued,
     JobFinished,
     JobNotifyFinished,
+    JobNotifyLost,
     JobNotifyStarted,
     JobPaused,
+    JobResumeFailed,
     JobStarted,
     JobSuperseded,
     JobSuspended,
@@ -170,6 +172,11 @@ class JobsProjection(DispatchProjection):
     def on_job_suspended(self, cur: Any, e: RecordedEvent) -> None:
         self._set(cur, e, reason=e.event.reason or None)  # type: ignore[attr-defined]
 
+    @handles(JobResumeFailed)
+    def on_job_resume_failed(self, cur: Any, e: RecordedEvent) -> None:
+        reason = e.event.reason  # type: ignore[attr-defined]
+        self._set(cur, e, result=reason, reason=reason, finished_at=e.recorded_at)
+
     @handles(JobCancelRequested)
     def on_job_cancel_requested(self, cur: Any, e: RecordedEvent) -> None:
         self._set(cur, e, reason=e.event.reason or None)  # type: ignore[attr-defined]
@@ -193,4 +200,16 @@ class JobsProjection(DispatchProjection):
             notify_ms=ev.ms,
             notify_stdout=ev.stdout_tail,
             notify_stderr=ev.stderr_tail,
+        )
+
+    @handles(JobNotifyLost)
+    def on_job_notify_lost(self, cur: Any, e: RecordedEvent) -> None:
+        # A hook that ended without an exit code: lost to a crash (a hook killed at its cap
+        # has one). Kept in the version-2 columns, so no refold of existing logs is needed.
+        self._set(
+            cur,
+            e,
+            notify_exit_code=None,
+            notify_ms=0,
+            notify_stderr=e.event.reason,  # type: ignore[attr-defined]
         )

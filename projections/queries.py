@@ -9,7 +9,7 @@ encoders decode them where they shape the wire body.
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import msgspec
 
@@ -26,9 +26,15 @@ R = TypeVar("R")
 class _Row(msgspec.Struct, array_like=True, frozen=True):
     """A row decoded by column order: the field order is the SELECT's column order."""
 
+    computed: ClassVar[dict[str, str]] = {}
+    """Fields that are no column of their own: the SQL expression each is selected as."""
+
 
 def _columns(row_type: type[_Row]) -> str:
-    return ", ".join(row_type.__struct_fields__)
+    return ", ".join(
+        f"{row_type.computed[name]} AS {name}" if name in row_type.computed else name
+        for name in row_type.__struct_fields__
+    )
 
 
 def _all(conn: Any, row_type: type[R], sql: str, *params: Any) -> list[R]:
@@ -184,6 +190,22 @@ def sessions_page(conn: Any, state: str | None, after: str | None, limit: int) -
     return _page(conn, SessionRecord, "sessions", "session_id", {"state": state}, after, limit)
 
 
+class Controller(_Row, frozen=True):
+    has_controller: bool
+    pid: int | None
+    start_token: str | None
+
+
+def session_controller(conn: Any, session_id: str) -> Controller | None:
+    """The controller a session records (pid + start token), to check it is still alive."""
+    return _one(
+        conn,
+        Controller,
+        f"SELECT {_columns(Controller)} FROM sessions WHERE session_id = ?",
+        session_id,
+    )
+
+
 class ControlledSession(_Row, frozen=True):
     session_id: str
     state: str
@@ -205,6 +227,10 @@ def controlled_sessions_in_transition(conn: Any) -> list[ControlledSession]:
 
 
 # -- jobs -------------------------------------------------------------------------------------
+
+# A hook that started and ended without an exit code: recorded job.notify_lost after a crash
+# (a hook killed at its cap records one).
+NOTIFY_LOST = "notify_pid IS NOT NULL AND notify_ms IS NOT NULL AND notify_exit_code IS NULL"
 
 
 class JobRecord(_Row, frozen=True):
@@ -228,10 +254,13 @@ class JobRecord(_Row, frozen=True):
     superseded_by: str | None
     reason: str | None
     notify_exit_code: int | None
+    notify_lost: bool
     created_at: str
     started_at: str | None
     finished_at: str | None
     updated_at: str
+
+    computed: ClassVar[dict[str, str]] = {"notify_lost": NOTIFY_LOST}
 
 
 def job(conn: Any, job_id: str) -> JobRecord | None:
@@ -331,6 +360,12 @@ def pending_notifies(conn: Any) -> list[PendingNotify]:
         PendingNotify,
         "SELECT job_id, notify_pid FROM jobs WHERE notify_pid IS NOT NULL AND notify_ms IS NULL",
     )
+
+
+def lost_notifies(conn: Any) -> int:
+    """Notify hooks recorded ``job.notify_lost``: cut off by a crash, never run again (a hook
+    killed at its cap records an exit code)."""
+    return int(_scalar(conn, f"SELECT count(*) FROM jobs WHERE {NOTIFY_LOST}"))
 
 
 def resumable_jobs(conn: Any) -> list[str]:

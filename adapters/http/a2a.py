@@ -14,6 +14,7 @@ end completes or fails the task in the same transaction (``engine.domain.rules``
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import time
@@ -24,10 +25,11 @@ import falcon
 import msgspec
 
 from adapters.config import LEASE_BUSY_TEXT
+from adapters.dispatch import DispatchFailed, new_id
 from adapters.http import inbound, media, sse
 from adapters.http.follow import follow
 from adapters.http.inbound import SEND_MESSAGE_TEXTS, SendMessageIn, refusal
-from adapters.runtime import DispatchFailed, Runtime, new_id
+from adapters.runtime import Runtime
 from engine.domain import commands as c
 from engine.domain import ids
 from engine.domain.errors import LeaseBusy
@@ -273,6 +275,13 @@ class JsonRpc:
             raise RpcError(INVALID_PARAMS, "id must be a non-empty string")
         return task_id
 
+    def _wake(self) -> None:
+        """A read that starts the lease acquisition exactly as an AgentCore ``get`` does: after
+        a kill, a caller that only polls (or lists, or subscribes) is what wakes the takeover
+        and its recovery (SPEC §8). The answer is read from the log either way."""
+        with contextlib.suppress(LeaseBusy):
+            self.runtime.ensure_lease()
+
     def _write(self) -> None:
         try:
             self.runtime.ensure_lease()
@@ -352,7 +361,7 @@ class JsonRpc:
             chosen["task_id"] = target
 
         try:
-            runtime.launch(session_id, text.encode(), record)
+            runtime.jobs.launch(session_id, text.encode(), record)
         except _Duplicate as duplicate:
             return duplicate.task_id
         except DispatchFailed as ex:
@@ -466,7 +475,9 @@ class JsonRpc:
     # -- GetTask / CancelTask / ListTasks / SubscribeToTask --------------------------------------
 
     def get_task(self, params: dict[str, Any], request_id: Any, resp: falcon.Response) -> None:
-        row = self._task_row(self._task_id(params))
+        task_id = self._task_id(params)
+        self._wake()
+        row = self._task_row(task_id)
         self._result(resp, request_id, task_json(row, _history_length(params)))
 
     def cancel_task(self, params: dict[str, Any], request_id: Any, resp: falcon.Response) -> None:
@@ -495,6 +506,7 @@ class JsonRpc:
             if status not in STATE_BY_NAME:
                 raise RpcError(INVALID_PARAMS, f"unknown status {status!r}")
             state = STATE_BY_NAME[status]
+        self._wake()
         conn = self.runtime.engine.log.connection()
         total = queries.count_tasks(conn, context, state)
         token = params.get("pageToken")
@@ -529,6 +541,7 @@ class JsonRpc:
 
     def subscribe(self, params: dict[str, Any], request_id: Any, resp: falcon.Response) -> None:
         task_id = self._task_id(params)
+        self._wake()
         row = self._task_row(task_id)
         if row.state in TASK_TERMINAL:
             raise RpcError(UNSUPPORTED, f"Task {task_id} is in terminal state: {STATE[row.state]}")

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import re
+import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, TypeVar
 
 import falcon
@@ -12,19 +14,85 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from adapters.config import LEASE_BUSY_TEXT
+from adapters.dispatch import DispatchFailed
 from adapters.http import media, sse
 from adapters.http.follow import follow
 from adapters.http.inbound import INVOCATION_TEXTS, InvocationIn, refusal
-from adapters.runtime import DispatchFailed, Runtime, workspace_file
+from adapters.runtime import Runtime
 from engine.domain import ids
 from engine.domain.errors import AdmissionRejected, AlreadyExists, Conflict, LeaseBusy
 from engine.domain.job import TERMINAL as JOB_TERMINAL
 from engine.domain.job import JobOutput
 from engine.errors import EngineError, InvalidTransition
+from projections import queries
 
 T = TypeVar("T")
 
 SESSION_ID = re.compile(r"^[A-Za-z0-9_:-]{1,200}$")
+
+
+def find_job(runtime: Runtime, key: str) -> str | None:
+    """``get`` resolution: invocation (job) id first, then the caller's ``id``."""
+    return queries.find_invocation(runtime.engine.log.connection(), key)
+
+
+def job_body(runtime: Runtime, job_id: str) -> dict[str, Any]:
+    """The AgentCore job body (SPEC §5.1): ``status`` is ``running`` for any live state."""
+    job = queries.job_body(runtime.engine.log.connection(), job_id)
+    if job is None:
+        raise LookupError(f"no job {job_id}")  # callers pass ids of jobs they found or made
+    body: dict[str, Any] = {
+        "status": job.state if job.terminal else "running",
+        "invocation": job.job_id,
+        "session": job.session_id,
+        "id": job.caller_id,
+        "result": job.result,
+        "files": media.decode_any(job.files.encode()) if job.files else [],
+        "startedAt": job.started_at,
+        "finishedAt": job.finished_at,
+        "state": job.state,
+    }
+    if job.superseded_by is not None:
+        body["supersededBy"] = job.superseded_by
+    return body
+
+
+def wait_until_done(runtime: Runtime, job_id: str, timeout_s: float) -> dict[str, Any]:
+    """The job body once the job left running (or at the cap, still ``running``)."""
+    deadline = time.monotonic() + timeout_s
+    log = runtime.engine.log
+    while True:
+        head = log.head()
+        body = job_body(runtime, job_id)
+        remaining = deadline - time.monotonic()
+        if body["status"] != "running" or remaining <= 0 or runtime.shutdown.is_set():
+            return body
+        log.wait_for(head, min(remaining, 1.0))
+
+
+def workspace_file(workspace: Path, name: str, limit: int) -> str:
+    """Validate a ``promptFile``: a regular, non-empty file of at most ``limit`` bytes inside the
+    workspace (after resolving links), not under ``.foldline/``. Returns it relative.
+
+    Raises:
+        ValueError: with the reason, for a 400.
+    """
+    if not name or "\0" in name:
+        raise ValueError("promptFile must be a non-empty workspace-relative path")
+    root = workspace.resolve()
+    if Path(name).is_absolute() or ".." in Path(name).parts:
+        raise ValueError("promptFile must be relative to the workspace, without '..'")
+    target = (root / name).resolve()
+    if not target.is_relative_to(root):
+        raise ValueError("promptFile resolves outside the workspace")
+    if ".foldline" in target.relative_to(root).parts:
+        raise ValueError("promptFile may not be under .foldline/")
+    if not target.is_file():
+        raise ValueError("promptFile is not a regular file")
+    size = target.stat().st_size
+    if size == 0 or size > limit:
+        raise ValueError(f"promptFile must hold 1 to {limit} bytes, it has {size}")
+    return str(target.relative_to(root))
 
 
 class HttpError(Exception):
@@ -96,12 +164,14 @@ class Invocations:
         is_async = body.is_async
 
         runtime = self.runtime
-        if caller_id is not None and (known := runtime.find_job(caller_id)) is not None:
+        if caller_id is not None and (known := find_job(runtime, caller_id)) is not None:
             self._duplicate(resp, known)
             return
         try:
             runtime.ensure_lease()
-            accepted = runtime.dispatch(prompt or "", prompt_file or "", session, agent, caller_id)
+            accepted = runtime.jobs.dispatch(
+                prompt or "", prompt_file or "", session, agent, caller_id
+            )
         except LeaseBusy:
             raise HttpError(falcon.HTTP_503, LEASE_BUSY_TEXT) from None
         except DispatchFailed as ex:
@@ -124,10 +194,10 @@ class Invocations:
         elif _wants_sse(req):
             self._stream(resp, accepted.job_id, receipt, accepted.position, after=0)
         else:
-            resp.media = runtime.wait_until_done(accepted.job_id, self.config.sync_wait_s)
+            resp.media = wait_until_done(runtime, accepted.job_id, self.config.sync_wait_s)
 
     def _duplicate(self, resp: falcon.Response, job_id: str) -> None:
-        resp.media = {**self.runtime.job_body(job_id), "duplicate": True}
+        resp.media = {**job_body(self.runtime, job_id), "duplicate": True}
 
     def _get(self, req: falcon.Request, resp: falcon.Response, body: InvocationIn) -> None:
         key = str(body.get)
@@ -137,11 +207,11 @@ class Invocations:
         # but only a read for its answer: a busy lease does not stop it.
         with contextlib.suppress(LeaseBusy):
             self.runtime.ensure_lease()
-        job_id = self.runtime.find_job(key)
+        job_id = find_job(self.runtime, key)
         if job_id is None:
             raise HttpError(falcon.HTTP_404, f"no job {key!r}")
         if not _wants_sse(req):
-            resp.media = self.runtime.job_body(job_id)
+            resp.media = job_body(self.runtime, job_id)
             return
         last = req.get_header("Last-Event-ID") or "0"
         if not last.isdigit() or int(last) >= 1 << 63:
@@ -184,7 +254,7 @@ class Invocations:
             if recorded is None:
                 yield sse.comment("keepalive")
             elif recorded.state in JOB_TERMINAL:
-                yield sse.event("result", runtime.job_body(job_id), recorded.position)
+                yield sse.event("result", job_body(runtime, job_id), recorded.position)
                 return
             elif isinstance(recorded.event, JobOutput):
                 yield sse.event("delta", {"text": recorded.event.text}, recorded.position)

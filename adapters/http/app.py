@@ -1,5 +1,6 @@
 """The Falcon WSGI application factory. No IO at import or construction: the runtime opens
-the log lazily, per process, on the first request."""
+the log lazily, per process, on the first request that needs it; ``/ping``, the agent card,
+``/openapi.json`` and ``/v1/machines`` never do (SPEC §4.2, lazy activation)."""
 
 from __future__ import annotations
 

@@ -11,7 +11,8 @@ import os
 
 import falcon
 
-from adapters.runtime import LEASE, Runtime
+from adapters.runtime import Runtime
+from adapters.tenure import LEASE
 from engine.domain.lease import LeaseState
 from projections import queries
 
@@ -77,6 +78,12 @@ def render(runtime: Runtime) -> str:
         "gauge",
         "SSE streams open in this process.",
         [(f"{{{pid}}}", runtime.open_streams)],
+    )
+    metric(
+        "foldline_notify_lost_total",
+        "counter",
+        "Notify hooks cut off by a crash (recorded job.notify_lost), never run again.",
+        [("", queries.lost_notifies(conn))],
     )
     lease = queries.lease(conn, LEASE)
     if lease is not None:

@@ -70,6 +70,8 @@ class JobOut(msgspec.Struct, kw_only=True):
     superseded_by: str | None
     reason: str | None
     notify_exit_code: int | None
+    # The notify hook started before a crash and never finished: reported, not run again.
+    notify_lost: bool
     created_at: str
     started_at: str | None
     finished_at: str | None

@@ -16,6 +16,7 @@ import falcon
 import msgspec
 
 from adapters.config import LEASE_BUSY_TEXT
+from adapters.dispatch import DispatchFailed
 from adapters.http import media, sse
 from adapters.http.errors import ApiError
 from adapters.http.follow import follow
@@ -34,11 +35,14 @@ from adapters.http.schemas import (
     TaintIn,
     TaskOut,
 )
+from adapters.processes import is_alive
 from adapters.runtime import Runtime
 from engine import Machines
-from engine.domain import MACHINES
+from engine.domain import MACHINES, ids
 from engine.domain import commands as c
 from engine.domain.errors import LeaseBusy
+from engine.domain.job import JobState
+from engine.errors import ConcurrencyError
 from engine.events import RecordedEvent
 from projections import queries
 
@@ -296,8 +300,25 @@ class SessionControl(Control):
             raise ApiError(falcon.HTTP_404, "not_found", f"no session action {action!r}")
         self.authorize(req)
         body = self.body(req, ControlIn, False)
+        if action == "continue":
+            self._check_controller(session_id)
         self.run(req, make(session_id, body.reason))
         SessionItem(self.runtime).on_get(req, resp, session_id)
+
+    def _check_controller(self, session_id: str) -> None:
+        """SPEC §4.3: ``session.attached`` only while the recorded controller (pid + start
+        token) is alive. A session without a controller of its own has nothing to check."""
+        controller = queries.session_controller(self.runtime.engine.log.connection(), session_id)
+        if controller is None or not controller.has_controller:
+            return
+        pid, token = controller.pid, controller.start_token
+        if not is_alive(pid or 0, token or ""):
+            raise ApiError(
+                falcon.HTTP_409,
+                "controller_gone",
+                f"session {session_id}'s controller (pid {pid}) is not running, so it cannot "
+                "be attached; resume the session to start a new controller",
+            )
 
 
 class SessionTaint(Control):
@@ -317,5 +338,29 @@ class JobControl(Control):
             raise ApiError(falcon.HTTP_404, "not_found", f"no job action {action!r}")
         self.authorize(req)
         body = self.body(req, ControlIn, False)
-        self.run(req, make(job_id, body.reason))
+        if action == "continue" and self._is_suspended(job_id):
+            self._relaunch(req, job_id)
+        else:
+            self.run(req, make(job_id, body.reason))
         JobItem(self.runtime).on_get(req, resp, job_id)
+
+    def _is_suspended(self, job_id: str) -> bool:
+        state = queries.job_state(self.runtime.engine.log.connection(), job_id)
+        return state == JobState.SUSPENDED
+
+    def _relaunch(self, req: falcon.Request, job_id: str) -> None:
+        """Continue of a suspended job (its run was cut off, paused or not): a new run with
+        ``FOLDLINE_RESUMED=1``, re-admitted to its resource group by the start rule."""
+        expected = self.expected_version(req)
+        try:
+            self.runtime.ensure_lease()
+        except LeaseBusy:
+            raise ApiError(falcon.HTTP_503, "lease_busy", LEASE_BUSY_TEXT) from None
+        if expected is not None:
+            job = queries.job(self.runtime.engine.log.connection(), job_id)
+            if job is not None and job.version != expected:
+                raise ConcurrencyError(ids.job(job_id), expected, job.version)
+        try:
+            self.runtime.jobs.resume(job_id)
+        except DispatchFailed as ex:
+            raise ApiError(falcon.HTTP_500, "dispatch_failed", str(ex)) from None

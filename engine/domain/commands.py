@@ -206,6 +206,13 @@ class SuspendJob(Command, tag="SuspendJob", frozen=True, kw_only=True):
     reason: Short = ""
 
 
+class FailJobResume(Command, tag="FailJobResume", frozen=True, kw_only=True):
+    """Recovery could not start a suspended job again: it ends ``error`` with ``reason``."""
+
+    job_id: Id
+    reason: Short
+
+
 class CancelJob(Command, tag="CancelJob", frozen=True, kw_only=True):
     """Cancel a job and its live descendants. A running one goes to ``cancelling`` until its
     runner confirms with ``ConfirmJobCancelled``; the others are cancelled at once."""
@@ -229,6 +236,12 @@ class RecordNotifyFinished(Command, tag="RecordNotifyFinished", frozen=True, kw_
     ms: Annotated[int, msgspec.Meta(ge=0)]
     stdout_tail: Short = ""
     stderr_tail: Short = ""
+
+
+class RecordNotifyLost(Command, tag="RecordNotifyLost", frozen=True, kw_only=True):
+    job_id: Id
+    pid: Pid
+    reason: Short = ""
 
 
 # -- task --------------------------------------------------------------------------------

@@ -99,6 +99,13 @@ class JobCancelled(Event, tag="job.cancelled", frozen=True, kw_only=True):
     reason: str = ""
 
 
+class JobResumeFailed(Event, tag="job.resume_failed", frozen=True, kw_only=True):
+    """Recovery could not start a cut-off job again (its prompt file is gone, its capacity
+    is taken, ...): the job ends ``error`` with the reason, and recovery goes on."""
+
+    reason: str
+
+
 class JobNotifyStarted(Event, tag="job.notify_started", frozen=True, kw_only=True):
     pid: int
 
@@ -108,6 +115,14 @@ class JobNotifyFinished(Event, tag="job.notify_finished", frozen=True, kw_only=T
     ms: int
     stdout_tail: str = ""
     stderr_tail: str = ""
+
+
+class JobNotifyLost(Event, tag="job.notify_lost", frozen=True, kw_only=True):
+    """Recovery found a hook that started before a crash and never finished. It is
+    reported, never run again (at most once)."""
+
+    pid: int
+    reason: str = ""
 
 
 def _outcome_is(value: str):  # type: ignore[no-untyped-def]
@@ -133,10 +148,12 @@ JOB = MachineSpec(
         Transition(JobOutput, [J.RUNNING, J.CANCELLING]),
         Transition(JobPaused, [J.RUNNING], J.PAUSED),
         Transition(JobContinued, [J.PAUSED], J.RUNNING),
-        Transition(JobSuspended, [J.RUNNING], J.SUSPENDED),
+        Transition(JobSuspended, [J.RUNNING, J.PAUSED], J.SUSPENDED),
+        Transition(JobResumeFailed, [J.SUSPENDED], J.ERROR),
         Transition(JobCancelRequested, LIVE_STATES, J.CANCELLING),
         Transition(JobCancelled, [J.CANCELLING, J.QUEUED, J.PAUSED, J.SUSPENDED], J.CANCELLED),
         Transition(JobNotifyStarted, [J.OK, J.ERROR]),
         Transition(JobNotifyFinished, [J.OK, J.ERROR]),
+        Transition(JobNotifyLost, [J.OK, J.ERROR]),
     ],
 )

@@ -7,6 +7,7 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -113,10 +114,22 @@ def test_notifier_wakes_a_waiter_for_a_commit_by_another_process(tmp_path: Path)
     log = open_log(db, MACHINES)
     notifier = open_notifier(log, interval=0.005)
     try:
+        woken: list[float] = []
+
+        def wait() -> None:  # waits from before the other process even starts
+            if log.wait_for(0, timeout=30):
+                woken.append(time.monotonic())
+
+        waiter = threading.Thread(target=wait)
+        waiter.start()
         child = _writer(db, "x", 1)
-        started = time.monotonic()
-        assert log.wait_for(0, timeout=10)
-        assert time.monotonic() - started < 10
+        assert child.stdout is not None
+        assert child.stdout.readline().split()  # printed only after its commit returned
+        committed = time.monotonic()
+        waiter.join(timeout=30)
+        # woken by the commit: within a second of it (the notifier polls every 5 ms), far
+        # inside the 30 s timeout
+        assert woken and woken[0] - committed < 1.0
         _finish(child, 30)
         assert child.returncode == 0
     finally:

@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import signal
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -68,7 +69,7 @@ def test_recovery_after_sigkill_finishes_the_cut_off_job_exactly_once(tmp_path: 
     workspace.mkdir()
     with serve(workspace, ENV, workers=2) as first:
         _, receipt = first.invoke({"prompt": "slow work", "id": "k1", "async": True})
-        time.sleep(0.5)  # the run is under way
+        # the receipt comes after the commit that recorded the run: it is under way
         with serve(workspace, ENV) as second:
             status, _, raw = second.request("POST", "/invocations", {"prompt": "mine?"})
             assert status == 503 and LEASE_BUSY_TEXT in raw.decode()
@@ -113,7 +114,6 @@ def test_zombie_holder_woken_after_a_takeover_writes_nothing_and_exits(tmp_path:
     workspace.mkdir()
     with serve(workspace, ENV) as first:
         _, receipt = first.invoke({"prompt": "slow zombie", "id": "z1", "async": True})
-        time.sleep(0.5)
         runner_pid = (
             _db(workspace)
             .execute("SELECT pid FROM jobs WHERE job_id = ?", (receipt["invocation"],))
@@ -159,7 +159,35 @@ def test_zombie_holder_woken_after_a_takeover_writes_nothing_and_exits(tmp_path:
     assert finished == [(1,)]
 
 
-def test_kill_during_a_notify_hook_never_runs_it_twice(tmp_path: Path) -> None:
+def _notify_started(workspace: Path, job_id: str) -> int:
+    """The hook's pid, once its start is recorded (at most 10 s)."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        pid = (
+            _db(workspace)
+            .execute("SELECT notify_pid FROM jobs WHERE job_id = ?", (job_id,))
+            .fetchall()[0][0]
+        )
+        if pid is not None:
+            return int(pid)
+        time.sleep(0.05)
+    raise AssertionError(f"the notify hook of {job_id} was never recorded as started")
+
+
+def _events_of(workspace: Path, job_id: str, event_type: str) -> int:
+    return int(
+        _db(workspace)
+        .execute(
+            "SELECT count(*) FROM events WHERE stream_id = ? AND event_type = ?",
+            (f"job:{job_id}", event_type),
+        )
+        .fetchall()[0][0]
+    )
+
+
+def test_kill_during_a_notify_hook_never_runs_it_twice_and_records_it_lost(
+    tmp_path: Path,
+) -> None:
     workspace = tmp_path / "ws"
     workspace.mkdir()
     env = {
@@ -169,17 +197,10 @@ def test_kill_during_a_notify_hook_never_runs_it_twice(tmp_path: Path) -> None:
     }
     with serve(workspace, env) as first:
         _, body = first.invoke({"prompt": "notify me", "id": "n1"})
-        deadline = time.monotonic() + 10
-        pid = None
-        while pid is None and time.monotonic() < deadline:
-            pid = (
-                _db(workspace)
-                .execute("SELECT notify_pid FROM jobs WHERE job_id = ?", (body["invocation"],))
-                .fetchall()[0][0]
-            )
+        pid = _notify_started(workspace, body["invocation"])
+        deadline = time.monotonic() + 10  # the hook has run its first line
+        while not (workspace / "hook.log").exists() and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert pid is not None
-        time.sleep(0.2)
         kill_everything(first)  # the server first: nobody may record the hook's end
         os.killpg(pid, signal.SIGKILL)  # then the hook's own group
     with serve(workspace, env) as second:
@@ -189,24 +210,263 @@ def test_kill_during_a_notify_hook_never_runs_it_twice(tmp_path: Path) -> None:
             status, answer = second.invoke({"prompt": "another"})
             time.sleep(0.1)
         assert status == 200 and answer["status"] == "ok"
-        time.sleep(0.5)
+        # the new job's own hook is in flight now; once it is cut at its cap, nothing is busy
+        _notify_started(workspace, answer["invocation"])
+        deadline = time.monotonic() + 20
+        while _events_of(workspace, answer["invocation"], "job.notify_finished") == 0:
+            assert time.monotonic() < deadline, "the second hook never finished"
+            time.sleep(0.05)
+        # the lost hook is not in flight: /ping is not pinned at HealthyBusy
+        ping = "HealthyBusy"
+        deadline = time.monotonic() + 10
+        while ping != "Healthy" and time.monotonic() < deadline:
+            ping = json.loads(second.request("GET", "/ping")[2])["status"]
+        assert ping == "Healthy"
+        status, _, raw = second.request("GET", f"/v1/jobs/{body['invocation']}")
+        assert status == 200 and json.loads(raw)["notify_lost"] is True
+        status, _, raw = second.request("GET", f"/v1/jobs/{answer['invocation']}")
+        assert json.loads(raw)["notify_lost"] is False
+        metrics = second.request("GET", "/metrics")[2].decode()
+        assert "foldline_notify_lost_total 1" in metrics.splitlines()
     lines = (workspace / "hook.log").read_text().splitlines()
     assert lines.count("start") == 2  # one hook for each job: the first was never re-run
-    starts = (
-        _db(workspace)
-        .execute(
-            "SELECT count(*) FROM events WHERE stream_id = ? AND event_type = 'job.notify_started'",
-            (f"job:{body['invocation']}",),
+    job = body["invocation"]
+    assert [
+        _events_of(workspace, job, kind)
+        for kind in ("job.notify_started", "job.notify_finished", "job.notify_lost")
+    ] == [1, 0, 1]
+
+
+def _lease_file(workspace: Path) -> dict[str, Any]:
+    return json.loads((workspace / ".foldline" / "foldline.db.lease").read_text())  # type: ignore[no-any-return]
+
+
+def _write_whole(path: Path, text: str) -> None:
+    """Replace the lease file as servers do (temp file, rename): never seen half-written."""
+    temporary = path.with_name(path.name + ".test.tmp")
+    temporary.write_text(text)
+    os.replace(temporary, path)
+
+
+def _take_over(server: Server, key: str, limit: float = 30) -> dict[str, Any]:
+    """``get`` until the server holds the lease (it judges the old holder stale first)."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        status, body = server.invoke({"get": key})
+        assert status == 200
+        rows = _db(server.workspace).execute(
+            "SELECT count(*) FROM events WHERE event_type = 'lease.taken_over'"
         )
-        .fetchall()
-    )
-    ends = (
-        _db(workspace)
-        .execute(
-            "SELECT count(*) FROM events"
-            " WHERE stream_id = ? AND event_type = 'job.notify_finished'",
-            (f"job:{body['invocation']}",),
+        if rows.fetchall()[0][0]:
+            return body
+        time.sleep(0.1)
+    raise AssertionError("the second server never took the lease over")
+
+
+def test_lease_file_of_an_older_epoch_is_restored_and_the_new_holder_keeps_serving(
+    tmp_path: Path,
+) -> None:
+    """Fault 1, deterministic: the old holder's record written over the new holder's file (what
+    a woken zombie finishing a renewal does) never unseats the newer epoch."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    path = workspace / ".foldline" / "foldline.db.lease"
+    with serve(workspace, ENV) as first:
+        first.invoke({"prompt": "quick", "id": "e1"})
+        old_record = path.read_text()
+        assert json.loads(old_record)["epoch"] == 1
+        kill_everything(first)
+    with serve(workspace, ENV) as second:
+        _take_over(second, "e1")
+        mine = _lease_file(workspace)
+        assert mine["epoch"] == 2
+        _write_whole(path, old_record)  # the zombie's late write
+        deadline = time.monotonic() + 10  # the next renewal check puts it right (0.25 s)
+        while _lease_file(workspace)["holder"] != mine["holder"]:
+            assert time.monotonic() < deadline, "the holder never restored its record"
+            time.sleep(0.05)
+        assert _lease_file(workspace)["epoch"] == 2
+        assert second.process.poll() is None
+        assert second.invoke({"prompt": "still serving"})[1]["status"] == "ok"
+        # a record of a newer epoch does end the tenure: the holder stops at once. (A renewal
+        # already past its check may still write its own record once: then write it again.)
+        newer = json.dumps({**mine, "holder": "newer", "epoch": 3})
+        _write_whole(path, newer)
+        deadline = time.monotonic() + 20
+        while second.process.poll() is None:
+            assert time.monotonic() < deadline, "the holder never stopped for a newer epoch"
+            if _lease_file(workspace)["holder"] != "newer":
+                _write_whole(path, newer)
+            time.sleep(0.05)
+        status = 0
+        with contextlib.suppress(OSError):
+            status = second.request("POST", "/invocations", {"prompt": "x"}, timeout=5)[0]
+        assert status in (0, 503)
+
+
+def test_takeover_is_confirmed_before_anything_is_appended(tmp_path: Path) -> None:
+    """Fault 7: a contender that loses the confirm window has written nothing to the log."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    env = {**ENV, "FOLDLINE_LEASE_CONFIRM_S": "3"}
+    path = workspace / ".foldline" / "foldline.db.lease"
+    with serve(workspace, env) as first:
+        first.invoke({"prompt": "quick", "id": "c1"})
+        old_holder = _lease_file(workspace)["holder"]
+        kill_everything(first)
+    head_before = _db(workspace).execute("SELECT max(position) FROM events").fetchall()[0][0]
+    with serve(workspace, env) as second:
+        stop = threading.Event()
+
+        def poll() -> None:  # a caller that keeps asking: it drives the takeover attempt
+            for _ in range(400):
+                if stop.is_set():
+                    return
+                second.invoke({"get": "c1"}, timeout=30)
+                time.sleep(0.05)
+
+        caller = threading.Thread(target=poll)
+        caller.start()
+        try:
+            deadline = time.monotonic() + 20
+            while _lease_file(workspace)["holder"] == old_holder:  # the contender's claim
+                assert time.monotonic() < deadline, "the second server never claimed the file"
+                time.sleep(0.02)
+            # within its confirm window, another contender's record replaces it
+            _write_whole(
+                path,
+                json.dumps(
+                    {"holder": "other", "epoch": 2, "host": "h", "pid": 1, "renewed_at": 0.0}
+                ),
+            )
+        finally:
+            stop.set()
+            caller.join(timeout=60)
+        assert not caller.is_alive()
+        rows = (
+            _db(workspace)
+            .execute("SELECT event_type FROM events WHERE position > ?", (head_before,))
+            .fetchall()
         )
-        .fetchall()
+        assert rows == [], f"appended before the takeover was confirmed: {rows}"
+        status, _, raw = second.request("POST", "/invocations", {"prompt": "mine?"})
+        assert status == 503 and LEASE_BUSY_TEXT in raw.decode()
+
+
+def test_a_job_that_cannot_be_resumed_is_recorded_and_recovery_goes_on(tmp_path: Path) -> None:
+    """Fault 4: its promptFile is gone after the kill; the job ends error with the reason,
+    the other cut-off job resumes, the lease is kept and new work runs."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "prompt.txt").write_text("slow from a file\n")
+    with serve(workspace, ENV) as first:
+        _, doomed = first.invoke({"promptFile": "prompt.txt", "id": "f1", "async": True})
+        _, fine = first.invoke({"prompt": "slow other", "id": "f2", "async": True})
+        assert doomed["status"] == fine["status"] == "accepted"
+        kill_everything(first)
+    (workspace / "prompt.txt").unlink()
+    with serve(workspace, ENV) as second:
+        _take_over(second, "f1")
+        body = _poll(second, "f1", "error")
+        assert body["result"].startswith("could not resume: promptFile prompt.txt")
+        assert "No such file" in body["result"]
+        assert _poll(second, "f2", "ok")["result"] == "done: slow other resumed=1\n"
+        status, answer = second.invoke({"prompt": "new work"})
+        assert (status, answer["status"]) == (200, "ok")
+    assert _events_of(workspace, doomed["invocation"], "job.resume_failed") == 1
+
+
+def test_a_paused_job_whose_server_died_is_suspended_and_continue_relaunches_it(
+    tmp_path: Path,
+) -> None:
+    """Fault 5: the paused run is recorded job.suspended (its orphan process killed), no run
+    of the old epoch is left to wait on, and continue starts a new, resumed run."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    with serve(workspace, ENV) as first:
+        _, receipt = first.invoke({"prompt": "slow paused", "id": "p1", "async": True})
+        job = receipt["invocation"]
+        status, _, raw = first.request("POST", f"/v1/jobs/{job}/pause")
+        assert status == 200 and json.loads(raw)["state"] == "paused"
+        orphan = _db(workspace).execute("SELECT pid FROM runs").fetchall()[0][0]
+        kill_everything(first)  # the paused runner's group outlives its server
+    with serve(workspace, ENV, workers=2) as second:
+        _take_over(second, "p1")
+        status, _, raw = second.request("GET", f"/v1/jobs/{job}")
+        assert json.loads(raw)["state"] == "suspended"
+        assert _db(workspace).execute("SELECT count(*) FROM runs").fetchall() == [(0,)]
+        with pytest.raises(ProcessLookupError):  # killed as an orphan, whole group
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                os.killpg(orphan, 0)
+                time.sleep(0.05)
+        status, _, raw = second.request("POST", f"/v1/jobs/{job}/continue")
+        assert status == 200 and json.loads(raw)["state"] == "running"
+        body = _poll(second, "p1", "ok")
+        assert body["result"] == "done: slow paused resumed=1\n"
+    kinds = [
+        r[0]
+        for r in _db(workspace).execute(
+            "SELECT event_type FROM events WHERE stream_id = ? ORDER BY version", (f"job:{job}",)
+        )
+    ]
+    assert kinds[:3] == ["job.accepted", "job.started", "job.paused"]
+    assert "job.suspended" in kinds and kinds.count("job.started") == 2
+
+
+def _rpc(server: Server, method: str, params: dict[str, Any]) -> tuple[int, bytes]:
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+    status, _, raw = server.request("POST", "/", body, timeout=30)
+    return status, raw
+
+
+def _task_state(server: Server, method: str, task_id: str) -> str:
+    """The task's state as a caller using only ``method`` sees it."""
+    if method == "GetTask":
+        _, raw = _rpc(server, "GetTask", {"id": task_id})
+        return str(json.loads(raw)["result"]["status"]["state"])
+    if method == "ListTasks":
+        _, raw = _rpc(server, "ListTasks", {})
+        (task,) = json.loads(raw)["result"]["tasks"]
+        return str(task["status"]["state"])
+    _, raw = _rpc(server, "SubscribeToTask", {"id": task_id})  # ends at the sync cap (2 s)
+    text = raw.decode()
+    frames = (
+        [json.loads(text)]  # an error answer is plain JSON, not a stream
+        if text.lstrip().startswith("{")
+        else [json.loads(line[6:]) for line in text.splitlines() if line.startswith("data: ")]
     )
-    assert (starts, ends) == ([(1,)], [(0,)])
+    if not frames:
+        return "TASK_STATE_UNKNOWN"
+    if "error" in frames[-1]:  # a terminal task refuses a subscription
+        return str(frames[-1]["error"]["message"].rpartition(": ")[2])
+    last = frames[-1]["result"]
+    return str((last.get("statusUpdate") or last["task"])["status"]["state"])
+
+
+@pytest.mark.parametrize("method", ["GetTask", "ListTasks", "SubscribeToTask"])
+def test_a2a_reads_alone_wake_the_takeover_and_see_the_task_finish(
+    tmp_path: Path, method: str
+) -> None:
+    """Fault 6: after a kill, a caller that only reads its task is what starts recovery."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    env = {**ENV, "FOLDLINE_SYNC_WAIT_S": "2"}
+    with serve(workspace, env) as first:
+        message = {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "slow a2a"}]}
+        _, raw = _rpc(
+            first, "SendMessage", {"message": message, "configuration": {"returnImmediately": True}}
+        )
+        task_id = json.loads(raw)["result"]["task"]["id"]
+        kill_everything(first)
+    with serve(workspace, env) as second:
+        seen = [_task_state(second, method, task_id)]
+        deadline = time.monotonic() + 40
+        while seen[-1] != "TASK_STATE_COMPLETED" and time.monotonic() < deadline:
+            time.sleep(0.1)
+            seen.append(_task_state(second, method, task_id))
+        assert seen[0] == "TASK_STATE_WORKING"
+        assert seen[-1] == "TASK_STATE_COMPLETED", seen[-5:]
+        _, raw = _rpc(second, "GetTask", {"id": task_id})
+        artifact = json.loads(raw)["result"]["artifacts"][0]["parts"][0]["text"]
+        assert artifact == "done: slow a2a resumed=1\n"

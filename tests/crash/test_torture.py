@@ -40,7 +40,7 @@ class Workload:
     """Client threads that record what the server acknowledged."""
 
     def __init__(self, server: Server, seed: int) -> None:
-        self.server, self.rng = server, random.Random(seed)
+        self.server, self.seed = server, seed
         self.acked: dict[str, str] = {}  # caller id -> "inv" | "a2a"
         self.finished: dict[str, dict[str, Any]] = {}  # caller id -> finished job body
         self.lock = threading.Lock()
@@ -55,12 +55,15 @@ class Workload:
         return threads
 
     def _client(self, index: int) -> None:
+        # One generator per client thread: a shared one would hand out its sequence in
+        # whatever order the threads happen to run, so a seed would not replay a workload.
+        rng = random.Random(self.seed * 1000 + index)
         n = 0
         while not self.stop.is_set():
             n += 1
-            key = f"t{self.rng.random():.12f}-{index}-{n}"
+            key = f"t{self.seed}-{index}-{n}"
             with contextlib.suppress(OSError, http.client.HTTPException, ValueError):
-                getattr(self, self.rng.choice(["sync", "async_", "sse", "a2a"]))(key)
+                getattr(self, rng.choice(["sync", "async_", "sse", "a2a"]))(key)
 
     def _ack(self, key: str, kind: str) -> None:
         with self.lock:

@@ -10,6 +10,7 @@ import pytest
 from adapters.config import ServerConfig, load_config
 from adapters.http.app import create_app
 from adapters.runtime import Runtime
+from engine.clock import Clock
 
 MakeClient = Callable[..., tuple[falcon.testing.TestClient, Runtime]]
 
@@ -26,7 +27,10 @@ def make_client(workspace: Path) -> Iterator[MakeClient]:
     runtimes: list[Runtime] = []
 
     def make(
-        runner: str = "cat", holder: str = "test-holder", **settings: object
+        runner: str = "cat",
+        holder: str = "test-holder",
+        clock: Clock | None = None,
+        **settings: object,
     ) -> tuple[falcon.testing.TestClient, Runtime]:
         config: ServerConfig = replace(
             load_config({}, workspace=str(workspace)),
@@ -36,7 +40,7 @@ def make_client(workspace: Path) -> Iterator[MakeClient]:
             output_flush_s=0.05,
             **settings,  # type: ignore[arg-type]
         )
-        runtime = Runtime(config, holder)
+        runtime = Runtime(config, holder, clock=clock)
         runtimes.append(runtime)
         return falcon.testing.TestClient(create_app(runtime)), runtime
 

@@ -1,10 +1,12 @@
-"""SPEC §4.3's session timeouts, recorded by the lease holder for sessions with a controller."""
+"""SPEC §4.3's session timeouts, recorded by the lease holder for sessions with a controller.
+
+The runtime's clock is injected: the graces are crossed by moving it, not by sleeping.
+"""
 
 from __future__ import annotations
 
-import time
-
 from adapters import recovery
+from engine.clock import FixedClock
 from engine.domain import commands as c
 from tests.http.conftest import MakeClient
 
@@ -20,7 +22,8 @@ def _state(runtime: object, session_id: str) -> str:
 def test_recovery_times_out_sessions_whose_controller_never_came_or_went(
     make_client: MakeClient,
 ) -> None:
-    _, runtime = make_client(start_grace_s=0.2, transition_grace_s=0.2)
+    clock = FixedClock()
+    _, runtime = make_client(clock=clock, start_grace_s=60, transition_grace_s=120)
     runtime.ensure_lease()
     engine = runtime.engine
     engine.handle(c.CreateSession(session_id="never", has_controller=True))
@@ -31,14 +34,22 @@ def test_recovery_times_out_sessions_whose_controller_never_came_or_went(
     engine.handle(c.CreateSession(session_id="closing", has_controller=True, start_run_id="r3"))
     engine.handle(c.StopSession(session_id="closing", wait=True))
     engine.handle(c.CreateSession(session_id="plain", start_run_id="r4"))  # no controller
-    recovery.record_timeouts(runtime)
+    clock.advance(60)  # exactly at the start grace: not past it
+    recovery.record_timeouts(engine, runtime.graces)
     assert [_state(runtime, s) for s in ("never", "lost", "closing")] == [
         "starting",
         "starting",
         "stopping",
-    ]  # not yet: within the grace
-    time.sleep(0.3)
-    recovery.record_timeouts(runtime)
+    ]
+    clock.advance(1)  # past the start grace, within the transition grace
+    recovery.record_timeouts(engine, runtime.graces)
+    assert [_state(runtime, s) for s in ("never", "lost", "closing")] == [
+        "failed",
+        "suspended",
+        "stopping",
+    ]
+    clock.advance(60)  # past the transition grace too
+    recovery.record_timeouts(engine, runtime.graces)
     assert [_state(runtime, s) for s in ("never", "lost", "closing", "plain")] == [
         "failed",
         "suspended",

@@ -23,9 +23,26 @@ pytestmark = pytest.mark.server
 RUNNER = (
     'read -r p; case "$p" in '
     'slow*) printf "first "; sleep 1; printf "second";; '
+    # waits (at most 30 s) for the test to create ./go: no timing guesses
+    'gated*) printf "first "; i=0; while [ ! -e go ] && [ $i -lt 600 ]; do sleep 0.05; '
+    'i=$((i+1)); done; printf "second";; '
     "sleepy*) sleep 30;; "
     '*) echo "$p";; esac'
 )
+
+
+def _ping(server: Server) -> str:
+    return str(json.loads(server.request("GET", "/ping")[2])["status"])
+
+
+def _ping_until(server: Server, wanted: str, limit: float = 10) -> str:
+    """/ping until it says ``wanted`` (a run's thread ends just after its job is recorded)."""
+    deadline = time.monotonic() + limit
+    status = _ping(server)
+    while status != wanted and time.monotonic() < deadline:
+        time.sleep(0.05)
+        status = _ping(server)
+    return status
 
 
 @pytest.fixture
@@ -62,21 +79,28 @@ def test_server_runs_sync_async_and_sse_jobs_end_to_end(workspace: Path) -> None
         status, body = server.invoke({"prompt": "hello"})
         assert (status, body["status"], body["result"]) == (200, "ok", "hello\n")
 
-        _, receipt = server.invoke({"prompt": "slow job", "async": True, "id": "a1"})
+        _, receipt = server.invoke({"prompt": "gated job", "async": True, "id": "a1"})
         assert receipt["status"] == "accepted"
         assert server.invoke({"get": "a1"})[1]["status"] == "running"
-        assert json.loads(server.request("GET", "/ping")[2])["status"] == "HealthyBusy"
+        assert _ping(server) == "HealthyBusy"  # the run waits for ./go: it is in flight
+        (workspace / "go").touch()
         assert _wait_status(server, "a1")["result"] == "first second"
-        assert json.loads(server.request("GET", "/ping")[2])["status"] == "Healthy"
+        assert _ping_until(server, "Healthy") == "Healthy"
+        (workspace / "go").unlink()
 
-        conn, answer = _sse(server, {"prompt": "slow again"})
+        conn, answer = _sse(server, {"prompt": "gated again"})
         assert answer.getheader("Content-Type") == "text/event-stream"
-        events = list(read_events(answer))
+        events = []
+        for event in read_events(answer):
+            events.append(event)
+            # the run holds until a keep-alive comment (0.3 s here) came after the first delta
+            names = [e.get("event", "comment") for e in events]
+            if "delta" in names and names[-1] == "comment":
+                (workspace / "go").touch()
         conn.close()
         names = [e.get("event", "comment") for e in events if e.get("comment") != "stream open"]
         assert names[0] == "accepted" and names[-1] == "result"
         assert names.count("delta") == 2, names
-        # a keep-alive comment (0.3 s here) goes out while the runner sleeps 1 s
         between = names[names.index("delta") : names.index("result")]
         assert "comment" in between
         result = json.loads(events[-1]["data"])
@@ -218,8 +242,16 @@ def test_server_notify_hook_gets_env_and_stdin_and_is_cut_at_its_cap(workspace: 
         assert lines == ["hello hook", f"{body['invocation']} n1 ok"]
 
         _, hung = server.invoke({"prompt": "hang please"})
-        time.sleep(0.3)
-        assert json.loads(server.request("GET", "/ping")[2])["status"] == "HealthyBusy"
+        deadline = time.monotonic() + 10
+        started: list[Any] = [(None,)]
+        while started[0][0] is None and time.monotonic() < deadline:  # the hook is recorded
+            started = (
+                apsw.Connection(str(db))
+                .execute("SELECT notify_pid FROM jobs WHERE job_id = ?", (hung["invocation"],))
+                .fetchall()
+            )
+        assert started[0][0] is not None
+        assert _ping(server) == "HealthyBusy"  # its hook is in flight (a 1 s cap, hung 30 s)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             row = (
@@ -235,7 +267,22 @@ def test_server_notify_hook_gets_env_and_stdin_and_is_cut_at_its_cap(workspace: 
             time.sleep(0.05)
         exit_code, ms = row[0]
         assert exit_code == -9 and 900 <= ms < 5000  # killed, whole group, at the 1 s cap
-        assert json.loads(server.request("GET", "/ping")[2])["status"] == "Healthy"
+        assert _ping_until(server, "Healthy") == "Healthy"
+
+
+def test_server_ping_and_agent_card_leave_the_workspace_untouched(workspace: Path) -> None:
+    """Lazy activation: on AgentCore the volume is mounted at the first invocation."""
+    with serve(workspace, {"FOLDLINE_RUNNER": RUNNER}) as server:
+        boot = json.loads(server.process.stdout.readline())  # type: ignore[union-attr]
+        assert boot["db"] == str(workspace.resolve() / ".foldline" / "foldline.db")
+        assert "head" not in boot  # it says where the log will be, not that it was opened
+        assert _ping(server) == "Healthy"
+        status, _, raw = server.request("GET", "/.well-known/agent-card.json")
+        assert status == 200 and json.loads(raw)["name"]
+        assert _ping(server) == "Healthy"
+        assert list(workspace.iterdir()) == []  # nothing created, nothing opened
+        assert server.invoke({"prompt": "first real request"})[1]["status"] == "ok"
+        assert (workspace / ".foldline" / "foldline.db").is_file()
 
 
 def test_server_sse_outlives_the_sync_cap_and_its_result_is_final(workspace: Path) -> None:

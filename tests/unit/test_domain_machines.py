@@ -68,11 +68,15 @@ SPEC: dict[str, dict[str, tuple[list[str | None], set[str]]]] = {
         "job.output": (["running", "cancelling"], {"="}),
         "job.paused": (["running"], {"paused"}),
         "job.continued": (["paused"], {"running"}),
-        "job.suspended": (["running"], {"suspended"}),
+        # Paused too: a paused run whose process died is cut off like a running one (SPEC §8).
+        "job.suspended": (["running", "paused"], {"suspended"}),
+        # Not in the SPEC §4.4 table: recovery could not start a cut-off job again (ADR 0017).
+        "job.resume_failed": (["suspended"], {"error"}),
         "job.cancel_requested": (JOB_LIVE, {"cancelling"}),
         "job.cancelled": (["cancelling", "queued", "paused", "suspended"], {"cancelled"}),
         "job.notify_started": (["ok", "error"], {"="}),
         "job.notify_finished": (["ok", "error"], {"="}),
+        "job.notify_lost": (["ok", "error"], {"="}),
     },
     "task": {
         "task.created": ([NEW], {"submitted"}),

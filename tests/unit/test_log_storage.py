@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 import apsw
@@ -195,7 +196,7 @@ def test_log_refuses_an_epoch_older_than_the_newest(log: Log) -> None:
     with pytest.raises(FencedOut) as caught:
         log.append("ticket:b", 0, [TicketOpened()], epoch=2)
     assert (caught.value.epoch, caught.value.current_epoch) == (2, 3)
-    log.epoch = 3
+    log.fence(3)  # the default epoch of later appends
     log.append("ticket:b", 0, [TicketOpened()])
     assert [e.epoch for e in log.read_all()] == [3, 3]
 
@@ -220,10 +221,13 @@ def test_log_signal_fires_after_commit_with_the_event_visible(log: Log, db_path:
 def test_log_group_commit_gives_each_caller_its_own_outcome(log: Log) -> None:
     log.append("ticket:shared", 0, [TicketOpened()])
     outcomes: dict[int, object] = {}
-    start = threading.Barrier(16)
+    gate = threading.Event()
+    # A write that holds the transaction until the gate opens: the sixteen callers queue
+    # behind it, so they must commit as one shared batch (white-box: the queue is watched).
+    holder = threading.Thread(target=lambda: log.write(lambda tx: gate.wait(10)))
+    holder.start()
 
     def writer(i: int) -> None:
-        start.wait(timeout=10)
         try:
             if i % 4 == 0:  # all race for the same version: exactly one can win
                 outcomes[i] = log.append("ticket:shared", 1, [TicketStarted()])
@@ -237,8 +241,15 @@ def test_log_group_commit_gives_each_caller_its_own_outcome(log: Log) -> None:
     threads = [threading.Thread(target=writer, args=(i,)) for i in range(16)]
     for t in threads:
         t.start()
+    deadline = time.monotonic() + 10
+    while len(log._queue) < 16 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(log._queue) == 16, "the writers never queued behind the held transaction"
+    gate.set()
+    holder.join(timeout=30)
     for t in threads:
         t.join(timeout=30)
+    assert log.stats.batch_sizes.get(16) == 1, log.stats.batch_sizes  # one shared commit
     racers = [outcomes[i] for i in range(0, 16, 4)]
     assert sum(not isinstance(o, Exception) for o in racers) == 1
     assert sum(isinstance(o, ConcurrencyError) for o in racers) == 3
@@ -265,7 +276,10 @@ def test_log_sync_normal_is_an_option_and_bad_settings_are_refused(db_path: Path
 
 def test_log_wait_for_wakes_on_an_in_process_commit(log: Log) -> None:
     timer = threading.Timer(0.05, lambda: log.append("ticket:a", 0, [TicketOpened()]))
+    started = time.monotonic()
     timer.start()
     assert log.wait_for(0, timeout=5)
+    # woken by the commit, not by the timeout: well before it, and not before the commit
+    assert 0.04 <= time.monotonic() - started < 2.5
     assert not log.wait_for(1, timeout=0.05)
     timer.join()

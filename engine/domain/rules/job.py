@@ -138,6 +138,14 @@ def suspend_job(cmd: c.SuspendJob, ctx: Context) -> None:
     ctx.append(ids.job(row.job_id), job_.JobSuspended(reason=cmd.reason))
 
 
+@rule(c.FailJobResume)
+def fail_job_resume(cmd: c.FailJobResume, ctx: Context) -> None:
+    row = job_for(cmd, ctx)
+    ctx.append(ids.job(row.job_id), job_.JobResumeFailed(reason=cmd.reason))
+    pointer.settle(ctx, row.session_id, Owed("job", row.job_id))
+    end_task_of(ctx, row, "error", cmd.reason)
+
+
 @rule(c.CancelJob)
 def cancel_job(cmd: c.CancelJob, ctx: Context) -> None:
     row = job_for(cmd, ctx)
@@ -169,3 +177,9 @@ def record_notify_finished(cmd: c.RecordNotifyFinished, ctx: Context) -> None:
             stderr_tail=cmd.stderr_tail,
         ),
     )
+
+
+@rule(c.RecordNotifyLost)
+def record_notify_lost(cmd: c.RecordNotifyLost, ctx: Context) -> None:
+    row = job_for(cmd, ctx)
+    ctx.append(ids.job(row.job_id), job_.JobNotifyLost(pid=cmd.pid, reason=cmd.reason))

@@ -1,0 +1,274 @@
+"""Starting jobs: record the job, spawn its run gated, open the gate after the commit, and
+watch it in a thread of this process (SPEC §7). Also the one place a prompt is read.
+
+A run and its notify hook are this process's in-flight work: ``is_busy`` is what ``/ping``
+reports as HealthyBusy, from memory, without opening the log.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from adapters import notify, runner
+from adapters.config import ServerConfig
+from adapters.processes import spawn_gated
+from engine.domain import commands as c
+from engine.domain.engine import DomainEngine
+from engine.log import Transaction
+from projections.view import SqlDomainView
+
+log = logging.getLogger("foldline.dispatch")
+
+
+def new_id(prefix: str) -> str:
+    """``<prefix>_<time><hex>``: sortable by creation, unique without coordination."""
+    return f"{prefix}_{time.time_ns() // 1_000_000:x}{secrets.token_hex(6)}"
+
+
+@dataclass(frozen=True)
+class Accepted:
+    job_id: str
+    session_id: str
+    caller_id: str | None
+    position: int
+    duplicate: bool = False
+
+
+class DispatchFailed(Exception):
+    """The job could not reach its runner; no job row was left (HTTP 500, retry may run)."""
+
+
+class _Duplicate(Exception):
+    def __init__(self, job_id: str) -> None:
+        self.job_id = job_id
+
+
+def read_prompt(workspace: Path, prompt: str, prompt_file: str) -> bytes:
+    """The run's stdin: the workspace file named by ``prompt_file``, else ``prompt``.
+
+    Raises:
+        OSError: the file cannot be read.
+    """
+    return (workspace / prompt_file).read_bytes() if prompt_file else prompt.encode()
+
+
+class Dispatcher:
+    def __init__(
+        self, config: ServerConfig, engine: Callable[[], DomainEngine], stopping: threading.Event
+    ) -> None:
+        self.config = config
+        self._engine = engine
+        self._stopping = stopping
+        self._runs: dict[str, threading.Thread] = {}
+        self._hooks = 0
+        self._lock = threading.Lock()
+        self.last_change = time.time()  # when this process's busy state last changed
+
+    def is_busy(self) -> bool:
+        """Runs or notify hooks in flight in this process."""
+        with self._lock:
+            return bool(self._runs) or self._hooks > 0
+
+    def _changed(self) -> None:
+        self.last_change = time.time()
+
+    def join(self, timeout_s: float) -> None:
+        """Wait for this process's runs to stop (they stay recorded as running, for recovery)."""
+        for thread in list(self._runs.values()):
+            thread.join(timeout=timeout_s)
+
+    def dispatch(
+        self,
+        prompt: str,
+        prompt_file: str,
+        session_id: str | None,
+        agent: str,
+        caller_id: str | None,
+    ) -> Accepted:
+        """Record a new job and start its run, or answer the job a known ``caller_id`` made.
+
+        Raises:
+            DispatchFailed: the run could not be started (nothing recorded).
+            EngineError: the rules refused it (pointer conflict, admission, ...).
+        """
+        engine = self._engine()
+        session_id = session_id or new_id("inv")
+        command_id = f"inv:{caller_id}" if caller_id is not None else None
+        try:
+            # Read before anything is recorded: a file gone now is a failed dispatch, not a
+            # recorded job whose run can never start.
+            stdin = read_prompt(self.config.workspace, prompt, prompt_file)
+        except OSError as ex:
+            raise DispatchFailed(f"prompt file could not be read: {ex}") from ex
+
+        def record(tx: Transaction, job_id: str) -> None:
+            if command_id is not None and tx.known_command(command_id) is not None:
+                raise _Duplicate(_job_of_command(tx, command_id))
+            if SqlDomainView(tx.cursor).session(session_id) is None:
+                engine.handle_in(
+                    tx,
+                    c.CreateSession(
+                        session_id=session_id,
+                        agent=agent,
+                        origin="invocations",
+                        start_run_id=new_id("run"),
+                    ),
+                )
+            engine.handle_in(
+                tx,
+                c.AcceptJob(
+                    job_id=job_id,
+                    session_id=session_id,
+                    prompt=prompt,
+                    prompt_file=prompt_file,
+                    agent=agent,
+                    command_id=command_id,
+                ),
+            )
+
+        try:
+            job_id, position = self.launch(session_id, stdin, record)
+        except _Duplicate as duplicate:
+            return Accepted(duplicate.job_id, session_id, caller_id, 0, duplicate=True)
+        return Accepted(job_id, session_id, caller_id, position)
+
+    def resume(self, job_id: str) -> None:
+        """Start a cut-off job again: a new run, ``FOLDLINE_RESUMED=1``, the same prompt.
+
+        Raises:
+            DispatchFailed: its prompt cannot be read or its runner cannot start.
+            EngineError: the rules refused the new run (capacity taken, state moved on).
+        """
+        accepted = self._engine().log.read_stream(f"job:{job_id}")[0].event
+        try:
+            stdin = read_prompt(
+                self.config.workspace,
+                accepted.prompt,  # type: ignore[attr-defined]
+                accepted.prompt_file,  # type: ignore[attr-defined]
+            )
+        except OSError as ex:
+            raise DispatchFailed(
+                f"promptFile {accepted.prompt_file} could not be read: "  # type: ignore[attr-defined]
+                f"{ex.strerror or ex}"
+            ) from ex
+        self.launch(
+            accepted.session,  # type: ignore[attr-defined]
+            stdin,
+            lambda tx, _: None,
+            job_id=job_id,
+        )
+
+    def launch(
+        self,
+        session_id: str,
+        stdin: bytes,
+        record: Callable[[Transaction, str], None],
+        job_id: str | None = None,
+    ) -> tuple[str, int]:
+        """Spawn a gated run, let ``record(tx, job_id)`` accept the job in one transaction,
+        start it there, then open the gate. Returns the job id and the commit's position.
+        With ``job_id`` (an accepted, cut-off job) the run is a resumption.
+
+        Raises:
+            DispatchFailed: the run could not be started (nothing recorded).
+            whatever ``record`` raises (nothing recorded, the process is abandoned).
+        """
+        engine = self._engine()
+        resumed = job_id is not None
+        job_id, run_id = job_id or new_id("job"), new_id("run")
+        env = {
+            "FOLDLINE_JOB_ID": job_id,
+            "FOLDLINE_SESSION_ID": session_id,
+            "FOLDLINE_RUN_ID": run_id,
+            "FOLDLINE_RESUMED": "1" if resumed else "0",
+        }
+        try:
+            process = spawn_gated(self.config.runner, self.config.workspace, env)
+        except OSError as ex:
+            raise DispatchFailed(f"runner could not start: {ex}") from ex
+
+        def work(tx: Transaction) -> int:
+            record(tx, job_id)
+            engine.handle_in(
+                tx,
+                c.StartJob(
+                    job_id=job_id,
+                    run_id=run_id,
+                    pid=process.pid,
+                    start_token=process.token,
+                    epoch=engine.log.epoch,
+                    resumed=resumed,
+                ),
+            )
+            return tx.position
+
+        try:
+            position = engine.log.write(work)
+        except BaseException:
+            process.abandon()
+            raise
+        run = runner.Run(job_id, session_id, run_id, stdin, process)
+        thread = threading.Thread(target=self._run, args=(run,), name=f"run-{job_id}", daemon=True)
+        with self._lock:
+            self._runs[job_id] = thread
+            self._changed()
+        thread.start()
+        return job_id, position
+
+    def _run(self, run: runner.Run) -> None:
+        try:
+            runner.execute(
+                self._engine(),
+                run,
+                self.config.workspace,
+                timeout_s=self.config.job_timeout_s,
+                flush_s=self.config.output_flush_s,
+                on_finished=self._notify,
+                stopping=self._stopping,
+            )
+        except Exception:  # a bug here must not kill the worker; the job stays running
+            log.exception("run of %s failed", run.job_id)
+        finally:
+            with self._lock:
+                self._runs.pop(run.job_id, None)
+                self._changed()
+
+    def _notify(self, job_id: str, status: str, result: str) -> None:
+        if not self.config.notify:
+            return
+        engine = self._engine()
+        session_id = (
+            engine.log.connection()
+            .execute("SELECT session_id FROM jobs WHERE job_id = ?", (job_id,))
+            .fetchall()[0][0]
+        )
+        with self._lock:
+            self._hooks += 1
+        try:
+            notify.run_hook(
+                engine,
+                self.config.notify,
+                self.config.workspace,
+                self.config.notify_timeout_s,
+                job_id,
+                session_id,
+                status,
+                result,
+            )
+        finally:
+            with self._lock:
+                self._hooks -= 1
+                self._changed()
+
+
+def _job_of_command(tx: Transaction, command_id: str) -> str:
+    rows = tx.cursor.execute(
+        "SELECT job_id FROM jobs WHERE command_id = ?", (command_id,)
+    ).fetchall()
+    return str(rows[0][0])

@@ -1,0 +1,263 @@
+"""The workspace lease, held by one server instance (SPEC §4.2): acquire on request, judge a
+stale holder, confirm a takeover, renew, fence ourselves off, lose, release.
+
+Two gates, both taken: the lease file beside the log (the one gate hosts on a shared filesystem
+can trust) and the lease stream in the log (the record, and the epoch fence every append
+carries). This module is the only one that sets the epoch this process writes with.
+
+The file is judged by epoch, never by its last writer: a record of an older epoch (a woken
+zombie finishing a renewal it had started) is overwritten with ours, and only a newer epoch,
+in the file or in the log, makes a holder stop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from adapters.config import ServerConfig
+from adapters.leasefile import LeaseFile, LeaseRecord
+from engine.clock import parse_time
+from engine.domain import commands as c
+from engine.domain.engine import DomainEngine
+from engine.domain.errors import LeaseBusy
+from engine.errors import EngineError
+
+log = logging.getLogger("foldline.tenure")
+LEASE = "workspace"
+
+
+class Tenure:
+    """This server instance's hold on the workspace lease, per process.
+
+    ``recover`` runs once, in the process that takes the lease, before ``ensure`` returns;
+    ``is_recovered`` is what the other workers of the instance wait for instead. ``on_renewed``
+    runs after every renewal (the holder keeps SPEC §4.3's clocks).
+    """
+
+    def __init__(
+        self,
+        config: ServerConfig,
+        holder: str,
+        engine: Callable[[], DomainEngine],
+        recover: Callable[[], None],
+        is_recovered: Callable[[], bool],
+        on_renewed: Callable[[], None],
+        stopping: threading.Event,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.config = config
+        self.holder = holder
+        self._engine = engine
+        self._recover = recover
+        self._is_recovered = is_recovered
+        self._on_renewed = on_renewed
+        self._stopping = stopping
+        self._monotonic = monotonic
+        self.file = LeaseFile(config.db)
+        self.epoch: int | None = None
+        self._lock = threading.Lock()
+        self._seen: tuple[Any, float] | None = None
+        self.lost = threading.Event()
+        # What losing the lease does beyond refusing writes; the server makes it exit.
+        self.on_lost: Callable[[], None] = lambda: None
+
+    def forget(self) -> None:
+        """A new process (after fork) holds nothing until it asks."""
+        self.epoch = None
+        self._seen = None
+
+    # -- reading the lease -------------------------------------------------------------------
+
+    def _row(self) -> tuple[Any, ...] | None:
+        rows = (
+            self._engine()
+            .log.connection()
+            .execute(
+                "SELECT holder, epoch, state, version, renewed_at FROM leases WHERE name = ?",
+                (LEASE,),
+            )
+            .fetchall()
+        )
+        return tuple(rows[0]) if rows else None
+
+    def current_holder(self) -> tuple[str, int] | None:
+        row = self._row()
+        return (row[0], row[1]) if row and row[2] == "held" else None
+
+    def is_held_here(self) -> bool:
+        current = self.current_holder()
+        return current is not None and current[0] == self.holder
+
+    def _record(self, epoch: int) -> LeaseRecord:
+        return LeaseRecord(self.holder, epoch, os.uname().nodename, os.getppid(), time.time())
+
+    # -- acquiring ---------------------------------------------------------------------------
+
+    def ensure(self) -> None:
+        """Hold the workspace lease before writing; concurrent requests share one attempt.
+
+        The worker that takes the lease (fresh, or over a stale holder) runs recovery before
+        anything new is dispatched; the other workers of this instance wait for it.
+
+        Raises:
+            LeaseBusy: another live server instance holds it, or this one lost it.
+        """
+        if self.lost.is_set():
+            raise LeaseBusy("this server lost the workspace lease")
+        if self.epoch is not None:
+            return
+        engine = self._engine()
+        with self._lock:
+            if self.epoch is not None:
+                return
+            epoch, taken_now = self._take()
+            engine.log.fence(epoch)
+            if taken_now:
+                try:
+                    self._recover()
+                except BaseException:
+                    log.exception("recovery failed; giving the lease back")
+                    self.release()
+                    raise LeaseBusy("recovery failed") from None
+            else:
+                deadline = self._monotonic() + 60
+                while not self._is_recovered() and self._monotonic() < deadline:
+                    time.sleep(0.05)
+            self.epoch = epoch
+            threading.Thread(target=self._renew, name="foldline-lease", daemon=True).start()
+
+    def _take(self) -> tuple[int, bool]:
+        """The epoch this instance holds, and whether this call just took it.
+
+        A takeover is confirmed before anything is appended: our record goes into the file,
+        and only if it is still there (and the log's lease unchanged) after the confirm pause
+        is ``lease.taken_over`` recorded (SPEC §4.2).
+        """
+        engine, host = self._engine(), os.uname().nodename
+        row = self._row()
+        on_file = self.file.read()
+        theirs_file = on_file is not None and on_file.holder != self.holder
+        theirs_log = row is not None and row[2] == "held" and row[0] != self.holder
+        if theirs_file or theirs_log:
+            self._judge_stale((on_file, row))
+            # The epoch the takeover will get, for the file; the log's rule assigns it.
+            self.file.replace(self._record((row[1] if row else 0) + 1))
+            time.sleep(self.config.lease_confirm_s)
+            confirmed = self.file.read()
+            if confirmed is None or confirmed.holder != self.holder:
+                raise LeaseBusy("lost the race for the lease file")
+            if self._row() != row:
+                raise LeaseBusy("the lease moved while the takeover was being confirmed")
+        elif on_file is None and not self.file.claim(self._record(0)):
+            raise LeaseBusy("another server claimed the lease file first")
+        if row is None or row[2] == "released":
+            with contextlib.suppress(LeaseBusy):  # another worker of this instance may be first
+                engine.handle(
+                    c.AcquireLease(name=LEASE, holder=self.holder, host=host, pid=os.getppid())
+                )
+        elif theirs_log:
+            # The domain rule checks the age on the recorded clock as well.
+            engine.handle(
+                c.TakeOverLease(name=LEASE, holder=self.holder, host=host, pid=os.getppid())
+            )
+        current = self.current_holder()
+        if current is None or current[0] != self.holder:
+            raise LeaseBusy(
+                "lease held by another server instance", holder=current[0] if current else None
+            )
+        self.file.replace(self._record(current[1]))
+        took = row is None or row[2] == "released" or theirs_log
+        return current[1], took
+
+    def _judge_stale(self, observed: Any) -> None:
+        """Stale means: this process has seen the very same lease (file record and log row),
+        unrenewed, for the whole stale window of its own monotonic clock. Clock skew between
+        hosts cannot shorten it.
+
+        Raises:
+            LeaseBusy: not stale (yet).
+        """
+        seen = self._seen
+        if seen is None or seen[0] != observed:
+            self._seen = (observed, self._monotonic())
+            raise LeaseBusy("the workspace lease is held by another server")
+        if self._monotonic() - seen[1] <= self.config.lease_stale_s:
+            raise LeaseBusy("the workspace lease is held by another server")
+
+    # -- holding -----------------------------------------------------------------------------
+
+    def _renew(self) -> None:
+        """Renew while held; on a newer epoch (or renewals failing for too long) stop at once."""
+        last_ok = self._monotonic()
+        margin = self.config.lease_renew_s
+        while not self._stopping.wait(self.config.lease_renew_s / 2):
+            try:
+                if not self.check():
+                    return
+                renewed_at = self._row()[4]  # type: ignore[index]
+                age = (self._engine().clock.now() - parse_time(renewed_at)).total_seconds()
+                if age >= self.config.lease_renew_s * 0.8:
+                    self._engine().handle(
+                        c.RenewLease(name=LEASE, holder=self.holder, epoch=self.epoch or 0)
+                    )
+                    # Judged again just before the rewrite: a newer claim written meanwhile is
+                    # never blindly replaced by ours (that was the zombie's fault, too).
+                    if not self.check():
+                        return
+                    self.file.replace(self._record(self.epoch or 0))
+                    self._on_renewed()
+                last_ok = self._monotonic()
+            except EngineError as ex:
+                log.error("lease renewal failed: %s", ex)
+            if self._monotonic() - last_ok > self.config.lease_stale_s - margin:
+                self.lose("renewals have failed for too long: fencing ourselves off")
+                return
+
+    def check(self) -> bool:
+        """Still the holder? A newer epoch in the log or in the file means lost (and returns
+        False); a file record of an older epoch, or none, is put right with ours."""
+        mine = self.epoch or 0
+        row = self._row()
+        if row is None or (row[0], row[1], row[2]) != (self.holder, mine, "held"):
+            holder, epoch, state = row[:3] if row else (None, None, None)
+            self.lose(f"the lease is now {holder} at epoch {epoch} ({state})")
+            return False
+        on_file = self.file.read()
+        if on_file is not None and on_file.epoch > mine:
+            self.lose(f"the lease file names {on_file.holder} at the newer epoch {on_file.epoch}")
+            return False
+        if on_file is None or on_file.holder != self.holder or on_file.epoch != mine:
+            log.warning(
+                "the lease file named %s (epoch %s), older than ours (%s): restoring our record",
+                on_file.holder if on_file else "nobody",
+                on_file.epoch if on_file else "-",
+                mine,
+            )
+            self.file.replace(self._record(mine))
+        return True
+
+    def lose(self, why: str) -> None:
+        """Stop writing at once; no graceful flush into the next holder's log."""
+        log.critical("workspace lease lost: %s", why)
+        self.lost.set()
+        self._stopping.set()
+        self.on_lost()
+
+    def release(self) -> None:
+        """Graceful stop: give the lease back if this instance holds it."""
+        current = self.current_holder()
+        if current is not None and current[0] == self.holder:
+            engine = self._engine()
+            engine.log.fence(current[1])
+            try:
+                engine.handle(c.ReleaseLease(name=LEASE, holder=self.holder, epoch=current[1]))
+            except EngineError as ex:
+                log.warning("lease not released: %s", ex)
+                return
+        self.file.remove(self.holder)
