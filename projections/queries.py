@@ -464,3 +464,11 @@ def tasks_newest_first(
         *args,
         limit,
     )
+
+
+def task_jobs(conn: Any, task_id: str) -> list[str]:
+    """The jobs (runs) that worked for a task, oldest first: the last is the current one."""
+    rows = conn.execute(
+        "SELECT job_id FROM jobs WHERE task_id = ? ORDER BY created_at, job_id", (task_id,)
+    ).fetchall()
+    return [str(row[0]) for row in rows]

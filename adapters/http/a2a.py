@@ -26,7 +26,8 @@ import msgspec
 
 from adapters.config import LEASE_BUSY_TEXT
 from adapters.dispatch import DispatchFailed, new_id
-from adapters.http import inbound, media, sse
+from adapters.http import a2a_stream, inbound, media
+from adapters.http.a2a_wire import STATE, STATE_BY_NAME, task_json
 from adapters.http.follow import follow
 from adapters.http.inbound import SEND_MESSAGE_TEXTS, SendMessageIn, refusal
 from adapters.runtime import Runtime
@@ -42,9 +43,6 @@ from projections.view import SqlDomainView
 
 MAX_BODY = 16 << 20
 INTERRUPTED = frozenset({T.INPUT_REQUIRED, T.AUTH_REQUIRED})
-# The A2A wire name of each task state: TASK_STATE_ and the state's own name.
-STATE: dict[str, str] = {state: f"TASK_STATE_{state.name}" for state in T}
-STATE_BY_NAME = {name: state for state, name in STATE.items()}
 
 PARSE, INVALID_REQUEST, NO_METHOD, INVALID_PARAMS, INTERNAL = -32700, -32600, -32601, -32602, -32603
 TASK_NOT_FOUND, NOT_CANCELABLE, PUSH_UNSUPPORTED, UNSUPPORTED = -32001, -32002, -32003, -32004
@@ -119,40 +117,6 @@ class AgentCard:
             resp.status = falcon.HTTP_304
             return
         resp.media = card
-
-
-# -- wire shapes -------------------------------------------------------------------------------
-
-
-def _message(message_id: str, role: str, text: str, task_id: str, context: str) -> dict[str, Any]:
-    return {
-        "messageId": message_id,
-        "contextId": context,
-        "taskId": task_id,
-        "role": role,
-        "parts": [{"text": text}],
-    }
-
-
-def task_json(record: queries.TaskRecord, history_length: int | None = None) -> dict[str, Any]:
-    task_id, context, state = record.task_id, record.session_id, record.state
-    status_text, result, updated = record.status_text, record.result, record.updated_at
-    message_id, text = record.message_id, record.text
-    status: dict[str, Any] = {"state": STATE[state], "timestamp": updated}
-    reply = result if state == T.COMPLETED else status_text
-    if reply:
-        status["message"] = _message(f"{task_id}-status", "ROLE_AGENT", reply, task_id, context)
-    task: dict[str, Any] = {"id": task_id, "contextId": context, "status": status}
-    if state == T.COMPLETED:
-        task["artifacts"] = [
-            {"artifactId": f"{task_id}-result", "name": "result", "parts": [{"text": result or ""}]}
-        ]
-    history = [_message(message_id or f"{task_id}-in", "ROLE_USER", text, task_id, context)]
-    if history_length is not None:
-        history = history[len(history) - history_length :] if history_length else []
-    if history:
-        task["history"] = history
-    return task
 
 
 def _prompt(parts: list[inbound.PartIn]) -> str:
@@ -433,44 +397,15 @@ class JsonRpc:
         resp.stream = self._events(task_id, request_id)
 
     def _events(self, task_id: str, request_id: Any) -> Iterator[bytes]:
-        def frame(result: dict[str, Any]) -> bytes:
-            return sse.data({"jsonrpc": "2.0", "id": request_id, "result": result})
-
-        deadline = time.monotonic() + self.runtime.config.sync_wait_s
-        first = True
-        for row in self._watch(task_id, deadline):
-            if row is None:
-                yield b": keep-alive\n\n"
-                continue
-            task = task_json(row)
-            if first:  # the Task comes first, as the client insists
-                first = False
-                yield frame({"task": task})
-            else:
-                if row.state == T.COMPLETED:
-                    yield frame(
-                        {
-                            "artifactUpdate": {
-                                "taskId": task_id,
-                                "contextId": row.session_id,
-                                "artifact": task["artifacts"][0],
-                                "lastChunk": True,
-                            }
-                        }
-                    )
-                yield frame(
-                    {
-                        "statusUpdate": {
-                            "taskId": task_id,
-                            "contextId": row.session_id,
-                            "status": task["status"],
-                        }
-                    }
-                )
-            if row.state in TASK_TERMINAL or row.state in INTERRUPTED:
-                return
-        if self.runtime.shutdown.is_set():
-            yield sse.SHUTDOWN
+        runtime = self.runtime
+        yield from a2a_stream.task_events(
+            runtime.engine.log,
+            task_id,
+            request_id,
+            runtime.shutdown,
+            keepalive_s=runtime.config.a2a_keepalive_s,
+            deadline=time.monotonic() + runtime.config.sync_wait_s,
+        )
 
     # -- GetTask / CancelTask / ListTasks / SubscribeToTask --------------------------------------
 
