@@ -25,9 +25,24 @@ import falcon
 import msgspec
 
 from adapters.config import LEASE_BUSY_TEXT
-from adapters.dispatch import DispatchFailed, new_id
-from adapters.http import a2a_stream, inbound, media
-from adapters.http.a2a_wire import STATE, STATE_BY_NAME, task_json
+from adapters.http import a2a_accept, a2a_stream, inbound, media
+from adapters.http.a2a_wire import (
+    CONTENT_TYPE_UNSUPPORTED,
+    INTERNAL,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    NO_METHOD,
+    NOT_CANCELABLE,
+    PARSE,
+    PUSH_UNSUPPORTED,
+    STATE,
+    STATE_BY_NAME,
+    TASK_NOT_FOUND,
+    UNSUPPORTED,
+    VERSION_UNSUPPORTED,
+    RpcError,
+    task_json,
+)
 from adapters.http.follow import follow
 from adapters.http.inbound import SEND_MESSAGE_TEXTS, SendMessageIn, refusal
 from adapters.runtime import Runtime
@@ -37,27 +52,10 @@ from engine.domain.errors import LeaseBusy
 from engine.domain.task import TERMINAL as TASK_TERMINAL
 from engine.domain.task import TaskState as T
 from engine.errors import EngineError
-from engine.log import Transaction
 from projections import queries
-from projections.view import SqlDomainView
 
 MAX_BODY = 16 << 20
 INTERRUPTED = frozenset({T.INPUT_REQUIRED, T.AUTH_REQUIRED})
-
-PARSE, INVALID_REQUEST, NO_METHOD, INVALID_PARAMS, INTERNAL = -32700, -32600, -32601, -32602, -32603
-TASK_NOT_FOUND, NOT_CANCELABLE, PUSH_UNSUPPORTED, UNSUPPORTED = -32001, -32002, -32003, -32004
-CONTENT_TYPE_UNSUPPORTED, VERSION_UNSUPPORTED = -32005, -32009
-
-
-class RpcError(Exception):
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code, self.message = code, message
-
-
-class _Duplicate(Exception):
-    def __init__(self, task_id: str) -> None:
-        self.task_id = task_id
 
 
 def agent_card(base_url: str) -> dict[str, Any]:
@@ -262,79 +260,10 @@ class JsonRpc:
             raise RpcError(INVALID_PARAMS, refusal(ex, SEND_MESSAGE_TEXTS)) from None
 
     def _accept(self, send: SendMessageIn) -> str:
-        """Record the message's work (new task, or a follow-up of an interrupted one) and start
-        it; a known messageId answers its task again. Returns the task id."""
-        message = send.message
-        message_id, context_id, task_id = message.message_id, message.context_id, message.task_id
-        text = _prompt(message.parts)
+        """Record the message's work and start it (``a2a_accept``). Returns the task id."""
+        text = _prompt(send.message.parts)
         self._write()
-        runtime, engine = self.runtime, self.runtime.engine
-        command_id = ids.a2a_command(message_id)
-        session_id = context_id or new_id("a2a")
-        chosen: dict[str, str] = {}
-
-        def record(tx: Transaction, job_id: str) -> None:
-            if tx.known_command(command_id) is not None:
-                raise _Duplicate(str(queries.task_of_command(tx.cursor, command_id)))
-            view = SqlDomainView(tx.cursor)
-            session = view.session(session_id)
-            if context_id is not None and session is None:
-                raise RpcError(INVALID_PARAMS, f"unknown contextId {context_id}")
-            if session is None:
-                engine.handle_in(
-                    tx,
-                    c.CreateSession(
-                        session_id=session_id, origin="a2a", start_run_id=new_id("run")
-                    ),
-                )
-            target = task_id
-            if (
-                target is None
-                and session is not None
-                and session.owes is not None
-                and (session.owes.kind == "a2a")
-            ):
-                target = session.owes.ref
-            if target is not None:
-                task = view.task(target)
-                if task is None or task.session_id != session_id:
-                    raise RpcError(TASK_NOT_FOUND, f"Task {target} not found in this context")
-                if task.state in TASK_TERMINAL:
-                    raise RpcError(UNSUPPORTED, f"Task {target} is in terminal state")
-                if any(j.task_id == target for j in view.live_jobs(session_id)):
-                    raise RpcError(UNSUPPORTED, f"Task {target} is still working")
-            else:
-                target = new_id("task")
-                engine.handle_in(
-                    tx,
-                    c.CreateTask(
-                        task_id=target, session_id=session_id, message_id=message_id, text=text
-                    ),
-                )
-            engine.handle_in(
-                tx,
-                c.AcceptJob(
-                    job_id=job_id,
-                    session_id=session_id,
-                    prompt=text,
-                    task_id=target,
-                    owed=False,
-                    command_id=command_id,
-                ),
-            )
-            chosen["task_id"] = target
-
-        try:
-            runtime.jobs.launch(session_id, text.encode(), record)
-        except _Duplicate as duplicate:
-            return duplicate.task_id
-        except DispatchFailed as ex:
-            raise RpcError(INTERNAL, f"Dispatch failed on the remote: {ex}") from None
-        except LeaseBusy:
-            raise RpcError(INTERNAL, LEASE_BUSY_TEXT) from None
-        except EngineError as ex:
-            raise RpcError(UNSUPPORTED, ex.message) from None
-        return chosen["task_id"]
+        return a2a_accept.accept(self.runtime, send.message, text)
 
     def send_message(self, params: dict[str, Any], request_id: Any, resp: falcon.Response) -> None:
         send = self._send_params(params)

@@ -9,6 +9,19 @@ from typing import Any
 from engine.domain.task import TaskState as T
 from projections import queries
 
+PARSE, INVALID_REQUEST, NO_METHOD, INVALID_PARAMS, INTERNAL = -32700, -32600, -32601, -32602, -32603
+TASK_NOT_FOUND, NOT_CANCELABLE, PUSH_UNSUPPORTED, UNSUPPORTED = -32001, -32002, -32003, -32004
+CONTENT_TYPE_UNSUPPORTED, VERSION_UNSUPPORTED = -32005, -32009
+
+
+class RpcError(Exception):
+    """A JSON-RPC error answer (HTTP 200, as the client insists)."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code, self.message = code, message
+
+
 # The A2A wire name of each task state: TASK_STATE_ and the state's own name.
 STATE: dict[str, str] = {state: f"TASK_STATE_{state.name}" for state in T}
 STATE_BY_NAME = {name: state for state, name in STATE.items()}
@@ -36,7 +49,6 @@ def artifact(task_id: str, text: str) -> dict[str, Any]:
 def task_json(record: queries.TaskRecord, history_length: int | None = None) -> dict[str, Any]:
     task_id, context, state = record.task_id, record.session_id, record.state
     status_text, result, updated = record.status_text, record.result, record.updated_at
-    message_id, text = record.message_id, record.text
     status: dict[str, Any] = {"state": STATE[state], "timestamp": updated}
     reply = result if state == T.COMPLETED else status_text
     if reply:
@@ -44,7 +56,10 @@ def task_json(record: queries.TaskRecord, history_length: int | None = None) -> 
     task: dict[str, Any] = {"id": task_id, "contextId": context, "status": status}
     if state == T.COMPLETED:
         task["artifacts"] = [artifact(task_id, result or "")]
-    history = [message(message_id or f"{task_id}-in", "ROLE_USER", text, task_id, context)]
+    history = [
+        message(mid or f"{task_id}-in-{n}", "ROLE_USER", said, task_id, context)
+        for n, (mid, said) in enumerate(record.messages())
+    ]
     if history_length is not None:
         history = history[len(history) - history_length :] if history_length else []
     if history:
