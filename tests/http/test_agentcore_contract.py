@@ -11,7 +11,7 @@ import pytest
 
 from adapters.config import LEASE_BUSY_TEXT
 from engine.domain import commands as c
-from tests.http.conftest import MakeClient
+from tests.http.conftest import MakeClient, sql
 from tests.support import runners
 
 PROMPT = {"prompt": "hello world"}
@@ -28,7 +28,7 @@ def post(client: Any, body: Any, **headers: str) -> Any:
 
 
 def job_count(runtime: Any) -> int:
-    return int(runtime.query("SELECT count(*) FROM jobs")[0][0])
+    return int(sql(runtime, "SELECT count(*) FROM jobs")[0][0])
 
 
 def test_ping_is_healthy_and_never_takes_the_lease(make_client: MakeClient) -> None:
@@ -147,7 +147,7 @@ def test_invocation_new_job_supersedes_the_earlier_one_on_a_session(
     second = post(client, {"prompt": "b", "session": "s", "async": True}).json
     body = post(client, {"get": first["invocation"]}).json
     assert (body["status"], body["supersededBy"]) == ("superseded", second["invocation"])
-    pid = runtime.query("SELECT pid FROM jobs WHERE job_id = ?", first["invocation"])[0][0]
+    pid = sql(runtime, "SELECT pid FROM jobs WHERE job_id = ?", first["invocation"])[0][0]
     deadline = time.monotonic() + 10
     while _alive(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
