@@ -25,7 +25,7 @@ import falcon
 import msgspec
 
 from adapters.config import LEASE_BUSY_TEXT
-from adapters.http import a2a_accept, a2a_stream, inbound, media
+from adapters.http import a2a_accept, a2a_stream, a2a_v03, inbound, media
 from adapters.http.a2a_wire import (
     CONTENT_TYPE_UNSUPPORTED,
     INTERNAL,
@@ -59,18 +59,24 @@ INTERRUPTED = frozenset({T.INPUT_REQUIRED, T.AUTH_REQUIRED})
 
 
 def agent_card(base_url: str) -> dict[str, Any]:
+    """A dual card: a 1.0 and a 0.3 interface on the same URL (the 1.0 client picks 1.0), and
+    the legacy top-level fields a 0.3 client reads (``reference/a2a-agentcore-wire.md``)."""
     description = "foldline: runs each message through the configured agent command"
     return {
         "name": "foldline",
         "description": description,
         "supportedInterfaces": [
-            {"url": base_url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}
+            {"url": base_url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+            {"url": base_url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
         ],
         "version": "0.1.0",
         "capabilities": {"streaming": True},
         "defaultInputModes": ["text/plain"],
         "defaultOutputModes": ["text/plain"],
         "skills": [{"id": "run", "name": "run", "description": description, "tags": ["agent"]}],
+        "preferredTransport": "JSONRPC",
+        "protocolVersion": "0.3",
+        "url": base_url,
     }
 
 
@@ -202,17 +208,23 @@ class JsonRpc:
             if body.get("jsonrpc") != "2.0" or not isinstance(method, str):
                 raise RpcError(INVALID_REQUEST, "jsonrpc must be '2.0' and method a string")
             version = req.get_header("A2A-Version")
-            if version and version.split(".")[0] != "1":
+            if version and not a2a_v03.is_supported_version(version):
                 raise RpcError(VERSION_UNSUPPORTED, f"A2A version {version!r} is not supported")
-            if method in self.unsupported:
+            if method in self.unsupported or method in a2a_v03.PUSH_METHODS:
                 raise RpcError(PUSH_UNSUPPORTED, "push notifications are not supported")
-            handler = self.methods.get(method)
+            # The two sets of names do not collide: the method says which shapes to speak.
+            legacy = a2a_v03.METHODS.get(method)
+            handler = self.methods.get(legacy or method)
             if handler is None:
                 raise RpcError(NO_METHOD, "Method not found")
             params = body.get("params", {})
             if not isinstance(params, dict):
                 raise RpcError(INVALID_PARAMS, "params must be an object")
+            if legacy is not None:
+                params = a2a_v03.params_in(legacy, params)
             handler(params, request_id, resp)
+            if legacy is not None:
+                a2a_v03.reshape(resp, legacy)
         except RpcError as ex:
             resp.content_type = falcon.MEDIA_JSON
             resp.media = {

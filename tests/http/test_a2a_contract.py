@@ -139,7 +139,7 @@ def test_a2a_send_message_unsupported_part_kind_is_content_type_error(
     client, runtime = make_client()
     params = {"message": {"messageId": "m", "parts": [part]}}
     assert code(rpc(client, "SendMessage", params)) == -32005
-    assert runtime.query("SELECT count(*) FROM tasks")[0][0] == 0
+    assert sql(runtime, "SELECT count(*) FROM tasks")[0][0] == 0
 
 
 def test_a2a_version_header_other_than_1_is_refused(make_client: MakeClient) -> None:
