@@ -77,11 +77,17 @@ def _plan(runtime: Runtime, message: MessageIn, session_id: str, text: str) -> _
     return _Plan(target, record.version, (*(t for _, t in record.messages()), text))
 
 
+def _context_of(runtime: Runtime, task_id: str | None) -> str | None:
+    """A ``taskId`` without a ``contextId`` is in its task's context."""
+    record = queries.task(runtime.engine.log.connection(), task_id) if task_id else None
+    return record.session_id if record is not None else None
+
+
 def accept(runtime: Runtime, message: MessageIn, text: str) -> str:
     """Record the message's work and start its run; a known messageId answers its task again.
     Returns the task id."""
     command_id = ids.a2a_command(message.message_id)
-    session_id = message.context_id or new_id("a2a")
+    session_id = message.context_id or _context_of(runtime, message.task_id) or new_id("a2a")
     for _ in range(RETRIES):
         known = queries.task_of_command(runtime.engine.log.connection(), command_id)
         if known is not None:

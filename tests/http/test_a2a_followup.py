@@ -5,6 +5,9 @@ and the task completes once with the last run's result."""
 from __future__ import annotations
 
 import asyncio
+import json
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -70,3 +73,53 @@ def test_a2a_follow_up_on_a_working_task_is_folded_into_it(tmp_path: Path) -> No
     assert [m.parts[0].text for m in got.history] == ["hold on", "and more"]
     assert [m.message_id for m in got.history] == ["m-1", "m-2"]
     assert b'"superseded"' in jobs  # the first run gave way to the second
+
+
+def _send(server: Any, message: dict[str, Any]) -> dict[str, Any]:
+    body = {"jsonrpc": "2.0", "id": "r", "method": "SendMessage"}
+    params = {"message": message, "configuration": {"returnImmediately": True}}
+    _, _, raw = server.request("POST", "/", {**body, "params": params})
+    return json.loads(raw)  # type: ignore[no-any-return]
+
+
+def test_a2a_concurrent_follow_ups_all_reach_the_last_run(tmp_path: Path) -> None:
+    """Five follow-ups raced into one working task from threads on two workers: each plan is
+    checked against the task's version, so the run that completes the task got every one."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    with serve(workspace, {"FOLDLINE_RUNNER": RUNNER}, workers=2) as server:
+        first = _send(server, {"messageId": "c-0", "parts": [{"text": "hold on"}]})
+        task_id = first["result"]["task"]["id"]
+        context = first["result"]["task"]["contextId"]
+        texts = [f"hold {n}" for n in range(1, 6)]
+        with ThreadPoolExecutor(5) as pool:
+            answers = list(
+                pool.map(
+                    lambda n: _send(
+                        server,
+                        {
+                            "messageId": f"c-{n}",
+                            "taskId": task_id,
+                            "contextId": context,
+                            "parts": [{"text": texts[n - 1]}],
+                        },
+                    ),
+                    range(1, 6),
+                )
+            )
+        # The last run holds too: one more follow-up, not a hold, lets it finish.
+        _send(server, {"messageId": "c-6", "taskId": task_id, "parts": [{"text": "done"}]})
+        body = {"jsonrpc": "2.0", "id": "g", "method": "GetTask", "params": {"id": task_id}}
+        deadline, task = time.monotonic() + 20, {}
+        while time.monotonic() < deadline:
+            task = json.loads(server.request("POST", "/", body)[2])["result"]
+            if task["status"]["state"] != "TASK_STATE_WORKING":
+                break
+            time.sleep(0.05)
+    assert all(a["result"]["task"]["id"] == task_id for a in answers)
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+    result = task["artifacts"][0]["parts"][0]["text"]
+    count, _, said = result.partition(" messages: ")
+    assert count == "7" and said.split("|")[0] == "hold on" and said.split("|")[-1] == "done"
+    assert sorted(said.split("|")[1:6]) == texts  # every racer, in the order they committed
+    assert [m["parts"][0]["text"] for m in task["history"]] == said.split("|")
