@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 from a2a.client import ClientConfig, create_client
-from a2a.types import GetTaskRequest, Message, Part, Role, SendMessageRequest, TaskState
+from a2a.types import GetTaskRequest, TaskState
 
+from tests.support.a2a import user_message
 from tests.support.server import serve
 
 pytestmark = pytest.mark.server
@@ -29,21 +30,15 @@ RUNNER = (
 )
 
 
-def _message(message_id: str, text: str, **ids: str) -> SendMessageRequest:
-    return SendMessageRequest(
-        message=Message(message_id=message_id, role=Role.ROLE_USER, parts=[Part(text=text)], **ids)
-    )
-
-
 async def _scenario(url: str) -> dict[str, Any]:
     seen: dict[str, Any] = {"stream": []}
     streaming = await create_client(url)  # the defaults
     blocking = await create_client(url, client_config=ClientConfig(streaming=False))
-    async for response in streaming.send_message(_message("m-1", "hold on")):
+    async for response in streaming.send_message(user_message("m-1", "hold on")):
         seen["stream"].append(response)
         if response.HasField("task"):
             task = response.task
-            follow_up = _message("m-2", "and more", task_id=task.id, context_id=task.context_id)
+            follow_up = user_message("m-2", "and more", task_id=task.id, context_id=task.context_id)
             async for answer in blocking.send_message(follow_up):
                 seen["follow_up"] = answer.task
     seen["get"] = await blocking.get_task(GetTaskRequest(id=seen["follow_up"].id))

@@ -12,15 +12,12 @@ import pytest
 from a2a.client import create_client
 from a2a.types import (
     GetTaskRequest,
-    Message,
-    Part,
-    Role,
-    SendMessageRequest,
     StreamResponse,
     SubscribeToTaskRequest,
     TaskState,
 )
 
+from tests.support.a2a import user_message
 from tests.support.server import serve
 
 pytestmark = pytest.mark.server
@@ -34,12 +31,6 @@ RUNNER = (
 )
 
 
-def _message(message_id: str, text: str) -> SendMessageRequest:
-    return SendMessageRequest(
-        message=Message(message_id=message_id, role=Role.ROLE_USER, parts=[Part(text=text)])
-    )
-
-
 def _kind(response: StreamResponse) -> str:
     return str(response.WhichOneof("payload"))
 
@@ -47,14 +38,14 @@ def _kind(response: StreamResponse) -> str:
 async def _live(url: str, workspace: Path) -> dict[str, Any]:
     seen: dict[str, Any] = {"events": []}
     client = await create_client(url)  # the defaults: streaming, 1.0
-    async for response in client.send_message(_message("m-live", "go-live")):
+    async for response in client.send_message(user_message("m-live", "go-live")):
         seen["events"].append(response)
         if response.HasField("artifact_update") and "working" not in seen:
             task = await client.get_task(GetTaskRequest(id=response.artifact_update.task_id))
             seen["working"] = task.status.state  # asked while the run holds
             (workspace / "go-live").touch()
     # A second task: leave its stream after the first chunk, then subscribe again.
-    stream = client.send_message(_message("m-resume", "go-resume"))
+    stream = client.send_message(user_message("m-resume", "go-resume"))
     async for response in stream:
         if response.HasField("artifact_update"):
             seen["left_at"] = response.artifact_update.artifact.parts[0].text

@@ -15,25 +15,16 @@ from a2a.client.card_resolver import parse_agent_card
 from a2a.types import (
     CancelTaskRequest,
     GetTaskRequest,
-    Message,
-    Part,
-    Role,
-    SendMessageRequest,
     SubscribeToTaskRequest,
     TaskState,
 )
 
+from tests.support.a2a import user_message
 from tests.support.server import Server, read_events, serve
 
 pytestmark = pytest.mark.server
 
 RUNNER = 'read -r p; case "$p" in sleepy*) sleep 30;; *) printf "echo: %s" "$p";; esac'
-
-
-def _message(message_id: str, text: str) -> SendMessageRequest:
-    return SendMessageRequest(
-        message=Message(message_id=message_id, role=Role.ROLE_USER, parts=[Part(text=text)])
-    )
 
 
 def _only(card: dict[str, Any], version: str) -> dict[str, Any]:
@@ -49,14 +40,14 @@ async def _scenario(url: str, card: dict[str, Any]) -> dict[str, Any]:
     streaming = await create_client(legacy_card)
     blocking = await create_client(legacy_card, client_config=ClientConfig(streaming=False))
     seen["transport"] = type(streaming._transport).__name__  # type: ignore[attr-defined]
-    seen["stream"] = [r async for r in streaming.send_message(_message("m-s", "streamed"))]
-    async for response in blocking.send_message(_message("m-b", "blocking")):
+    seen["stream"] = [r async for r in streaming.send_message(user_message("m-s", "streamed"))]
+    async for response in blocking.send_message(user_message("m-b", "blocking")):
         seen["blocking"] = response.task
     seen["get"] = await blocking.get_task(GetTaskRequest(id=seen["blocking"].id))
     polling = await create_client(
         legacy_card, client_config=ClientConfig(streaming=False, polling=True)
     )
-    async for response in polling.send_message(_message("m-p", "sleepy one")):
+    async for response in polling.send_message(user_message("m-p", "sleepy one")):
         seen["sleepy"] = response.task
     resubscribed = streaming.subscribe(SubscribeToTaskRequest(id=seen["sleepy"].id))
     async for response in resubscribed:
@@ -66,7 +57,7 @@ async def _scenario(url: str, card: dict[str, Any]) -> dict[str, Any]:
     seen["canceled"] = await blocking.cancel_task(CancelTaskRequest(id=seen["sleepy"].id))
     modern = await create_client(url)  # the dual card as served: the 1.0 interface wins
     seen["modern_transport"] = type(modern._transport).__name__  # type: ignore[attr-defined]
-    seen["modern"] = [r async for r in modern.send_message(_message("m-1", "modern"))]
+    seen["modern"] = [r async for r in modern.send_message(user_message("m-1", "modern"))]
     for client in (streaming, blocking, polling, modern):
         await client.close()
     return seen
