@@ -11,7 +11,7 @@ import logging
 import secrets
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -172,10 +172,12 @@ class Dispatcher:
         stdin: bytes,
         record: Callable[[Transaction, str], None],
         job_id: str | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> tuple[str, int]:
         """Spawn a gated run, let ``record(tx, job_id)`` accept the job in one transaction,
         start it there, then open the gate. Returns the job id and the commit's position.
-        With ``job_id`` (an accepted, cut-off job) the run is a resumption.
+        With ``job_id`` (an accepted, cut-off job) the run is a resumption. ``env`` adds to
+        the run's environment (``FOLDLINE_TASK_MESSAGES`` for an A2A task's run).
 
         Raises:
             DispatchFailed: the run could not be started (nothing recorded).
@@ -184,14 +186,14 @@ class Dispatcher:
         engine = self._engine()
         resumed = job_id is not None
         job_id, run_id = job_id or new_id("job"), new_id("run")
-        env = {
+        ids = {
             "FOLDLINE_JOB_ID": job_id,
             "FOLDLINE_SESSION_ID": session_id,
             "FOLDLINE_RUN_ID": run_id,
             "FOLDLINE_RESUMED": "1" if resumed else "0",
         }
         try:
-            process = spawn_gated(self.config.runner, self.config.workspace, env)
+            process = spawn_gated(self.config.runner, self.config.workspace, {**(env or {}), **ids})
         except OSError as ex:
             raise DispatchFailed(f"runner could not start: {ex}") from ex
 

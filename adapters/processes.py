@@ -61,10 +61,11 @@ def kill_group(pid: int, sig: int = signal.SIGKILL) -> None:
             os.killpg(pid, sig)
 
 
-def child_env(extra: Mapping[str, str]) -> dict[str, str]:
-    env = {name: os.environ[name] for name in ENV_ALLOWLIST if name in os.environ}
-    env.update(extra)
-    return env
+def child_env(extra: Mapping[str, str], base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``base`` (default: the allowlisted part of the server's environment) plus ``extra``."""
+    if base is None:
+        base = {name: os.environ[name] for name in ENV_ALLOWLIST if name in os.environ}
+    return {**base, **extra}
 
 
 @dataclass
@@ -103,9 +104,12 @@ class GatedProcess:
                 stream.close()
 
 
-def spawn_gated(command: str, cwd: Path, env: Mapping[str, str]) -> GatedProcess:
+def spawn_gated(
+    command: str, cwd: Path, env: Mapping[str, str], base: Mapping[str, str] | None = None
+) -> GatedProcess:
     """Start ``sh -c command`` stopped at its gate (see the module docstring), in its own
-    process group, every stdio piped, with the allowlisted environment plus ``env``.
+    process group, every stdio piped, with ``base`` (default: the allowlisted environment)
+    plus ``env``.
 
     Raises:
         OSError: the child could not be created.
@@ -113,7 +117,7 @@ def spawn_gated(command: str, cwd: Path, env: Mapping[str, str]) -> GatedProcess
     process = subprocess.Popen(
         ["sh", "-c", _GATE, command],
         cwd=cwd,
-        env=child_env(env),
+        env=child_env(env, base),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

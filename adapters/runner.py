@@ -43,7 +43,8 @@ class Run:
 
 
 def files_manifest(result: str, workspace: Path) -> tuple[FileEntry, ...]:
-    """``MEDIA:<path>`` lines naming regular files inside the workspace, with their sizes."""
+    """``MEDIA:<path>`` lines naming regular files inside the workspace, with their sizes: the
+    path as printed, and the same file relative to the workspace."""
     files = []
     root = workspace.resolve()
     for line in result.splitlines():
@@ -52,7 +53,13 @@ def files_manifest(result: str, workspace: Path) -> tuple[FileEntry, ...]:
         name = line[len("MEDIA:") :].strip()
         target = (root / name).resolve()
         if target.is_file() and target.is_relative_to(root) and ".foldline" not in target.parts:
-            files.append(FileEntry(path=str(target.relative_to(root)), size=target.stat().st_size))
+            files.append(
+                FileEntry(
+                    path=name,
+                    size=target.stat().st_size,
+                    workspace_path=str(target.relative_to(root)),
+                )
+            )
     return tuple(files)
 
 

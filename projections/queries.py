@@ -9,6 +9,7 @@ encoders decode them where they shape the wire body.
 
 from __future__ import annotations
 
+import json
 from typing import Any, ClassVar, TypeVar
 
 import msgspec
@@ -419,8 +420,14 @@ class TaskRecord(_Row, frozen=True):
     text: str
     status_text: str | None
     result: str | None
+    followups: str  # JSON [[message_id, text], ...]: the messages after the first, in order
     created_at: str
     updated_at: str
+
+    def messages(self) -> list[tuple[str, str]]:
+        """Every message of the task, in order: (message id, text)."""
+        later = [(str(m), str(t)) for m, t in json.loads(self.followups)]
+        return [(self.message_id, self.text), *later]
 
 
 def task(conn: Any, task_id: str) -> TaskRecord | None:
@@ -467,3 +474,11 @@ def tasks_newest_first(
         *args,
         limit,
     )
+
+
+def task_jobs(conn: Any, task_id: str) -> list[str]:
+    """The jobs (runs) that worked for a task, oldest first: the last is the current one."""
+    rows = conn.execute(
+        "SELECT job_id FROM jobs WHERE task_id = ? ORDER BY created_at, job_id", (task_id,)
+    ).fetchall()
+    return [str(row[0]) for row in rows]

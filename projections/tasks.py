@@ -12,6 +12,7 @@ from engine.domain.task import (
     TaskCreated,
     TaskFailed,
     TaskInputRequired,
+    TaskMessageAdded,
     TaskRejected,
     TaskStatusUpdated,
 )
@@ -21,7 +22,7 @@ from engine.projection import DispatchProjection, handles
 
 class TasksProjection(DispatchProjection):
     name = "tasks"
-    version = 1
+    version = 2  # 2: follow-ups (ADR 0024)
     tables = ("tasks",)
     ddl = """
         CREATE TABLE tasks (
@@ -33,6 +34,7 @@ class TasksProjection(DispatchProjection):
             text        TEXT    NOT NULL,
             status_text TEXT,
             result      TEXT,
+            followups   TEXT    NOT NULL DEFAULT '[]',  -- [[message_id, text], ...] in order
             created_at  TEXT    NOT NULL,
             updated_at  TEXT    NOT NULL
         ) WITHOUT ROWID;
@@ -76,6 +78,15 @@ class TasksProjection(DispatchProjection):
             "UPDATE tasks SET state = ?, version = ?, status_text = ?, updated_at = ?"
             " WHERE task_id = ?",
             (e.state, e.version, e.event.text, e.recorded_at, self._id(e)),  # type: ignore[attr-defined]
+        )
+
+    @handles(TaskMessageAdded)
+    def on_task_message_added(self, cur: Any, e: RecordedEvent) -> None:
+        ev: Any = e.event
+        cur.execute(
+            "UPDATE tasks SET state = ?, version = ?, updated_at = ?,"
+            " followups = json_insert(followups, '$[#]', json_array(?, ?)) WHERE task_id = ?",
+            (e.state, e.version, e.recorded_at, ev.message_id, ev.text, self._id(e)),
         )
 
     @handles(TaskCompleted)

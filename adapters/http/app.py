@@ -68,7 +68,11 @@ def create_app(runtime: Runtime) -> falcon.App[falcon.Request, falcon.Response]:
 
 
 def _falcon_error(req: falcon.Request, resp: falcon.Response, ex: falcon.HTTPError) -> None:
-    """Falcon's own errors (unknown route, wrong method, ...) in foldline's error shape."""
+    """Falcon's own errors (unknown route, wrong method, ...) in foldline's error shape; an
+    unknown path answers exactly what AgentCore callers expect."""
+    if isinstance(ex, falcon.HTTPRouteNotFound):
+        media.json_response(resp, {"error": "not found"})
+        return
     code = (ex.title or "error").lower().replace(" ", "_")
     media.json_response(
         resp, {"error": {"code": code, "message": ex.description or ex.title or ""}}

@@ -1,4 +1,5 @@
-"""``GET /openapi.json``: OpenAPI 3.1 for ``/v1``, generated from the msgspec Structs.
+"""``GET /openapi.json``: OpenAPI 3.1 for ``/v1`` and the AgentCore and A2A entry points,
+generated from the msgspec Structs.
 
 Only the paths are listed here; every body schema comes from ``adapters.http.schemas`` through
 ``msgspec.json.schema_components``, so the document cannot drift from what is encoded.
@@ -11,6 +12,7 @@ from typing import Any
 import msgspec
 
 from adapters.http import schemas as s
+from adapters.http.inbound import InvocationIn
 from adapters.http.v1 import JOB_ACTIONS, SESSION_ACTIONS
 
 REF = "#/components/schemas/{name}"
@@ -93,6 +95,9 @@ def document() -> dict[str, Any]:
             s.EventPage,
             s.ControlIn,
             s.TaintIn,
+            s.PingOut,
+            s.AgentErrorOut,
+            InvocationIn,
         ],
         ref_template=REF,
     )
@@ -188,16 +193,109 @@ def document() -> dict[str, Any]:
             }
         },
     }
+    paths.update(_entry_points())
     return {
         "openapi": "3.1.0",
         "info": {
-            "title": "foldline /v1",
+            "title": "foldline",
             "version": "0.1.0",
-            "description": "Reads and controls over foldline's read models.",
+            "description": (
+                "Reads and controls over foldline's read models (/v1), the AgentCore runtime"
+                " contract (/ping, /invocations) and A2A (JSON-RPC on /, 1.0 and 0.3 method"
+                ' names; the agent card). Any other path answers 404 {"error": "not found"}.'
+            ),
         },
         "paths": paths,
         "components": {
             "schemas": schemas,
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+    }
+
+
+def _agent_errors(*codes: str) -> dict[str, Any]:
+    return {code: _json(s.AgentErrorOut, ERRORS.get(code, "error")) for code in codes}
+
+
+def _entry_points() -> dict[str, Any]:
+    """The AgentCore and A2A paths. Their bodies are pass-through JSON or JSON-RPC, described
+    here and specified in the README; only the fixed shapes have schemas."""
+    any_object = {"type": "object"}
+    sse = {"text/event-stream": {"schema": {"type": "string"}}}
+    return {
+        "/ping": {
+            "get": {
+                "operationId": "ping",
+                "summary": "AgentCore health: Healthy, or HealthyBusy while work is in flight",
+                "responses": {"200": _json(s.PingOut)},
+            }
+        },
+        "/.well-known/agent-card.json": {
+            "get": {
+                "operationId": "agent_card",
+                "summary": "The A2A agent card (a 1.0 and a 0.3 interface on the same URL)",
+                "description": (
+                    "Sent with a weak ETag (sha256 of the card) and Cache-Control: private,"
+                    " max-age=300; If-None-Match with a current tag answers 304 without a body."
+                ),
+                "responses": {
+                    "200": {
+                        "description": "OK",
+                        "headers": {
+                            "ETag": {"schema": {"type": "string"}},
+                            "Cache-Control": {"schema": {"type": "string"}},
+                        },
+                        "content": {"application/json": {"schema": any_object}},
+                    },
+                    "304": {"description": "the caller's copy is current"},
+                },
+            }
+        },
+        "/invocations": {
+            "post": {
+                "operationId": "invoke",
+                "summary": "AgentCore: a new job (sync, async or SSE), or a get of one",
+                "description": (
+                    "Plain JSON waits at most FOLDLINE_SYNC_WAIT_S (600 s) and may answer a"
+                    " running job; with Accept: text/event-stream the stream has no cap: accepted,"
+                    " delta per output chunk, keep-alive comments, and always the final result."
+                ),
+                "requestBody": {
+                    "required": True,
+                    "content": {"application/json": {"schema": _ref(InvocationIn)}},
+                },
+                "responses": {
+                    "200": {
+                        "description": "the job body, a receipt (async) or an SSE stream",
+                        "content": {"application/json": {"schema": any_object}, **sse},
+                    },
+                    **_agent_errors("400", "404", "409", "413", "429", "503"),
+                    "500": _json(s.AgentErrorOut, "the run could not be started"),
+                },
+            }
+        },
+        "/": {
+            "post": {
+                "operationId": "a2a",
+                "summary": "A2A JSON-RPC: SendMessage, SendStreamingMessage, GetTask, CancelTask,"
+                " ListTasks, SubscribeToTask, and the 0.3 names message/send, message/stream,"
+                " tasks/get, tasks/cancel, tasks/resubscribe",
+                "description": (
+                    "Always HTTP 200 with a JSON-RPC result or error (-32001 task not found,"
+                    " -32002 not cancelable, -32003 push unsupported, -32004 unsupported,"
+                    " -32005 content type not supported, -32009 version). Streams are SSE:"
+                    " the Task, status updates and artifact chunks (append, lastChunk)."
+                ),
+                "requestBody": {
+                    "required": True,
+                    "content": {"application/json": {"schema": any_object}},
+                },
+                "responses": {
+                    "200": {
+                        "description": "a JSON-RPC response, or an SSE stream of them",
+                        "content": {"application/json": {"schema": any_object}, **sse},
+                    }
+                },
+            }
         },
     }

@@ -46,6 +46,7 @@ class SessionOut(msgspec.Struct, kw_only=True):
 class FileOut(msgspec.Struct, kw_only=True):
     path: str
     size: int
+    workspace_path: str = ""
 
 
 class JobOut(msgspec.Struct, kw_only=True):
@@ -146,3 +147,17 @@ class ControlIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 class TaintIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     reason: Annotated[str, msgspec.Meta(min_length=1, max_length=1000)]
+
+
+class PingOut(msgspec.Struct, kw_only=True):
+    """``GET /ping`` (AgentCore): ``HealthyBusy`` while runs or hooks are in flight."""
+
+    status: str
+    time_of_last_update: int | None = None
+
+
+class AgentErrorOut(msgspec.Struct, kw_only=True):
+    """The AgentCore surface's error answer, and every unknown path's: ``{"error": "not
+    found"}``."""
+
+    error: str

@@ -254,6 +254,16 @@ class CreateTask(Command, tag="CreateTask", frozen=True, kw_only=True):
     text: Text = ""
 
 
+class AddTaskMessage(Command, tag="AddTaskMessage", frozen=True, kw_only=True):
+    """Fold a follow-up into a working task: record it and supersede the task's live runs by
+    ``superseded_by`` (the job that will run the task's messages next)."""
+
+    task_id: Id
+    message_id: Short = ""
+    text: Text = ""
+    superseded_by: Id
+
+
 class UpdateTaskStatus(Command, tag="UpdateTaskStatus", frozen=True, kw_only=True):
     task_id: Id
     text: Text = ""

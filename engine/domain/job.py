@@ -30,8 +30,13 @@ HOLDS_CAPACITY = frozenset({J.QUEUED, J.RUNNING, J.CANCELLING})
 
 
 class FileEntry(msgspec.Struct, frozen=True):
+    """A ``MEDIA:`` file: ``path`` as the agent printed it (what the source system answers),
+    ``workspace_path`` the same file relative to the workspace (empty in events recorded
+    before it existed, whose ``path`` was the workspace-relative one)."""
+
     path: str
     size: int
+    workspace_path: str = ""
 
 
 class JobAccepted(Event, tag="job.accepted", frozen=True, kw_only=True):

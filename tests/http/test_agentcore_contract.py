@@ -69,7 +69,19 @@ def test_invocation_media_lines_inside_the_workspace_become_files(
     (workspace / "out.txt").write_text("12345")
     client, _ = make_client(runners.MEDIA)
     body = post(client, PROMPT).json
-    assert body["files"] == [{"path": "out.txt", "size": 5}]
+    assert body["files"] == [{"path": "out.txt", "size": 5, "workspace_path": "out.txt"}]
+
+
+def test_invocation_files_keep_the_path_the_agent_printed(
+    make_client: MakeClient, workspace: Path
+) -> None:
+    (workspace / "sub").mkdir()
+    (workspace / "out.txt").write_text("12345")
+    client, _ = make_client(runners.MEDIA_SPELLED)
+    body = post(client, PROMPT).json
+    printed = [f["path"] for f in body["files"]]
+    assert printed == ["./sub/../out.txt", f"{workspace.resolve()}/out.txt"]
+    assert [f["workspace_path"] for f in body["files"]] == ["out.txt", "out.txt"]
 
 
 def test_invocation_runner_gets_job_env_and_prompt_on_stdin(make_client: MakeClient) -> None:
