@@ -255,6 +255,10 @@ class JobRecord(_Row, frozen=True):
     reason: str | None
     notify_exit_code: int | None
     notify_lost: bool
+    warnings: str  # JSON list of the run's WARNING: lines
+    result_state: str | None
+    result_reason: str | None
+    result_sha256: str | None
     created_at: str
     started_at: str | None
     finished_at: str | None
@@ -268,11 +272,48 @@ def job(conn: Any, job_id: str) -> JobRecord | None:
 
 
 def jobs_page(
-    conn: Any, session_id: str | None, state: str | None, after: str | None, limit: int
+    conn: Any,
+    session_id: str | None,
+    state: str | None,
+    after: str | None,
+    limit: int,
+    parent_job: str | None = None,
 ) -> Page:
-    """Jobs in id order after ``after``, optionally of one session and state (rows: JobRecord)."""
-    filters = {"session_id": session_id, "state": state}
+    """Jobs in id order after ``after``, optionally of one session, state and parent job
+    (rows: JobRecord)."""
+    filters = {"session_id": session_id, "state": state, "parent_job": parent_job}
     return _page(conn, JobRecord, "jobs", "job_id", filters, after, limit)
+
+
+def jobs_by_id(conn: Any, job_ids: list[str]) -> list[JobRecord]:
+    """The named jobs that exist, in the order given."""
+    marks = ", ".join("?" for _ in job_ids)
+    found = _all(
+        conn,
+        JobRecord,
+        f"SELECT {_columns(JobRecord)} FROM jobs WHERE job_id IN ({marks})",
+        *job_ids,
+    )
+    by_id = {record.job_id: record for record in found}
+    return [by_id[job_id] for job_id in job_ids if job_id in by_id]
+
+
+class RunCaller(_Row, frozen=True):
+    """The job whose current run holds a run token."""
+
+    job_id: str
+    session_id: str
+    state: str
+
+
+def run_caller(conn: Any, token_digest: str) -> RunCaller | None:
+    """The running job whose current run's token has this sha256 (None: no live run has it)."""
+    return _one(
+        conn,
+        RunCaller,
+        f"SELECT {_columns(RunCaller)} FROM jobs WHERE token_digest = ? AND state = 'running'",
+        token_digest,
+    )
 
 
 class JobBody(_Row, frozen=True):

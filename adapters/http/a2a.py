@@ -267,7 +267,8 @@ class JsonRpc:
         session_id = context_id or new_id("a2a")
         chosen: dict[str, str] = {}
 
-        def record(tx: Transaction, job_id: str) -> None:
+        def record(tx: Transaction, job_ids: list[str]) -> None:
+            job_id = job_ids[0]
             if tx.known_command(command_id) is not None:
                 raise _Duplicate(str(queries.task_of_command(tx.cursor, command_id)))
             view = SqlDomainView(tx.cursor)
@@ -319,7 +320,7 @@ class JsonRpc:
             chosen["task_id"] = target
 
         try:
-            runtime.jobs.launch(session_id, text.encode(), record)
+            runtime.jobs.launch(session_id, text.encode(), "", record)
         except _Duplicate as duplicate:
             return duplicate.task_id
         except DispatchFailed as ex:

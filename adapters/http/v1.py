@@ -79,6 +79,7 @@ def session_out(record: queries.SessionRecord) -> SessionOut:
 def job_out(record: queries.JobRecord) -> JobOut:
     fields = msgspec.structs.asdict(record)
     fields["files"] = [FileOut(**f) for f in json.loads(record.files)]
+    fields["warnings"] = json.loads(record.warnings)
     return JobOut(**fields)
 
 
@@ -145,6 +146,7 @@ class JobsCollection(Reads):
             req.get_param("state"),
             req.get_param("after"),
             _limit(req),
+            parent_job=req.get_param("parent"),
         )
         _json(resp, JobPage(jobs=[job_out(r) for r in page.rows], next=page.next))
 
@@ -261,10 +263,12 @@ class Control:
         return int(value)
 
     @staticmethod
-    def body(req: falcon.Request, schema: type[Any], required: bool) -> Any:
-        raw = req.stream.read(65537)
-        if len(raw) > 65536:
-            raise ApiError(falcon.HTTP_413, "payload_too_large", "body exceeds 64 KiB")
+    def body(req: falcon.Request, schema: type[Any], required: bool, limit: int = 65536) -> Any:
+        raw = req.stream.read(limit + 1)
+        if len(raw) > limit:
+            raise ApiError(
+                falcon.HTTP_413, "payload_too_large", f"body exceeds {limit // 1024} KiB"
+            )
         if not raw.strip():
             if required:
                 raise ApiError(falcon.HTTP_400, "invalid_argument", "a JSON body is required")
@@ -280,14 +284,18 @@ class Control:
         except msgspec.DecodeError:
             raise ApiError(falcon.HTTP_400, "invalid_argument", "body is not JSON") from None
 
-    def run(self, req: falcon.Request, command: c.Command) -> None:
-        expected = self.expected_version(req)
-        if expected is not None:
-            command = msgspec.structs.replace(command, expected_version=expected)
+    def run_lease(self) -> None:
+        """Hold the workspace lease before a write (503 while another instance holds it)."""
         try:
             self.runtime.ensure_lease()
         except LeaseBusy:
             raise ApiError(falcon.HTTP_503, "lease_busy", LEASE_BUSY_TEXT) from None
+
+    def run(self, req: falcon.Request, command: c.Command) -> None:
+        expected = self.expected_version(req)
+        if expected is not None:
+            command = msgspec.structs.replace(command, expected_version=expected)
+        self.run_lease()
         self.runtime.engine.handle(command)
 
 

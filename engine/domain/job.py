@@ -54,6 +54,7 @@ class JobStarted(Event, tag="job.started", frozen=True, kw_only=True):
     start_token: str = ""
     epoch: int = 0
     resumed: bool = False
+    token_digest: str | None = None  # sha256 of the run token; the token itself is never kept
 
 
 class JobFinished(Event, tag="job.finished", frozen=True, kw_only=True):

@@ -11,7 +11,7 @@ from engine.domain import task as task_
 from engine.domain.errors import AlreadyExists
 from engine.domain.job import JobState as J
 from engine.domain.rows import JobRow
-from engine.domain.rules import admission, lineage, lookups, pointer
+from engine.domain.rules import admission, lineage, lookups, pointer, roles
 from engine.domain.rules.lookups import job_for
 from engine.domain.rules.registry import Context, rule
 from engine.domain.session import Owed
@@ -26,6 +26,8 @@ def accept_job(cmd: c.AcceptJob, ctx: Context) -> None:
     session = lookups.session(ctx, cmd.session_id)
     admission.admitting(session, "jobs")
     depth = lineage.depth_below(ctx, cmd.session_id, cmd.parent_job)
+    parent = ctx.view.job(cmd.parent_job) if cmd.parent_job else None
+    roles.check_spawn(ctx, cmd, parent)
     admission.admit(ctx, cmd.resource_group, cmd.units)
     admission.check_write_scope(ctx, cmd.write_scope)
     if cmd.owed:  # checks the pointer (may refuse) before anything is appended
@@ -69,6 +71,7 @@ def start_job(cmd: c.StartJob, ctx: Context) -> None:
             start_token=cmd.start_token,
             epoch=cmd.epoch,
             resumed=cmd.resumed,
+            token_digest=cmd.token_digest,
         ),
     )
     task = ctx.view.task(row.task_id) if row.task_id else None
