@@ -195,6 +195,7 @@ def _record_end(
         engine.handle(
             c.FinishJob(
                 job_id=run.job_id,
+                run_id=run.run_id,
                 outcome=outcome,
                 result=result[: 1 << 20],
                 files=files_manifest(result, workspace),

@@ -67,6 +67,7 @@ class JobsProjection(DispatchProjection):
             exit_code         INTEGER,
             warnings          TEXT    NOT NULL DEFAULT '[]',
             token_digest      TEXT,
+            paused_by         TEXT,
             result_state      TEXT,
             result_reason     TEXT,
             result_sha256     TEXT,
@@ -139,7 +140,7 @@ class JobsProjection(DispatchProjection):
         ev: Any = e.event
         cur.execute(
             "UPDATE jobs SET state = ?, version = ?, updated_at = ?, run_id = ?, pid = ?,"
-            " start_token = ?, epoch = ?, token_digest = ?, runs = runs + 1,"
+            " start_token = ?, epoch = ?, token_digest = ?, paused_by = NULL, runs = runs + 1,"
             " started_at = coalesce(started_at, ?) WHERE job_id = ?",
             (
                 e.state,
@@ -178,8 +179,12 @@ class JobsProjection(DispatchProjection):
             finished_at=e.recorded_at,
         )
 
-    @handles(JobPaused, JobContinued)
-    def _move(self, cur: Any, e: RecordedEvent) -> None:
+    @handles(JobPaused)
+    def on_job_paused(self, cur: Any, e: RecordedEvent) -> None:
+        self._set(cur, e, paused_by=e.event.by or None)  # type: ignore[attr-defined]
+
+    @handles(JobContinued)
+    def on_job_continued(self, cur: Any, e: RecordedEvent) -> None:
         self._set(cur, e)
 
     @handles(JobSuspended)

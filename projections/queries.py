@@ -298,6 +298,37 @@ def jobs_by_id(conn: Any, job_ids: list[str]) -> list[JobRecord]:
     return [by_id[job_id] for job_id in job_ids if job_id in by_id]
 
 
+class RunProcess(_Row, frozen=True):
+    """A live job's recorded process: what a graceful stop signals, what continue checks."""
+
+    job_id: str
+    state: str
+    pid: int | None
+    start_token: str | None
+    paused_by: str | None
+
+
+_ENDED = ", ".join(f"'{state}'" for state in sorted(JOB_TERMINAL))
+
+
+def live_processes(conn: Any, session_id: str) -> list[RunProcess]:
+    """The session's live jobs (not terminal), oldest first, with their recorded process."""
+    return _all(
+        conn,
+        RunProcess,
+        f"SELECT {_columns(RunProcess)} FROM jobs WHERE session_id = ?"
+        f" AND state NOT IN ({_ENDED})"
+        " ORDER BY accepted_position",
+        session_id,
+    )
+
+
+def run_process(conn: Any, job_id: str) -> RunProcess | None:
+    return _one(
+        conn, RunProcess, f"SELECT {_columns(RunProcess)} FROM jobs WHERE job_id = ?", job_id
+    )
+
+
 class RunCaller(_Row, frozen=True):
     """The job whose current run holds a run token."""
 
@@ -328,6 +359,7 @@ class JobBody(_Row, frozen=True):
     started_at: str | None
     finished_at: str | None
     superseded_by: str | None
+    warnings: str  # JSON list
 
     @property
     def caller_id(self) -> str | None:

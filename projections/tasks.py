@@ -21,7 +21,7 @@ from engine.projection import DispatchProjection, handles
 
 class TasksProjection(DispatchProjection):
     name = "tasks"
-    version = 1
+    version = 2  # 2: a completed task's status text is its warnings
     tables = ("tasks",)
     ddl = """
         CREATE TABLE tasks (
@@ -80,7 +80,12 @@ class TasksProjection(DispatchProjection):
 
     @handles(TaskCompleted)
     def on_task_completed(self, cur: Any, e: RecordedEvent) -> None:
+        ev: Any = e.event
+        # "completed with warnings": the warnings become the status message (the result stays
+        # the artifact); without warnings the status message is the result (status_text NULL).
+        status = "completed with warnings: " + "; ".join(ev.warnings) if ev.warnings else None
         cur.execute(
-            "UPDATE tasks SET state = ?, version = ?, result = ?, updated_at = ? WHERE task_id = ?",
-            (e.state, e.version, e.event.result, e.recorded_at, self._id(e)),  # type: ignore[attr-defined]
+            "UPDATE tasks SET state = ?, version = ?, result = ?,"
+            " status_text = ?, updated_at = ? WHERE task_id = ?",
+            (e.state, e.version, ev.result, status, e.recorded_at, self._id(e)),
         )

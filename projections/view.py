@@ -20,7 +20,7 @@ def _marks(values: Any) -> str:
 
 _JOB_COLUMNS = (
     "job_id, version, state, session_id, parent_job, depth, resource_group, units, write_scope,"
-    " task_id, agent, token_digest, result_state"
+    " task_id, agent, token_digest, result_state, run_id"
 )
 _TASK_COLUMNS = "task_id, version, state, session_id"
 _LIVE_JOBS = _marks(job.LIVE_STATES)
@@ -44,6 +44,7 @@ def _job_row(row: Any) -> JobRow:
         agent=row[10],
         token_digest=row[11],
         result_state=row[12],
+        run_id=row[13],
     )
 
 

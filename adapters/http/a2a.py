@@ -105,7 +105,9 @@ def task_json(record: queries.TaskRecord, history_length: int | None = None) -> 
     status_text, result, updated = record.status_text, record.result, record.updated_at
     message_id, text = record.message_id, record.text
     status: dict[str, Any] = {"state": STATE[state], "timestamp": updated}
-    reply = result if state == T.COMPLETED else status_text
+    # A completed task's status message is its result, or what it warned of (mmo's
+    # "completed with warnings"); the result is always the artifact.
+    reply = (status_text or result) if state == T.COMPLETED else status_text
     if reply:
         status["message"] = _message(f"{task_id}-status", "ROLE_AGENT", reply, task_id, context)
     task: dict[str, Any] = {"id": task_id, "contextId": context, "status": status}

@@ -51,6 +51,8 @@ def job_body(runtime: Runtime, job_id: str) -> dict[str, Any]:
         "startedAt": job.started_at,
         "finishedAt": job.finished_at,
         "state": job.state,
+        # An ok run's WARNING: lines: "completed with warnings".
+        "warnings": media.decode_any(job.warnings.encode()),
     }
     if job.superseded_by is not None:
         body["supersededBy"] = job.superseded_by

@@ -144,9 +144,10 @@ class EventPage(msgspec.Struct, kw_only=True):
 
 
 class ControlIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """Optional body of a control call."""
+    """Optional body of a control call; ``input`` is appended to the prompt of a relaunch."""
 
     reason: Reason = ""
+    input: Annotated[str, msgspec.Meta(max_length=20000)] = ""
 
 
 class TaintIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

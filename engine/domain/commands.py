@@ -182,6 +182,9 @@ class StartJob(Command, tag="StartJob", frozen=True, kw_only=True):
 
 class FinishJob(Command, tag="FinishJob", frozen=True, kw_only=True):
     job_id: Id
+    # The run that ended: a late finish of an earlier run (the job was relaunched meanwhile)
+    # is refused, so it cannot end the new run.
+    run_id: Id | None = None
     outcome: Annotated[str, msgspec.Meta(pattern="^(ok|error)$")]
     result: Text = ""
     files: tuple[FileEntry, ...] = ()

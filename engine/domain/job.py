@@ -76,7 +76,7 @@ class JobSuperseded(Event, tag="job.superseded", frozen=True, kw_only=True):
 
 
 class JobPaused(Event, tag="job.paused", frozen=True, kw_only=True):
-    pass
+    by: str = ""  # "session": its session's pause paused it, so the session's continue resumes it
 
 
 class JobContinued(Event, tag="job.continued", frozen=True, kw_only=True):

@@ -49,6 +49,7 @@ class JobRow(msgspec.Struct, frozen=True, kw_only=True):
     task_id: str | None = None
     agent: str = ""
     token_digest: str | None = None  # of the current run's token
+    run_id: str | None = None  # the current run
     result_state: str | None = None  # engine.domain.result; "unread" once finished
 
 

@@ -223,3 +223,53 @@ def test_an_unknown_agent_on_invocations_is_a_400(tmp_path: Path) -> None:
         status, body = _json(server, "POST", "/invocations", {"prompt": "x", "agent": "nobody"})
         assert status == 400 and "nobody" in json.dumps(body)
         assert _events(server, "job.accepted") == []
+
+
+WARNS = 'cat >/dev/null; echo "WARNING: low disk"; echo "WARNING: slow net"; echo done'
+
+
+def test_warning_lines_make_an_ok_with_warnings_in_every_surface(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    with serve(workspace, {"FOLDLINE_RUNNER": WARNS}) as server:
+        status, body = _json(server, "POST", "/invocations", {"prompt": "x"})
+        assert status == 200 and body["status"] == "ok", body
+        assert body["warnings"] == ["low disk", "slow net"]
+        _, row = _json(server, "GET", f"/v1/jobs/{body['invocation']}")
+        assert row["state"] == "ok" and row["warnings"] == ["low disk", "slow net"]
+        message = {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "x"}]}
+        rpc = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}
+        _, answer = _json(server, "POST", "/", rpc)
+        task = answer["result"]["task"]
+        assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+        assert task["status"]["message"]["parts"][0]["text"] == (
+            "completed with warnings: low disk; slow net"
+        )
+        assert "done" in task["artifacts"][0]["parts"][0]["text"]
+
+
+def test_the_readme_worked_example_runs_as_the_root_agent(tmp_path: Path) -> None:
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Agents that coordinate workers", 1)[1]
+    example = section.split("```python\n", 1)[1].split("```", 1)[0]
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "root.py").write_text(example)
+    agents = tmp_path / "agents.toml"
+    agents.write_text(
+        "[agents.root]\n"
+        f"command = {json.dumps(f'{sys.executable} root.py')}\n"
+        'can_spawn = ["worker"]\n'
+        "[agents.worker]\n"
+        'command = "cat"\n'
+    )
+    env = {"FOLDLINE_AGENTS_FILE": str(agents), "FOLDLINE_RUNNER": "cat"}
+    with serve(workspace, env) as server:
+        body = _invoke(server, "root", "sort the files", "s1")
+        assert body["status"] == "ok", body
+        assert body["result"].splitlines() == [
+            "accept sort the files, part 1",
+            "accept sort the files, part 2",
+        ]
+        _, page = _json(server, "GET", f"/v1/jobs?parent={body['invocation']}")
+        assert [j["result_state"] for j in page["jobs"]] == ["accepted", "accepted"]

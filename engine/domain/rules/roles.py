@@ -75,32 +75,44 @@ def check_spawn(ctx: Context, cmd: c.AcceptJob, parent: JobRow | None) -> None:
                 reason="ancestor_role",
                 agent=cmd.agent,
             )
+    check_counts(ctx, cmd.agent, cmd.session_id, parent, bool(cmd.write_scope))
+
+
+def check_counts(
+    ctx: Context, agent: str, session_id: str, parent: JobRow | None, writer: bool
+) -> None:
+    """The counted limits for one more capacity-holding job: its parent's ``max_children``,
+    the agent's ``max_active`` (all sessions), the session's ``max_active_agents`` and, for a
+    writer, ``max_active_writers``. Spawning and re-admission (continue) both go through it."""
+    settings = ctx.settings
+    policy = settings.agent(agent)
+    if parent is not None:
         _limit(
             ctx.view.jobs_holding(parent_job=parent.job_id),
-            spawner.max_children,
+            settings.agent(parent.agent).max_children,
             "max_children",
             f"job {parent.job_id} has its maximum of children",
             parent_job=parent.job_id,
         )
     _limit(
-        ctx.view.jobs_holding(agent=cmd.agent),
+        ctx.view.jobs_holding(agent=agent),
         policy.max_active,
         "max_active",
-        f"agent {cmd.agent!r} has its maximum of active jobs",
-        agent=cmd.agent,
+        f"agent {agent!r} has its maximum of active jobs",
+        agent=agent,
     )
     _limit(
-        ctx.view.jobs_holding(session_id=cmd.session_id),
+        ctx.view.jobs_holding(session_id=session_id),
         settings.max_active_agents,
         "max_active_agents",
-        f"session {cmd.session_id} has its maximum of active agents",
-        session_id=cmd.session_id,
+        f"session {session_id} has its maximum of active agents",
+        session_id=session_id,
     )
-    if cmd.write_scope:
+    if writer:
         _limit(
-            ctx.view.jobs_holding(session_id=cmd.session_id, writers=True),
+            ctx.view.jobs_holding(session_id=session_id, writers=True),
             settings.max_active_writers,
             "max_active_writers",
-            f"session {cmd.session_id} has its maximum of active writers",
-            session_id=cmd.session_id,
+            f"session {session_id} has its maximum of active writers",
+            session_id=session_id,
         )
