@@ -23,8 +23,10 @@ from adapters import notify, runner
 from adapters.config import ServerConfig
 from adapters.processes import GatedProcess, spawn_gated
 from engine.domain import commands as c
+from engine.domain import ids
 from engine.domain.engine import DomainEngine
 from engine.log import Transaction
+from projections import queries
 from projections.view import SqlDomainView
 
 log = logging.getLogger("foldline.dispatch")
@@ -125,7 +127,7 @@ class Dispatcher:
         """
         engine = self._engine()
         session_id = session_id or new_id("inv")
-        command_id = f"inv:{caller_id}" if caller_id is not None else None
+        command_id = ids.invocation_command(caller_id) if caller_id is not None else None
         policy = engine.settings.agent(agent)  # an unknown agent is refused before any IO
         try:
             # Read before anything is recorded: a file gone now is a failed dispatch, not a
@@ -318,7 +320,7 @@ class Dispatcher:
 
     def _run(self, run: runner.Run) -> None:
         try:
-            runner.execute(
+            runner.run_to_end(
                 self._engine(),
                 run,
                 self.config.workspace,
@@ -338,11 +340,9 @@ class Dispatcher:
         if not self.config.notify:
             return
         engine = self._engine()
-        session_id = (
-            engine.log.connection()
-            .execute("SELECT session_id FROM jobs WHERE job_id = ?", (job_id,))
-            .fetchall()[0][0]
-        )
+        session_id = queries.job_session(engine.log.connection(), job_id)
+        if session_id is None:  # the runner just recorded this job's end: a bug if missing
+            raise LookupError(f"no job {job_id}")
         with self._lock:
             self._hooks += 1
         try:
@@ -363,7 +363,8 @@ class Dispatcher:
 
 
 def _job_of_command(tx: Transaction, command_id: str) -> str:
-    rows = tx.cursor.execute(
-        "SELECT job_id FROM jobs WHERE command_id = ?", (command_id,)
-    ).fetchall()
-    return str(rows[0][0])
+    """The job a command already recorded (``known_command`` just said it was)."""
+    job_id = queries.job_of_command(tx.cursor, command_id)
+    if job_id is None:
+        raise LookupError(f"command {command_id} recorded no job")
+    return job_id

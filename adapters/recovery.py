@@ -26,13 +26,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from adapters.processes import is_alive, kill_group
 from engine.clock import parse_time
 from engine.domain import commands as c
 from engine.domain.engine import DomainEngine
+from engine.domain.job import JobState as J
+from engine.domain.session import SessionState as S
 from engine.errors import EngineError, StorageError
+from projections import queries
 
 log = logging.getLogger("foldline.recovery")
 CHAIN_TAIL = 1000  # events whose chain links are checked at every acquisition
@@ -54,11 +56,6 @@ class Graces:
     transition_s: float
 
 
-def _query(engine: DomainEngine, sql: str, *params: Any) -> list[Any]:
-    rows: list[Any] = engine.log.connection().execute(sql, params).fetchall()
-    return rows
-
-
 def recover(engine: DomainEngine, resume: Callable[[str], None], graces: Graces) -> list[str]:
     """Sweep, record and resume; returns the ids of the jobs resumed.
 
@@ -70,13 +67,12 @@ def recover(engine: DomainEngine, resume: Callable[[str], None], graces: Graces)
     if problems:
         raise RecoveryFailed(f"the log's tail does not verify: {problems[:3]}")
     epoch = engine.log.epoch
-    for kind, entity, pid, token, run_epoch in _query(
-        engine, "SELECT kind, entity_id, pid, start_token, epoch FROM runs ORDER BY started_at"
-    ):
-        alive = is_alive(pid, token)
-        if alive and run_epoch < epoch:
+    for run in queries.runs(engine.log.connection()):
+        kind, entity, pid = run.kind, run.entity_id, run.pid
+        alive = is_alive(pid, run.start_token)
+        if alive and run.epoch < epoch:
             log.warning(
-                "killing orphan run of %s %s (pid %s, epoch %s)", kind, entity, pid, run_epoch
+                "killing orphan run of %s %s (pid %s, epoch %s)", kind, entity, pid, run.epoch
             )
             kill_group(pid)
             alive = False
@@ -92,15 +88,7 @@ def recover(engine: DomainEngine, resume: Callable[[str], None], graces: Graces)
     _record_lost_notifications(engine)
     record_timeouts(engine, graces)
     resumed = []
-    for (job_id,) in _query(
-        engine,
-        "SELECT j.job_id FROM jobs j JOIN sessions s ON s.session_id = j.session_id"
-        " LEFT JOIN tasks t ON t.task_id = j.task_id"
-        " WHERE j.state = 'suspended' AND coalesce(j.reason, '') != ?"
-        " AND ((s.owes_kind = 'job' AND s.owes_ref = j.job_id)"
-        " OR t.state IN ('submitted', 'working')) ORDER BY j.accepted_position",
-        PAUSED_CUT_OFF,
-    ):
+    for job_id in queries.resumable_jobs(engine.log.connection(), left_for_continue=PAUSED_CUT_OFF):
         try:
             resume(job_id)
         except Exception as ex:
@@ -123,10 +111,8 @@ def _record_resume_failed(engine: DomainEngine, job_id: str, ex: Exception) -> N
 
 
 def _record_lost_notifications(engine: DomainEngine) -> None:
-    for job_id, pid in _query(
-        engine,
-        "SELECT job_id, notify_pid FROM jobs WHERE notify_pid IS NOT NULL AND notify_ms IS NULL",
-    ):
+    for pending in queries.pending_notifies(engine.log.connection()):
+        job_id, pid = pending.job_id, pending.notify_pid
         # At most once: a hook cut off by the crash is reported, never run again.
         log.warning(
             "lost notification: the notify hook of %s (pid %s) started before the "
@@ -147,23 +133,17 @@ def record_timeouts(engine: DomainEngine, graces: Graces) -> None:
     past the start grace becomes ``failed`` (it never started) or ``suspended``; a closing
     state whose controller is gone past the transition grace reaches its terminal state."""
     now = engine.clock.now()
+    conn = engine.log.connection()
     live = {
-        entity
-        for entity, pid, token in _query(
-            engine, "SELECT entity_id, pid, start_token FROM runs WHERE kind = 'session'"
-        )
-        if is_alive(pid, token)
+        run.entity_id for run in queries.session_runs(conn) if is_alive(run.pid, run.start_token)
     }
-    for session_id, state, run_id, updated in _query(
-        engine,
-        "SELECT session_id, state, run_id, updated_at FROM sessions WHERE has_controller = 1"
-        " AND state IN ('starting', 'finishing', 'stopping', 'cancelling')",
-    ):
+    for session in queries.controlled_sessions_in_transition(conn):
+        session_id, state, run_id = session.session_id, session.state, session.run_id
         if session_id in live:
             continue
-        age = (now - parse_time(updated)).total_seconds()
+        age = (now - parse_time(session.updated_at)).total_seconds()
         command: c.Command | None = None
-        if state == "starting" and age > graces.start_s:
+        if state == S.STARTING and age > graces.start_s:
             command = (
                 c.SuspendSession(session_id=session_id, reason="controller never came up")
                 if run_id
@@ -173,12 +153,12 @@ def record_timeouts(engine: DomainEngine, graces: Graces) -> None:
                     error="no controller within the grace",
                 )
             )
-        elif state != "starting" and age > graces.transition_s:
+        elif state != S.STARTING and age > graces.transition_s:
             command = {
-                "finishing": c.FinishSession,
-                "stopping": c.StopSession,
-                "cancelling": c.CancelSession,
-            }[state](session_id=session_id)
+                S.FINISHING: c.FinishSession,
+                S.STOPPING: c.StopSession,
+                S.CANCELLING: c.CancelSession,
+            }[S(state)](session_id=session_id)
         if command is not None:
             try:
                 engine.handle(command)
@@ -187,16 +167,15 @@ def record_timeouts(engine: DomainEngine, graces: Graces) -> None:
 
 
 def _cut_off_job(engine: DomainEngine, job_id: str) -> None:
-    state = _query(engine, "SELECT state FROM jobs WHERE job_id = ?", job_id)[0][0]
-    if state == "cancelling":
+    state = queries.job_state(engine.log.connection(), job_id)
+    if state == J.CANCELLING:
         engine.handle(c.ConfirmJobCancelled(job_id=job_id))
-    elif state == "running":
+    elif state == J.RUNNING:
         engine.handle(c.SuspendJob(job_id=job_id, reason="run cut off"))
-    elif state == "paused":  # its process is gone: cut off too, but left for a continue
+    elif state == J.PAUSED:  # its process is gone: cut off too, but left for a continue
         engine.handle(c.SuspendJob(job_id=job_id, reason=PAUSED_CUT_OFF))
 
 
 def is_recovered(engine: DomainEngine) -> bool:
     """What another worker of the same instance waits for: no run of an older epoch left."""
-    rows = _query(engine, "SELECT count(*) FROM runs WHERE epoch < ?", engine.log.epoch)
-    return int(rows[0][0]) == 0
+    return queries.runs_before_epoch(engine.log.connection(), engine.log.epoch) == 0

@@ -97,7 +97,7 @@ class _Pump(threading.Thread):
             return b"".join(self.chunks)
 
 
-def execute(
+def run_to_end(
     engine: DomainEngine,
     run: Run,
     workspace: Path,

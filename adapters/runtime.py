@@ -98,10 +98,6 @@ class Runtime:
             self._engine.log.close()  # type: ignore[union-attr]
         self._engine = None
 
-    def query(self, sql: str, *params: Any) -> list[Any]:
-        rows: list[Any] = self.engine.log.connection().execute(sql, params).fetchall()
-        return rows
-
     @contextlib.contextmanager
     def open_stream(self) -> Iterator[None]:
         """Count an open SSE stream for the metrics while the block runs."""

@@ -26,7 +26,10 @@ from engine.clock import parse_time
 from engine.domain import commands as c
 from engine.domain.engine import DomainEngine
 from engine.domain.errors import LeaseBusy
+from engine.domain.lease import LeaseState
 from engine.errors import EngineError
+from projections import queries
+from projections.queries import LeaseHolder
 
 log = logging.getLogger("foldline.tenure")
 LEASE = "workspace"
@@ -74,21 +77,12 @@ class Tenure:
 
     # -- reading the lease -------------------------------------------------------------------
 
-    def _row(self) -> tuple[Any, ...] | None:
-        rows = (
-            self._engine()
-            .log.connection()
-            .execute(
-                "SELECT holder, epoch, state, version, renewed_at FROM leases WHERE name = ?",
-                (LEASE,),
-            )
-            .fetchall()
-        )
-        return tuple(rows[0]) if rows else None
+    def _row(self) -> LeaseHolder | None:
+        return queries.lease(self._engine().log.connection(), LEASE)
 
     def current_holder(self) -> tuple[str, int] | None:
-        row = self._row()
-        return (row[0], row[1]) if row and row[2] == "held" else None
+        held = queries.lease_held(self._engine().log.connection(), LEASE)
+        return (held.holder, held.epoch) if held is not None else None
 
     def is_held_here(self) -> bool:
         current = self.current_holder()
@@ -143,11 +137,11 @@ class Tenure:
         row = self._row()
         on_file = self.file.read()
         theirs_file = on_file is not None and on_file.holder != self.holder
-        theirs_log = row is not None and row[2] == "held" and row[0] != self.holder
+        theirs_log = row is not None and row.state == LeaseState.HELD and row.holder != self.holder
         if theirs_file or theirs_log:
             self._judge_stale((on_file, row))
             # The epoch the takeover will get, for the file; the log's rule assigns it.
-            self.file.replace(self._record((row[1] if row else 0) + 1))
+            self.file.replace(self._record((row.epoch if row else 0) + 1))
             time.sleep(self.config.lease_confirm_s)
             confirmed = self.file.read()
             if confirmed is None or confirmed.holder != self.holder:
@@ -156,7 +150,7 @@ class Tenure:
                 raise LeaseBusy("the lease moved while the takeover was being confirmed")
         elif on_file is None and not self.file.claim(self._record(0)):
             raise LeaseBusy("another server claimed the lease file first")
-        if row is None or row[2] == "released":
+        if row is None or row.state == LeaseState.RELEASED:
             with contextlib.suppress(LeaseBusy):  # another worker of this instance may be first
                 engine.handle(
                     c.AcquireLease(name=LEASE, holder=self.holder, host=host, pid=os.getppid())
@@ -172,7 +166,7 @@ class Tenure:
                 "lease held by another server instance", holder=current[0] if current else None
             )
         self.file.replace(self._record(current[1]))
-        took = row is None or row[2] == "released" or theirs_log
+        took = row is None or row.state == LeaseState.RELEASED or theirs_log
         return current[1], took
 
     def _judge_stale(self, observed: Any) -> None:
@@ -200,8 +194,10 @@ class Tenure:
             try:
                 if not self.check():
                     return
-                renewed_at = self._row()[4]  # type: ignore[index]
-                age = (self._engine().clock.now() - parse_time(renewed_at)).total_seconds()
+                row = self._row()
+                if row is None:  # check() just saw it held by us; a lease row is never deleted
+                    raise EngineError("the lease row vanished")
+                age = (self._engine().clock.now() - parse_time(row.renewed_at)).total_seconds()
                 if age >= self.config.lease_renew_s * 0.8:
                     self._engine().handle(
                         c.RenewLease(name=LEASE, holder=self.holder, epoch=self.epoch or 0)
@@ -224,9 +220,10 @@ class Tenure:
         False); a file record of an older epoch, or none, is put right with ours."""
         mine = self.epoch or 0
         row = self._row()
-        if row is None or (row[0], row[1], row[2]) != (self.holder, mine, "held"):
-            holder, epoch, state = row[:3] if row else (None, None, None)
-            self.lose(f"the lease is now {holder} at epoch {epoch} ({state})")
+        ours = (LeaseState.HELD, self.holder, mine)
+        if row is None or (row.state, row.holder, row.epoch) != ours:
+            now = f"{row.holder} at epoch {row.epoch} ({row.state})" if row else "gone"
+            self.lose(f"the lease is now {now}")
             return False
         on_file = self.file.read()
         if on_file is not None and on_file.epoch > mine:

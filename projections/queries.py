@@ -441,14 +441,17 @@ def lost_notifies(conn: Any) -> int:
     return int(_scalar(conn, f"SELECT count(*) FROM jobs WHERE {NOTIFY_LOST}"))
 
 
-def resumable_jobs(conn: Any) -> list[str]:
+def resumable_jobs(conn: Any, left_for_continue: str) -> list[str]:
     """Suspended jobs still wanted after a crash: the one their session owes, or one working for
-    an A2A task that is still open, oldest first."""
+    an A2A task that is still open, oldest first. Not those suspended with the reason
+    ``left_for_continue`` (a paused run cut off: it waits for an operator's continue)."""
     rows = conn.execute(
         "SELECT j.job_id FROM jobs j JOIN sessions s ON s.session_id = j.session_id"
         " LEFT JOIN tasks t ON t.task_id = j.task_id"
-        f" WHERE j.state = '{J.SUSPENDED}' AND ((s.owes_kind = 'job' AND s.owes_ref = j.job_id)"
-        f" OR t.state IN ({_marks([T.SUBMITTED, T.WORKING])})) ORDER BY j.accepted_position"
+        f" WHERE j.state = '{J.SUSPENDED}' AND coalesce(j.reason, '') != ?"
+        " AND ((s.owes_kind = 'job' AND s.owes_ref = j.job_id)"
+        f" OR t.state IN ({_marks([T.SUBMITTED, T.WORKING])})) ORDER BY j.accepted_position",
+        (left_for_continue,),
     ).fetchall()
     return [row[0] for row in rows]
 

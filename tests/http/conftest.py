@@ -3,6 +3,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import falcon.testing
 import pytest
@@ -13,6 +14,12 @@ from adapters.runtime import Runtime
 from engine.clock import Clock
 
 MakeClient = Callable[..., tuple[falcon.testing.TestClient, Runtime]]
+
+
+def sql(runtime: Runtime, query: str, *params: Any) -> list[Any]:
+    """Rows of a read-model query, for a test to check: the runtime itself holds no SQL."""
+    rows: list[Any] = runtime.engine.log.connection().execute(query, params).fetchall()
+    return rows
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from adapters.config import LEASE_BUSY_TEXT
-from tests.http.conftest import MakeClient
+from tests.http.conftest import MakeClient, sql
 
 ECHO = 'read -r p; echo "echo: $p"'
 
@@ -125,7 +125,7 @@ def test_a2a_oversized_request_is_invalid(make_client: MakeClient) -> None:
 def test_a2a_send_message_invalid_params(make_client: MakeClient, params: Any) -> None:
     client, runtime = make_client()
     assert code(rpc(client, "SendMessage", params)) == -32602
-    assert runtime.query("SELECT count(*) FROM tasks")[0][0] == 0
+    assert sql(runtime, "SELECT count(*) FROM tasks")[0][0] == 0
 
 
 def test_a2a_version_header_other_than_1_is_refused(make_client: MakeClient) -> None:

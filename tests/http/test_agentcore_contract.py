@@ -13,7 +13,7 @@ from adapters.agents import Agents
 from adapters.config import LEASE_BUSY_TEXT
 from engine.domain import commands as c
 from engine.domain.agents import DEFAULT_AGENT, AgentPolicy
-from tests.http.conftest import MakeClient
+from tests.http.conftest import MakeClient, sql
 from tests.support import runners
 
 PROMPT = {"prompt": "hello world"}
@@ -30,7 +30,7 @@ def post(client: Any, body: Any, **headers: str) -> Any:
 
 
 def job_count(runtime: Any) -> int:
-    return int(runtime.query("SELECT count(*) FROM jobs")[0][0])
+    return int(sql(runtime, "SELECT count(*) FROM jobs")[0][0])
 
 
 def test_ping_is_healthy_and_never_takes_the_lease(make_client: MakeClient) -> None:
@@ -50,7 +50,7 @@ def test_invocation_sync_answers_the_finished_job_body(make_client: MakeClient) 
     client, runtime = make_client(runners.ECHO, agents=a1)
     answer = post(client, {"prompt": "hello world", "id": "call-1", "agent": "a1"})
     assert answer.status_code == 200
-    assert runtime.query("SELECT agent FROM jobs") == [("a1",)]
+    assert sql(runtime, "SELECT agent FROM jobs") == [("a1",)]
     body = answer.json
     assert (body["status"], body["state"], body["result"], body["id"]) == (
         "ok",
@@ -142,7 +142,7 @@ def test_invocation_new_job_supersedes_the_earlier_one_on_a_session(
     second = post(client, {"prompt": "b", "session": "s", "async": True}).json
     body = post(client, {"get": first["invocation"]}).json
     assert (body["status"], body["supersededBy"]) == ("superseded", second["invocation"])
-    pid = runtime.query("SELECT pid FROM jobs WHERE job_id = ?", first["invocation"])[0][0]
+    pid = sql(runtime, "SELECT pid FROM jobs WHERE job_id = ?", first["invocation"])[0][0]
     deadline = time.monotonic() + 10
     while _alive(pid) and time.monotonic() < deadline:
         time.sleep(0.05)

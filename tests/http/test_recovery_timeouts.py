@@ -6,17 +6,14 @@ The runtime's clock is injected: the graces are crossed by moving it, not by sle
 from __future__ import annotations
 
 from adapters import recovery
+from adapters.runtime import Runtime
 from engine.clock import FixedClock
 from engine.domain import commands as c
-from tests.http.conftest import MakeClient
+from tests.http.conftest import MakeClient, sql
 
 
-def _state(runtime: object, session_id: str) -> str:
-    return str(
-        runtime.query(  # type: ignore[attr-defined]
-            "SELECT state FROM sessions WHERE session_id = ?", session_id
-        )[0][0]
-    )
+def _state(runtime: Runtime, session_id: str) -> str:
+    return str(sql(runtime, "SELECT state FROM sessions WHERE session_id = ?", session_id)[0][0])
 
 
 def test_recovery_times_out_sessions_whose_controller_never_came_or_went(

@@ -6,7 +6,7 @@ import subprocess
 
 from adapters.processes import start_token
 from engine.domain import commands as c
-from tests.http.conftest import MakeClient
+from tests.http.conftest import MakeClient, sql
 
 
 def test_session_attach_needs_a_live_controller_else_409(make_client: MakeClient) -> None:
@@ -31,14 +31,14 @@ def test_session_attach_needs_a_live_controller_else_409(make_client: MakeClient
         engine.handle(c.DetachSession(session_id="root", by="operator"))
         controller.kill()
         controller.wait(timeout=10)
-        version = runtime.query("SELECT version FROM sessions WHERE session_id = 'root'")
+        version = sql(runtime, "SELECT version FROM sessions WHERE session_id = 'root'")
         answer = client.simulate_post("/v1/sessions/root/continue")
         assert answer.status_code == 409
         assert answer.json["error"]["code"] == "controller_gone"
         assert "controller" in answer.json["error"]["message"]
         assert "Traceback" not in answer.text
         # refused: nothing was appended
-        assert runtime.query("SELECT version FROM sessions WHERE session_id = 'root'") == version
+        assert sql(runtime, "SELECT version FROM sessions WHERE session_id = 'root'") == version
     finally:
         controller.kill()
         controller.wait(timeout=10)

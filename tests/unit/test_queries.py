@@ -68,12 +68,20 @@ def test_queries_runs_notifies_and_recovery_reads(engine: Any) -> None:
     assert queries.runs_before_epoch(conn(engine), 1) == 1
     assert queries.session_runs(conn(engine)) == []
     engine.handle(c.SuspendJob(job_id="j1", reason="run cut off"))
-    assert queries.resumable_jobs(conn(engine)) == ["j1"]
+    assert queries.resumable_jobs(conn(engine), left_for_continue="paused") == ["j1"]
+    # A paused run cut off waits for a continue: recovery must not resume it.
+    assert queries.resumable_jobs(conn(engine), left_for_continue="run cut off") == []
     engine.handle(c.AcceptJob(job_id="j2", session_id="s", owed=False))
     engine.handle(c.StartJob(job_id="j2", run_id="run2"))
     engine.handle(c.FinishJob(job_id="j2", outcome="ok", result="done"))
     engine.handle(c.RecordNotifyStarted(job_id="j2", pid=9))
     assert [(n.job_id, n.notify_pid) for n in queries.pending_notifies(conn(engine))] == [("j2", 9)]
+    assert queries.lost_notifies(conn(engine)) == 0
+    engine.handle(c.RecordNotifyLost(job_id="j2", pid=9, reason="cut off"))
+    assert queries.pending_notifies(conn(engine)) == []
+    assert queries.lost_notifies(conn(engine)) == 1
+    lost, fine = queries.job(conn(engine), "j2"), queries.job(conn(engine), "j1")
+    assert lost is not None and lost.notify_lost and fine is not None and not fine.notify_lost
     assert queries.last_job_update(conn(engine)) is not None
     assert queries.log_head(conn(engine)) == engine.log.head()
     counts = {(s.kind, s.state): s.count for s in queries.stream_counts(conn(engine))}
@@ -85,6 +93,13 @@ def test_queries_controlled_sessions_in_transition(engine: Any) -> None:
     engine.handle(c.CreateSession(session_id="plain", start_run_id="r"))
     found = queries.controlled_sessions_in_transition(conn(engine))
     assert [(s.session_id, s.state, s.run_id) for s in found] == [("ctl", "starting", None)]
+    engine.handle(c.StartSession(session_id="ctl", run_id="r1", pid=5, start_token="t5"))
+    controller = queries.session_controller(conn(engine), "ctl")
+    assert controller is not None and (controller.pid, controller.start_token) == (5, "t5")
+    assert controller.has_controller
+    plain = queries.session_controller(conn(engine), "plain")
+    assert plain is not None and not plain.has_controller
+    assert queries.session_controller(conn(engine), "nobody") is None
 
 
 def test_queries_tasks_newest_first_and_counted(engine: Any) -> None:
