@@ -34,7 +34,7 @@ from engine.domain import ids
 from engine.domain.errors import LeaseBusy
 from engine.domain.task import TERMINAL as TASK_TERMINAL
 from engine.domain.task import TaskState as T
-from engine.errors import EngineError
+from engine.errors import EngineError, InvalidArgument
 from engine.log import Transaction
 from projections import queries
 from projections.view import SqlDomainView
@@ -268,6 +268,11 @@ class JsonRpc:
         command_id = ids.a2a_command(message_id)
         session_id = context_id or new_id("a2a")
         chosen: dict[str, str] = {}
+        agent = message.agent
+        try:
+            policy = engine.settings.agent(agent)
+        except InvalidArgument as ex:
+            raise RpcError(INVALID_PARAMS, ex.message) from None
 
         def record(tx: Transaction, job_ids: list[str]) -> None:
             job_id = job_ids[0]
@@ -314,6 +319,9 @@ class JsonRpc:
                     job_id=job_id,
                     session_id=session_id,
                     prompt=text,
+                    agent=agent,
+                    resource_group=policy.resource_group,
+                    units=policy.units,
                     task_id=target,
                     owed=False,
                     command_id=command_id,
@@ -322,7 +330,7 @@ class JsonRpc:
             chosen["task_id"] = target
 
         try:
-            runtime.jobs.launch(session_id, text.encode(), "", record)
+            runtime.jobs.launch(session_id, text.encode(), agent, record)
         except _Duplicate as duplicate:
             return duplicate.task_id
         except DispatchFailed as ex:

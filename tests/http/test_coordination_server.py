@@ -273,3 +273,35 @@ def test_the_readme_worked_example_runs_as_the_root_agent(tmp_path: Path) -> Non
         ]
         _, page = _json(server, "GET", f"/v1/jobs?parent={body['invocation']}")
         assert [j["result_state"] for j in page["jobs"]] == ["accepted", "accepted"]
+
+
+def test_a2a_metadata_picks_the_agent_and_an_unknown_one_is_invalid_params(
+    tmp_path: Path,
+) -> None:
+    workspace, env = _setup(tmp_path)
+    with serve(workspace, env) as server:
+
+        def send(message_id: str, agent: str) -> Any:
+            message = {
+                "messageId": message_id,
+                "role": "ROLE_USER",
+                "parts": [{"text": "look"}],
+                "metadata": {"agent": agent},
+            }
+            rpc = {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "SendMessage",
+                "params": {"message": message},
+            }
+            return _json(server, "POST", "/", rpc)[1]
+
+        task = send("m1", "reader")["result"]["task"]
+        assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+        assert (
+            task["status"]["message"]["parts"][0]["text"]
+            == "completed with warnings: checked only look"
+        )
+        _, page = _json(server, "GET", "/v1/jobs")
+        assert [j["agent"] for j in page["jobs"]] == ["reader"]
+        assert send("m2", "nobody")["error"]["code"] == -32602
