@@ -29,6 +29,12 @@ command = "{worker}"
 command = "{fanout}"
 can_spawn = ["sleeper"]
 max_children = 3
+[agents.prober]
+command = "{prober}"
+can_spawn = ["sleeper"]
+[agents.keeper]
+command = "{keeper}"
+can_spawn = ["sleeper"]
 [agents.sleeper]
 command = "cat >/dev/null; sleep 30"
 max_active = 5
@@ -305,3 +311,44 @@ def test_a2a_metadata_picks_the_agent_and_an_unknown_one_is_invalid_params(
         _, page = _json(server, "GET", "/v1/jobs")
         assert [j["agent"] for j in page["jobs"]] == ["reader"]
         assert send("m2", "nobody")["error"]["code"] == -32602
+
+
+def test_a_run_token_is_refused_for_another_sessions_jobs(tmp_path: Path) -> None:
+    workspace, env = _setup(tmp_path)
+    with serve(workspace, env) as server:
+        other = _invoke(server, "", "elsewhere", "s2")
+        body = _invoke(server, "prober", f"{other['invocation']} s2", "s1")
+        assert json.loads(body["result"]) == {"read": 403, "accept": 403, "spawn": 403}
+        _, row = _json(server, "GET", f"/v1/jobs/{other['invocation']}")
+        assert row["result_state"] == "unread"
+
+
+def test_cancel_of_a_spawning_job_cancels_its_spawned_subtree(tmp_path: Path) -> None:
+    workspace, env = _setup(tmp_path)
+    with serve(workspace, env) as server:
+        status, receipt = _json(
+            server,
+            "POST",
+            "/invocations",
+            {"prompt": "go", "agent": "keeper", "session": "s1", "async": True},
+        )
+        assert status == 200, receipt
+        keeper = receipt["invocation"]
+        children: list[str] = []
+        for _ in range(40):  # each round blocks on the log until the keeper changes
+            _, events = _json(server, "GET", f"/v1/streams/job:{keeper}/events")
+            said = "".join(e["event"].get("text", "") for e in events["events"])
+            if "spawned" in said:
+                children = said.split("spawned ", 1)[1].split()
+                break
+            _json(server, "GET", f"/v1/jobs/wait?ids={keeper}&timeout=2")
+        assert len(children) == 2
+        status, row = _json(server, "POST", f"/v1/jobs/{keeper}/cancel", {"reason": "enough"})
+        assert status == 200, row
+        ids = ",".join([keeper, *children])
+        for _ in range(20):
+            _, waited = _json(server, "GET", f"/v1/jobs/wait?ids={ids}&timeout=5")
+            if all(j["finished_at"] for j in waited["jobs"]):
+                break
+        assert [j["state"] for j in waited["jobs"]] == ["cancelled"] * 3
+        assert [j["reason"] for j in waited["jobs"][1:]] == ["enough", "enough"]

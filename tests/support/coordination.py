@@ -90,11 +90,43 @@ print("TOKEN " + os.environ["FOLDLINE_RUN_TOKEN"])
 """
 )
 
+# Reads another session's job id from its prompt and tries to judge it and spawn there.
+PROBER = (
+    CALL
+    + """
+other_job, other_session = sys.stdin.read().split()
+print(json.dumps({
+    "read": call("GET", "/v1/jobs/" + other_job + "/result")[0],
+    "accept": call("POST", "/v1/jobs/" + other_job + "/result/accept", {"reason": "x"})[0],
+    "spawn": call("POST", "/v1/jobs", {"session": other_session, "agent": "sleeper",
+                                        "prompt": "x"})[0],
+}))
+"""
+)
+
+# Spawns two sleepers, says so, and stays running: a live subtree to cancel.
+KEEPER = (
+    CALL
+    + """
+status, body = call("POST", "/v1/jobs", {"jobs": [
+    {"agent": "sleeper", "prompt": "1"}, {"agent": "sleeper", "prompt": "2"}]})
+print("spawned " + " ".join(job["job_id"] for job in body["jobs"]), flush=True)
+sys.stdin.read()
+time.sleep(60)
+"""
+)
+
 
 def write_scripts(workspace: Path) -> dict[str, str]:
     """The scripts, written into the workspace; returns the command of each."""
     commands = {}
-    for name, text in {"root": ROOT, "worker": WORKER, "fanout": FANOUT}.items():
+    for name, text in {
+        "root": ROOT,
+        "worker": WORKER,
+        "fanout": FANOUT,
+        "prober": PROBER,
+        "keeper": KEEPER,
+    }.items():
         (workspace / f"{name}.py").write_text(text)
         commands[name] = f"{shlex.quote(sys.executable)} {name}.py"
     return commands
