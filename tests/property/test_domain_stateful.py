@@ -125,6 +125,13 @@ class EngineVersusModel(RuleBasedStateMachine):
             )
         )
 
+    @rule(jid=JOBS, sid=SESSIONS, parent=PARENTS, agent=st.sampled_from(["w", "boss"]))
+    def spawn_unowed(self, jid: str, sid: str, parent: str | None, agent: str) -> None:
+        # Unowed jobs are never superseded, so the role counts fill up.
+        self.run(
+            c.AcceptJob(job_id=jid, session_id=sid, parent_job=parent, agent=agent, owed=False)
+        )
+
     @rule(jid=JOBS, action=RESULT_COMMANDS)
     def judge_result(self, jid: str, action: type) -> None:
         if action is c.IntegrateJobResult:
