@@ -59,7 +59,7 @@ def create_app(runtime: Runtime) -> falcon.App[falcon.Request, falcon.Response]:
     app.add_route("/v1/streams/{stream_id}/events", v1.StreamEvents(runtime))
     app.add_route("/v1/events", v1.Events(runtime))
     app.add_route("/v1/machines", v1.MachinesResource())
-    app.add_route("/openapi.json", OpenApi())
+    app.add_route("/openapi.json", OpenApi(sorted(runtime.config.agents.commands)))
     app.add_route("/metrics", metrics.Metrics(runtime))
     app.set_error_serializer(_falcon_error)
     app.add_error_handler(Exception, _unexpected)
@@ -82,8 +82,11 @@ class Jobs(v1.JobsCollection, coordination.Spawning):
 
 
 class OpenApi:
+    def __init__(self, agents: list[str]) -> None:
+        self.agents = agents
+
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        resp.media = openapi.document()
+        resp.media = openapi.document(self.agents)
 
 
 def _api_error(

@@ -156,7 +156,11 @@ class TaintIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 # -- agents that coordinate workers ------------------------------------------------------------
 
-ScopePath = Annotated[str, msgspec.Meta(min_length=1, max_length=1000)]
+# A relative path that stays in the workspace: no leading "/", no ".." segment, no NUL.
+ScopePath = Annotated[
+    str,
+    msgspec.Meta(min_length=1, max_length=1000, pattern=r"^(?!/)(?!(.*/)?\.\.(/|$))[^\x00]+$"),
+]
 Prompt = Annotated[str, msgspec.Meta(min_length=1, max_length=1 << 20)]
 AgentName = Annotated[str, msgspec.Meta(max_length=64)]
 
@@ -178,6 +182,26 @@ class SpawnIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     prompt: Prompt | None = None
     agent: AgentName = ""
     write_scope: Annotated[list[ScopePath], msgspec.Meta(max_length=64)] = []
+
+
+SessionName = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_:-]{1,200}$")]
+
+
+class SpawnOneIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """The document's view of one job (``SpawnIn`` decodes both shapes). ``session`` may be
+    left out with a run token (the run's own session is meant); the operator must name it."""
+
+    session: SessionName
+    prompt: Prompt
+    agent: AgentName = ""
+    write_scope: Annotated[list[ScopePath], msgspec.Meta(max_length=64)] = []
+
+
+class SpawnBatchIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """The document's view of a batch; ``session`` as in ``SpawnOneIn``."""
+
+    session: SessionName
+    jobs: Annotated[list[SpawnItemIn], msgspec.Meta(min_length=1, max_length=12)]
 
 
 class JobsOut(msgspec.Struct, kw_only=True):
