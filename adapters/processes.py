@@ -40,13 +40,15 @@ _GATE = 'IFS= read -r go || exit 125; [ "$go" = go ] || exit 125; exec sh -c "$0
 
 def start_token(pid: int) -> str:
     """The kernel's start time of ``pid`` (clock ticks since boot): with the pid, an identity
-    that a reused pid cannot fake. Empty if the process is gone."""
+    that a reused pid cannot fake. Empty if the process is gone, or dead and not yet reaped
+    (a zombie runs nothing: continuing it would continue nothing)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return ""
     # The command name (field 2) may hold spaces and parentheses: split after the last ')'.
-    return stat.rpartition(")")[2].split()[19]
+    fields = stat.rpartition(")")[2].split()
+    return "" if fields[0] in ("Z", "X") else fields[19]
 
 
 def is_alive(pid: int, token: str) -> bool:

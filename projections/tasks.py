@@ -22,7 +22,7 @@ from engine.projection import DispatchProjection, handles
 
 class TasksProjection(DispatchProjection):
     name = "tasks"
-    version = 2  # 2: follow-ups (ADR 0024)
+    version = 3  # 2: follow-ups (ADR 0024); 3: a completed task's status text is its warnings
     tables = ("tasks",)
     ddl = """
         CREATE TABLE tasks (
@@ -91,7 +91,12 @@ class TasksProjection(DispatchProjection):
 
     @handles(TaskCompleted)
     def on_task_completed(self, cur: Any, e: RecordedEvent) -> None:
+        ev: Any = e.event
+        # "completed with warnings": the warnings become the status message (the result stays
+        # the artifact); without warnings the status message is the result (status_text NULL).
+        status = "completed with warnings: " + "; ".join(ev.warnings) if ev.warnings else None
         cur.execute(
-            "UPDATE tasks SET state = ?, version = ?, result = ?, updated_at = ? WHERE task_id = ?",
-            (e.state, e.version, e.event.result, e.recorded_at, self._id(e)),  # type: ignore[attr-defined]
+            "UPDATE tasks SET state = ?, version = ?, result = ?,"
+            " status_text = ?, updated_at = ? WHERE task_id = ?",
+            (e.state, e.version, ev.result, status, e.recorded_at, self._id(e)),
         )

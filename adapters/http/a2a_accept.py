@@ -24,7 +24,7 @@ from engine.domain import ids
 from engine.domain.errors import LeaseBusy
 from engine.domain.rows import DomainView
 from engine.domain.task import TERMINAL
-from engine.errors import EngineError
+from engine.errors import EngineError, InvalidArgument
 from engine.log import Transaction
 from projections import queries
 from projections.view import SqlDomainView
@@ -107,8 +107,14 @@ def _launch(
 ) -> str:
     engine = runtime.engine
     chosen: dict[str, str] = {}
+    agent = message.agent
+    try:
+        policy = engine.settings.agent(agent)
+    except InvalidArgument as ex:
+        raise RpcError(INVALID_PARAMS, ex.message) from None
 
-    def record(tx: Transaction, job_id: str) -> None:
+    def record(tx: Transaction, job_ids: list[str]) -> None:
+        job_id = job_ids[0]
         if tx.known_command(command_id) is not None:
             raise _Duplicate(str(queries.task_of_command(tx.cursor, command_id)))
         view = SqlDomainView(tx.cursor)
@@ -152,6 +158,9 @@ def _launch(
                 job_id=job_id,
                 session_id=session_id,
                 prompt=text,
+                agent=agent,
+                resource_group=policy.resource_group,
+                units=policy.units,
                 task_id=target,
                 owed=False,
                 command_id=command_id,
@@ -162,7 +171,7 @@ def _launch(
     stdin = "\n".join(plan.messages).encode()
     env = {"FOLDLINE_TASK_MESSAGES": str(len(plan.messages))}
     try:
-        runtime.jobs.launch(session_id, stdin, record, env=env)
+        runtime.jobs.launch(session_id, stdin, agent, record, env=env)
     except DispatchFailed as ex:
         raise RpcError(INTERNAL, f"Dispatch failed on the remote: {ex}") from None
     except LeaseBusy:

@@ -50,7 +50,9 @@ def task_json(record: queries.TaskRecord, history_length: int | None = None) -> 
     task_id, context, state = record.task_id, record.session_id, record.state
     status_text, result, updated = record.status_text, record.result, record.updated_at
     status: dict[str, Any] = {"state": STATE[state], "timestamp": updated}
-    reply = result if state == T.COMPLETED else status_text
+    # A completed task's status message is its result, or what it warned of (mmo's
+    # "completed with warnings"); the result is always the artifact.
+    reply = (status_text or result) if state == T.COMPLETED else status_text
     if reply:
         status["message"] = message(f"{task_id}-status", "ROLE_AGENT", reply, task_id, context)
     task: dict[str, Any] = {"id": task_id, "contextId": context, "status": status}

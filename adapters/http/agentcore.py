@@ -23,7 +23,7 @@ from engine.domain import ids
 from engine.domain.errors import AdmissionRejected, AlreadyExists, Conflict, LeaseBusy
 from engine.domain.job import TERMINAL as JOB_TERMINAL
 from engine.domain.job import JobOutput
-from engine.errors import EngineError, InvalidTransition
+from engine.errors import EngineError, InvalidArgument, InvalidTransition
 from projections import queries
 
 T = TypeVar("T")
@@ -51,6 +51,8 @@ def job_body(runtime: Runtime, job_id: str) -> dict[str, Any]:
         "startedAt": job.started_at,
         "finishedAt": job.finished_at,
         "state": job.state,
+        # An ok run's WARNING: lines: "completed with warnings".
+        "warnings": media.decode_any(job.warnings.encode()),
     }
     if job.superseded_by is not None:
         body["supersededBy"] = job.superseded_by
@@ -180,6 +182,8 @@ class Invocations:
             raise HttpError(falcon.HTTP_409, ex.message, code=ex.code) from None
         except AdmissionRejected as ex:
             raise HttpError(falcon.HTTP_429, ex.message, **ex.fields) from None
+        except InvalidArgument as ex:  # an unknown agent, a role's shape
+            raise HttpError(falcon.HTTP_400, ex.message, code=ex.code) from None
         if accepted.duplicate:
             self._duplicate(resp, accepted.job_id)
             return

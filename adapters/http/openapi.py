@@ -19,6 +19,7 @@ REF = "#/components/schemas/{name}"
 ERRORS = {
     "400": "bad input",
     "401": "missing or wrong bearer token",
+    "403": "not allowed to this caller",
     "404": "unknown",
     "409": "invalid transition or conflict",
     "412": "If-Match version mismatch",
@@ -82,7 +83,32 @@ def _control(
     }
 
 
-def document() -> dict[str, Any]:
+def _judge(name: str, body: type) -> dict[str, Any]:
+    return {
+        "post": {
+            "operationId": f"result_{name}",
+            "summary": f"Record the result as {name}",
+            "parameters": [_param("job_id", "path", True), _param("Authorization", "header")],
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": _ref(body)}},
+            },
+            "responses": {
+                "200": _json(s.JobOut),
+                **_errors("400", "401", "403", "404", "409", "413", "415", "503"),
+            },
+        }
+    }
+
+
+def _agents(schema: dict[str, Any], agents: list[str]) -> None:
+    """The configured agent names are the only ones a spawn accepts: an enum in the document."""
+    for name in ("SpawnOneIn", "SpawnItemIn"):
+        schema[name]["properties"]["agent"] = {"type": "string", "enum": agents, "default": ""}
+
+
+def document(agents: list[str] | None = None) -> dict[str, Any]:
+    """The document; ``agents`` are the names this server knows (default: only ``""``)."""
     _, schemas = msgspec.json.schema_components(
         [
             s.ErrorOut,
@@ -98,9 +124,17 @@ def document() -> dict[str, Any]:
             s.PingOut,
             s.AgentErrorOut,
             InvocationIn,
+            s.SpawnOneIn,
+            s.SpawnBatchIn,
+            s.JobsOut,
+            s.WaitOut,
+            s.ResultOut,
+            s.DispositionIn,
+            s.IntegratedIn,
         ],
         ref_template=REF,
     )
+    _agents(schemas, sorted(agents or [""]))
     position = {"type": "integer", "minimum": 0, "maximum": (1 << 63) - 1}
     paths: dict[str, Any] = {
         "/v1/sessions": {
@@ -129,8 +163,57 @@ def document() -> dict[str, Any]:
             "get": {
                 "operationId": "list_jobs",
                 "summary": "Jobs, by id; filter by session and state",
-                "parameters": [_param("session"), _param("state"), LIMIT, AFTER_ID],
+                "parameters": [
+                    _param("session"),
+                    _param("state"),
+                    _param("parent"),
+                    LIMIT,
+                    AFTER_ID,
+                ],
                 "responses": {"200": _json(s.JobPage), **_errors("400")},
+            },
+            "post": {
+                "operationId": "spawn_jobs",
+                "summary": "Spawn one job or a batch of 1..12 (all-or-nothing)",
+                "parameters": [_param("Authorization", "header")],
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {
+                            "schema": {"oneOf": [_ref(s.SpawnOneIn), _ref(s.SpawnBatchIn)]}
+                        }
+                    },
+                },
+                "responses": {
+                    "201": _json(s.JobsOut, "Created"),
+                    **_errors("400", "401", "403", "404", "409", "413", "415", "429", "503"),
+                },
+            },
+        },
+        "/v1/jobs/wait": {
+            "get": {
+                "operationId": "wait_for_jobs",
+                "summary": "Until all are terminal or one changed (bounded)",
+                "parameters": [
+                    _param("ids", required=True, schema={"type": "string", "minLength": 1}),
+                    _param("timeout", schema={"type": "number", "minimum": 0, "maximum": 5}),
+                ],
+                "responses": {"200": _json(s.WaitOut), **_errors("400", "404")},
+            }
+        },
+        "/v1/jobs/{job_id}/result": {
+            "get": {
+                "operationId": "read_result",
+                "summary": "A page of the result text; the first read is recorded",
+                "parameters": [
+                    _param("job_id", "path", True),
+                    _param("cursor", schema={"type": "integer", "minimum": 0}),
+                    _param("Authorization", "header"),
+                ],
+                "responses": {
+                    "200": _json(s.ResultOut),
+                    **_errors("400", "401", "403", "404", "409", "503"),
+                },
             }
         },
         "/v1/jobs/{job_id}": {
@@ -140,6 +223,14 @@ def document() -> dict[str, Any]:
                 "parameters": [_param("job_id", "path", True)],
                 "responses": {"200": _json(s.JobOut), **_errors("404")},
             }
+        },
+        **{
+            f"/v1/jobs/{{job_id}}/result/{name}": _judge(name, body)
+            for name, body in (
+                ("accept", s.DispositionIn),
+                ("reject", s.DispositionIn),
+                ("integrated", s.IntegratedIn),
+            )
         },
         "/v1/jobs/{job_id}/{action}": _control("job", "job_id", sorted(JOB_ACTIONS), s.JobOut),
         "/v1/tasks/{task_id}": {

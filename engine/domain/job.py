@@ -59,6 +59,7 @@ class JobStarted(Event, tag="job.started", frozen=True, kw_only=True):
     start_token: str = ""
     epoch: int = 0
     resumed: bool = False
+    token_digest: str | None = None  # sha256 of the run token; the token itself is never kept
 
 
 class JobFinished(Event, tag="job.finished", frozen=True, kw_only=True):
@@ -80,7 +81,7 @@ class JobSuperseded(Event, tag="job.superseded", frozen=True, kw_only=True):
 
 
 class JobPaused(Event, tag="job.paused", frozen=True, kw_only=True):
-    pass
+    by: str = ""  # "session": its session's pause paused it, so the session's continue resumes it
 
 
 class JobContinued(Event, tag="job.continued", frozen=True, kw_only=True):

@@ -52,6 +52,7 @@ class TaskAuthRequired(Event, tag="task.auth_required", frozen=True, kw_only=Tru
 
 class TaskCompleted(Event, tag="task.completed", frozen=True, kw_only=True):
     result: str = ""
+    warnings: tuple[str, ...] = ()  # the job's WARNING: lines
 
 
 class TaskFailed(Event, tag="task.failed", frozen=True, kw_only=True):
