@@ -13,9 +13,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from adapters.agents import Agents, default_agents, load_agents
+from adapters.config_error import ConfigError
 
-class ConfigError(ValueError):
-    """A setting is invalid; the message is one line meant for the operator."""
+__all__ = ["ConfigError", "ServerConfig", "load_config"]
 
 
 LEASE_BUSY_TEXT = (
@@ -53,6 +54,18 @@ class ServerConfig:
     a2a_keepalive_s: float = 2.0
     public_url: str | None = None
     max_body: int = 1 << 20
+    agents: Agents = field(default_factory=Agents)  # FOLDLINE_AGENTS_FILE; "" is the runner
+    stop_grace_s: float = 30.0
+
+    def command_of(self, agent: str) -> str:
+        """The command a job of ``agent`` runs (the default agent's is ``runner``)."""
+        return self.runner if agent == "" else self.agents.command(agent)
+
+    @property
+    def local_url(self) -> str:
+        """The loopback base a run calls back on (``FOLDLINE_URL``)."""
+        host, _, port = self.bind.rpartition(":")
+        return f"http://{'127.0.0.1' if host in ('0.0.0.0', '::', '[::]') else host}:{port}"
 
 
 def _number(name: str, text: str, kind: type = float, minimum: float = 0.0) -> float:
@@ -124,6 +137,7 @@ def load_config(
         "sse_keepalive_s": "FOLDLINE_SSE_KEEPALIVE_S",
         "notify_timeout_s": "FOLDLINE_NOTIFY_TIMEOUT_S",
         "a2a_keepalive_s": "FOLDLINE_A2A_KEEPALIVE_S",
+        "stop_grace_s": "FOLDLINE_STOP_GRACE_S",
     }
     for attr, name in numbers.items():
         if env.get(name):
@@ -137,6 +151,13 @@ def load_config(
         elif env.get(name):
             updates[attr] = int(_number(name, env[name], int))
     config = replace(config, **updates)  # type: ignore[arg-type]
+    agents_file = env.get("FOLDLINE_AGENTS_FILE")
+    config = replace(
+        config,
+        agents=load_agents(agents_file, config.runner, config.resource_groups)
+        if agents_file
+        else default_agents(config.runner),
+    )
     if config.a2a_keepalive_s > 2:
         raise ConfigError("FOLDLINE_A2A_KEEPALIVE_S must be at most 2: A2A clients wait 5 s")
     if config.lease_renew_s >= config.lease_stale_s:

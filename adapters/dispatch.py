@@ -7,17 +7,21 @@ reports as HealthyBusy, from memory, without opening the log.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import secrets
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import msgspec
 
 from adapters import notify, runner
 from adapters.config import ServerConfig
-from adapters.processes import spawn_gated
+from adapters.processes import GatedProcess, spawn_gated
 from engine.domain import commands as c
 from engine.domain import ids
 from engine.domain.engine import DomainEngine
@@ -40,6 +44,29 @@ class Accepted:
     caller_id: str | None
     position: int
     duplicate: bool = False
+
+
+@dataclass(frozen=True)
+class Spawn:
+    """One job a running job (or the operator) asks for on ``POST /v1/jobs``."""
+
+    agent: str
+    prompt: str
+    write_scope: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Launch:
+    session_id: str
+    stdin: bytes
+    agent: str
+    job_id: str | None = None  # an accepted, cut-off job: this launch resumes it
+    env: Mapping[str, str] | None = None  # added to the run's environment (FOLDLINE_TASK_MESSAGES)
+
+
+def token_digest(token: str) -> str:
+    """What is recorded of a run token: its sha256, hex."""
+    return hashlib.sha256(token.encode()).hexdigest()
 
 
 class DispatchFailed(Exception):
@@ -97,11 +124,12 @@ class Dispatcher:
 
         Raises:
             DispatchFailed: the run could not be started (nothing recorded).
-            EngineError: the rules refused it (pointer conflict, admission, ...).
+            EngineError: the rules refused it (unknown agent, pointer conflict, admission, ...).
         """
         engine = self._engine()
         session_id = session_id or new_id("inv")
         command_id = ids.invocation_command(caller_id) if caller_id is not None else None
+        policy = engine.settings.agent(agent)  # an unknown agent is refused before any IO
         try:
             # Read before anything is recorded: a file gone now is a failed dispatch, not a
             # recorded job whose run can never start.
@@ -109,7 +137,7 @@ class Dispatcher:
         except OSError as ex:
             raise DispatchFailed(f"prompt file could not be read: {ex}") from ex
 
-        def record(tx: Transaction, job_id: str) -> None:
+        def record(tx: Transaction, job_ids: list[str]) -> None:
             if command_id is not None and tx.known_command(command_id) is not None:
                 raise _Duplicate(_job_of_command(tx, command_id))
             if SqlDomainView(tx.cursor).session(session_id) is None:
@@ -125,103 +153,173 @@ class Dispatcher:
             engine.handle_in(
                 tx,
                 c.AcceptJob(
-                    job_id=job_id,
+                    job_id=job_ids[0],
                     session_id=session_id,
                     prompt=prompt,
                     prompt_file=prompt_file,
                     agent=agent,
+                    resource_group=policy.resource_group,
+                    units=policy.units,
                     command_id=command_id,
                 ),
             )
 
         try:
-            job_id, position = self.launch(session_id, stdin, record)
+            job_id, position = self.launch(session_id, stdin, agent, record)
         except _Duplicate as duplicate:
             return Accepted(duplicate.job_id, session_id, caller_id, 0, duplicate=True)
         return Accepted(job_id, session_id, caller_id, position)
 
-    def resume(self, job_id: str) -> None:
-        """Start a cut-off job again: a new run, ``FOLDLINE_RESUMED=1``, the same prompt.
+    def spawn(
+        self,
+        session_id: str,
+        items: list[Spawn],
+        parent_job: str | None,
+        token_digest: str | None,
+    ) -> list[str]:
+        """Admit ``items`` all-or-nothing as one batch below ``parent_job`` (None: top level,
+        the operator's) and start their runs. Returns the new job ids, in order.
+
+        Raises:
+            DispatchFailed: a run could not be started (nothing recorded).
+            EngineError: the rules refused one item (nothing recorded).
+        """
+        engine = self._engine()
+        batch = new_id("batch")
+        commands = []
+        for item in items:
+            policy = engine.settings.agent(item.agent)
+            commands.append(
+                c.AcceptJob(
+                    job_id="",
+                    session_id=session_id,
+                    prompt=item.prompt,
+                    agent=item.agent,
+                    parent_job=parent_job,
+                    batch=batch,
+                    resource_group=policy.resource_group,
+                    units=policy.units,
+                    write_scope=tuple(item.write_scope),
+                    owed=False,
+                    caller_token_digest=token_digest,
+                )
+            )
+
+        def record(tx: Transaction, job_ids: list[str]) -> None:
+            named = [
+                msgspec.structs.replace(cmd, job_id=job_id)
+                for cmd, job_id in zip(commands, job_ids, strict=True)
+            ]
+            engine.handle_in(tx, c.AcceptJobs(jobs=tuple(named)))
+
+        launches = [Launch(session_id, item.prompt.encode(), item.agent) for item in items]
+        job_ids, _ = self.launch_all(launches, record)
+        return job_ids
+
+    def resume(self, job_id: str, extra_input: str = "") -> None:
+        """Start a cut-off job again: a new run, ``FOLDLINE_RESUMED=1``, the same prompt
+        (with ``extra_input`` appended, after a blank line, if given).
 
         Raises:
             DispatchFailed: its prompt cannot be read or its runner cannot start.
             EngineError: the rules refused the new run (capacity taken, state moved on).
         """
-        accepted = self._engine().log.read_stream(f"job:{job_id}")[0].event
+        accepted: Any = self._engine().log.read_stream(f"job:{job_id}")[0].event
         try:
-            stdin = read_prompt(
-                self.config.workspace,
-                accepted.prompt,  # type: ignore[attr-defined]
-                accepted.prompt_file,  # type: ignore[attr-defined]
-            )
+            stdin = read_prompt(self.config.workspace, accepted.prompt, accepted.prompt_file)
         except OSError as ex:
             raise DispatchFailed(
-                f"promptFile {accepted.prompt_file} could not be read: "  # type: ignore[attr-defined]
-                f"{ex.strerror or ex}"
+                f"promptFile {accepted.prompt_file} could not be read: {ex.strerror or ex}"
             ) from ex
-        self.launch(
-            accepted.session,  # type: ignore[attr-defined]
-            stdin,
+        if extra_input:
+            stdin = stdin.rstrip(b"\n") + b"\n\n" + extra_input.encode()
+        self.launch_all(
+            [Launch(accepted.session, stdin, accepted.agent, job_id=job_id)],
             lambda tx, _: None,
-            job_id=job_id,
         )
 
     def launch(
         self,
         session_id: str,
         stdin: bytes,
-        record: Callable[[Transaction, str], None],
-        job_id: str | None = None,
+        agent: str,
+        record: Callable[[Transaction, list[str]], None],
+        env: Mapping[str, str] | None = None,
     ) -> tuple[str, int]:
-        """Spawn a gated run, let ``record(tx, job_id)`` accept the job in one transaction,
-        start it there, then open the gate. Returns the job id and the commit's position.
-        With ``job_id`` (an accepted, cut-off job) the run is a resumption.
+        """One new job (see ``launch_all``). Returns its id and the commit's position."""
+        job_ids, position = self.launch_all([Launch(session_id, stdin, agent, env=env)], record)
+        return job_ids[0], position
+
+    def launch_all(
+        self, launches: list[Launch], record: Callable[[Transaction, list[str]], None]
+    ) -> tuple[list[str], int]:
+        """Spawn one gated run per launch, let ``record(tx, job_ids)`` accept the jobs in one
+        transaction, start them all there, then open the gates. A launch with a ``job_id`` (an
+        accepted, cut-off job) is a resumption. Either every run starts or none is recorded.
+
+        Each run gets ``FOLDLINE_URL`` and a fresh ``FOLDLINE_RUN_TOKEN``; only the token's
+        sha256 is recorded (``job.started``), so the log never holds a usable credential.
 
         Raises:
-            DispatchFailed: the run could not be started (nothing recorded).
-            whatever ``record`` raises (nothing recorded, the process is abandoned).
+            DispatchFailed: a run could not be started (nothing recorded).
+            whatever ``record`` raises (nothing recorded, the processes are abandoned).
         """
         engine = self._engine()
-        resumed = job_id is not None
-        job_id, run_id = job_id or new_id("job"), new_id("run")
-        env = {
-            "FOLDLINE_JOB_ID": job_id,
-            "FOLDLINE_SESSION_ID": session_id,
-            "FOLDLINE_RUN_ID": run_id,
-            "FOLDLINE_RESUMED": "1" if resumed else "0",
-        }
+        started: list[tuple[Launch, str, str, str, GatedProcess]] = []
         try:
-            process = spawn_gated(self.config.runner, self.config.workspace, env)
+            for launch in launches:
+                job_id, run_id = launch.job_id or new_id("job"), new_id("run")
+                token = secrets.token_urlsafe(32)
+                env = {
+                    **(launch.env or {}),
+                    "FOLDLINE_JOB_ID": job_id,
+                    "FOLDLINE_SESSION_ID": launch.session_id,
+                    "FOLDLINE_RUN_ID": run_id,
+                    "FOLDLINE_RESUMED": "1" if launch.job_id else "0",
+                    "FOLDLINE_URL": self.config.local_url,
+                    "FOLDLINE_RUN_TOKEN": token,
+                }
+                command = self.config.command_of(launch.agent)
+                process = spawn_gated(command, self.config.workspace, env)
+                started.append((launch, job_id, run_id, token_digest(token), process))
         except OSError as ex:
+            for *_, process in started:
+                process.abandon()
             raise DispatchFailed(f"runner could not start: {ex}") from ex
 
         def work(tx: Transaction) -> int:
-            record(tx, job_id)
-            engine.handle_in(
-                tx,
-                c.StartJob(
-                    job_id=job_id,
-                    run_id=run_id,
-                    pid=process.pid,
-                    start_token=process.token,
-                    epoch=engine.log.epoch,
-                    resumed=resumed,
-                ),
-            )
+            record(tx, [job_id for _, job_id, *_ in started])
+            for launch, job_id, run_id, digest, process in started:
+                engine.handle_in(
+                    tx,
+                    c.StartJob(
+                        job_id=job_id,
+                        run_id=run_id,
+                        pid=process.pid,
+                        start_token=process.token,
+                        epoch=engine.log.epoch,
+                        resumed=launch.job_id is not None,
+                        token_digest=digest,
+                    ),
+                )
             return tx.position
 
         try:
             position = engine.log.write(work)
         except BaseException:
-            process.abandon()
+            for *_, process in started:
+                process.abandon()
             raise
-        run = runner.Run(job_id, session_id, run_id, stdin, process)
-        thread = threading.Thread(target=self._run, args=(run,), name=f"run-{job_id}", daemon=True)
-        with self._lock:
-            self._runs[job_id] = thread
-            self._changed()
-        thread.start()
-        return job_id, position
+        for launch, job_id, run_id, _, process in started:
+            run = runner.Run(job_id, launch.session_id, run_id, launch.stdin, process)
+            thread = threading.Thread(
+                target=self._run, args=(run,), name=f"run-{job_id}", daemon=True
+            )
+            with self._lock:
+                self._runs[job_id] = thread
+                self._changed()
+            thread.start()
+        return [job_id for _, job_id, *_ in started], position
 
     def _run(self, run: runner.Run) -> None:
         try:

@@ -1,14 +1,18 @@
 """The notify hook (SPEC §9): once per job that ends ``ok`` or ``error``, never again.
 
 ``FOLDLINE_NOTIFY`` runs as ``sh -c`` in its own process group with the result on stdin; the
-group is killed at the cap. It is spawned gated (``adapters.processes``): its start (pid) is
-recorded before it can do anything, and its end (exit code, duration, output tails) after, so a
-start without an end after a crash is visible as a lost notification and is never re-run.
+group is killed at the cap. Unlike a run, it gets the server's whole environment (where a
+deployer keeps the channel secrets the hook posts with, as in the source system) plus the ids;
+runs keep the allowlist (``adapters.processes.ENV_ALLOWLIST``). It is spawned gated
+(``adapters.processes``): its start (pid) is recorded before it can do anything, and its end
+(exit code, duration, output tails) after, so a start without an end after a crash is visible
+as a lost notification and is never re-run.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -40,7 +44,7 @@ def run_hook(
     }
     started = time.monotonic()
     try:
-        gated = spawn_gated(command, workspace, env)
+        gated = spawn_gated(command, workspace, env, base=os.environ)
     except OSError as ex:
         log.error("notify hook for %s could not start: %s", job_id, ex)
         return

@@ -40,13 +40,15 @@ _GATE = 'IFS= read -r go || exit 125; [ "$go" = go ] || exit 125; exec sh -c "$0
 
 def start_token(pid: int) -> str:
     """The kernel's start time of ``pid`` (clock ticks since boot): with the pid, an identity
-    that a reused pid cannot fake. Empty if the process is gone."""
+    that a reused pid cannot fake. Empty if the process is gone, or dead and not yet reaped
+    (a zombie runs nothing: continuing it would continue nothing)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return ""
     # The command name (field 2) may hold spaces and parentheses: split after the last ')'.
-    return stat.rpartition(")")[2].split()[19]
+    fields = stat.rpartition(")")[2].split()
+    return "" if fields[0] in ("Z", "X") else fields[19]
 
 
 def is_alive(pid: int, token: str) -> bool:
@@ -61,10 +63,11 @@ def kill_group(pid: int, sig: int = signal.SIGKILL) -> None:
             os.killpg(pid, sig)
 
 
-def child_env(extra: Mapping[str, str]) -> dict[str, str]:
-    env = {name: os.environ[name] for name in ENV_ALLOWLIST if name in os.environ}
-    env.update(extra)
-    return env
+def child_env(extra: Mapping[str, str], base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``base`` (default: the allowlisted part of the server's environment) plus ``extra``."""
+    if base is None:
+        base = {name: os.environ[name] for name in ENV_ALLOWLIST if name in os.environ}
+    return {**base, **extra}
 
 
 @dataclass
@@ -103,9 +106,12 @@ class GatedProcess:
                 stream.close()
 
 
-def spawn_gated(command: str, cwd: Path, env: Mapping[str, str]) -> GatedProcess:
+def spawn_gated(
+    command: str, cwd: Path, env: Mapping[str, str], base: Mapping[str, str] | None = None
+) -> GatedProcess:
     """Start ``sh -c command`` stopped at its gate (see the module docstring), in its own
-    process group, every stdio piped, with the allowlisted environment plus ``env``.
+    process group, every stdio piped, with ``base`` (default: the allowlisted environment)
+    plus ``env``.
 
     Raises:
         OSError: the child could not be created.
@@ -113,7 +119,7 @@ def spawn_gated(command: str, cwd: Path, env: Mapping[str, str]) -> GatedProcess
     process = subprocess.Popen(
         ["sh", "-c", _GATE, command],
         cwd=cwd,
-        env=child_env(env),
+        env=child_env(env, base),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

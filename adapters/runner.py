@@ -43,8 +43,24 @@ class Run:
     process: GatedProcess
 
 
+WARNING = "WARNING: "
+MAX_WARNINGS = 100
+
+
+def warnings_of(result: str) -> tuple[str, ...]:
+    """``WARNING: <text>`` lines of the output: an ``ok`` run that has them "completed with
+    warnings" (mmo-semantics §3.1). At most 100, each at most 1000 characters."""
+    texts = (
+        line[len(WARNING) :].strip()[:1000]
+        for line in result.splitlines()
+        if line.startswith(WARNING)
+    )
+    return tuple(text for text in texts if text)[:MAX_WARNINGS]
+
+
 def files_manifest(result: str, workspace: Path) -> tuple[FileEntry, ...]:
-    """``MEDIA:<path>`` lines naming regular files inside the workspace, with their sizes."""
+    """``MEDIA:<path>`` lines naming regular files inside the workspace, with their sizes: the
+    path as printed, and the same file relative to the workspace."""
     files = []
     root = workspace.resolve()
     for line in result.splitlines():
@@ -53,7 +69,13 @@ def files_manifest(result: str, workspace: Path) -> tuple[FileEntry, ...]:
         name = line[len("MEDIA:") :].strip()
         target = (root / name).resolve()
         if target.is_file() and target.is_relative_to(root) and ".foldline" not in target.parts:
-            files.append(FileEntry(path=str(target.relative_to(root)), size=target.stat().st_size))
+            files.append(
+                FileEntry(
+                    path=name,
+                    size=target.stat().st_size,
+                    workspace_path=str(target.relative_to(root)),
+                )
+            )
     return tuple(files)
 
 
@@ -194,10 +216,12 @@ def _record_end(
         engine.handle(
             c.FinishJob(
                 job_id=run.job_id,
+                run_id=run.run_id,
                 outcome=outcome,
                 result=result[: 1 << 20],
                 files=files_manifest(result, workspace),
                 exit_code=exit_code,
+                warnings=warnings_of(result),
             )
         )
     except EngineError as ex:  # first writer wins: the job ended another way meanwhile

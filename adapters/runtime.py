@@ -73,6 +73,10 @@ class Runtime:
                         Settings(
                             resource_groups=self.config.resource_groups,
                             lease_stale_s=self.config.lease_stale_s,
+                            agents=self.config.agents.policies,
+                            max_depth=self.config.agents.max_depth,
+                            max_active_agents=self.config.agents.max_active_agents,
+                            max_active_writers=self.config.agents.max_active_writers,
                         ),
                         clock=self.clock,
                         sync=self.config.sync,  # type: ignore[arg-type]

@@ -23,6 +23,13 @@ from engine.domain.job import (
     JobSuperseded,
     JobSuspended,
 )
+from engine.domain.result import (
+    UNREAD,
+    ResultAccepted,
+    ResultIntegrated,
+    ResultRead,
+    ResultRejected,
+)
 from engine.events import RecordedEvent
 from engine.projection import DispatchProjection, handles
 
@@ -31,7 +38,7 @@ TERMINAL = ("ok", "error", "superseded", "cancelled")
 
 class JobsProjection(DispatchProjection):
     name = "jobs"
-    version = 2  # 2: task_id column
+    version = 3  # 2: task_id column; 3: run token digest and result disposition
     tables = ("jobs",)
     ddl = """
         CREATE TABLE jobs (
@@ -59,6 +66,11 @@ class JobsProjection(DispatchProjection):
             files             TEXT    NOT NULL DEFAULT '[]',
             exit_code         INTEGER,
             warnings          TEXT    NOT NULL DEFAULT '[]',
+            token_digest      TEXT,
+            paused_by         TEXT,
+            result_state      TEXT,
+            result_reason     TEXT,
+            result_sha256     TEXT,
             superseded_by     TEXT,
             reason            TEXT,
             notify_pid        INTEGER,
@@ -77,6 +89,7 @@ class JobsProjection(DispatchProjection):
         CREATE INDEX jobs_by_group ON jobs (resource_group, state);
         CREATE INDEX jobs_by_command ON jobs (command_id);
         CREATE INDEX jobs_by_task ON jobs (task_id) WHERE task_id IS NOT NULL;
+        CREATE INDEX jobs_by_token ON jobs (token_digest) WHERE token_digest IS NOT NULL;
         CREATE INDEX jobs_by_update ON jobs (updated_at);
         CREATE INDEX jobs_notifying ON jobs (job_id)
             WHERE notify_pid IS NOT NULL AND notify_ms IS NULL;
@@ -127,7 +140,7 @@ class JobsProjection(DispatchProjection):
         ev: Any = e.event
         cur.execute(
             "UPDATE jobs SET state = ?, version = ?, updated_at = ?, run_id = ?, pid = ?,"
-            " start_token = ?, epoch = ?, runs = runs + 1,"
+            " start_token = ?, epoch = ?, token_digest = ?, paused_by = NULL, runs = runs + 1,"
             " started_at = coalesce(started_at, ?) WHERE job_id = ?",
             (
                 e.state,
@@ -137,6 +150,7 @@ class JobsProjection(DispatchProjection):
                 ev.pid,
                 ev.start_token,
                 ev.epoch,
+                ev.token_digest,
                 e.recorded_at,
                 self._id(e),
             ),
@@ -153,6 +167,7 @@ class JobsProjection(DispatchProjection):
             exit_code=ev.exit_code,
             warnings=json.dumps(list(ev.warnings)),
             finished_at=e.recorded_at,
+            result_state=UNREAD,
         )
 
     @handles(JobSuperseded)
@@ -164,8 +179,12 @@ class JobsProjection(DispatchProjection):
             finished_at=e.recorded_at,
         )
 
-    @handles(JobPaused, JobContinued)
-    def _move(self, cur: Any, e: RecordedEvent) -> None:
+    @handles(JobPaused)
+    def on_job_paused(self, cur: Any, e: RecordedEvent) -> None:
+        self._set(cur, e, paused_by=e.event.by or None)  # type: ignore[attr-defined]
+
+    @handles(JobContinued)
+    def on_job_continued(self, cur: Any, e: RecordedEvent) -> None:
         self._set(cur, e)
 
     @handles(JobSuspended)
@@ -212,4 +231,21 @@ class JobsProjection(DispatchProjection):
             notify_exit_code=None,
             notify_ms=0,
             notify_stderr=e.event.reason,  # type: ignore[attr-defined]
+        )
+
+    @handles(ResultRead, ResultAccepted, ResultRejected, ResultIntegrated)
+    def on_result(self, cur: Any, e: RecordedEvent) -> None:
+        # The result stream is a sub-state: it moves result_* only, never the job's own
+        # state and version (those belong to the job stream).
+        ev: Any = e.event
+        cur.execute(
+            "UPDATE jobs SET result_state = ?, result_reason = coalesce(?, result_reason),"
+            " result_sha256 = coalesce(?, result_sha256), updated_at = ? WHERE job_id = ?",
+            (
+                e.state,
+                getattr(ev, "reason", None),
+                getattr(ev, "sha256", None),
+                e.recorded_at,
+                self._id(e),
+            ),
         )

@@ -9,6 +9,7 @@ encoders decode them where they shape the wire body.
 
 from __future__ import annotations
 
+import json
 from typing import Any, ClassVar, TypeVar
 
 import msgspec
@@ -255,6 +256,10 @@ class JobRecord(_Row, frozen=True):
     reason: str | None
     notify_exit_code: int | None
     notify_lost: bool
+    warnings: str  # JSON list of the run's WARNING: lines
+    result_state: str | None
+    result_reason: str | None
+    result_sha256: str | None
     created_at: str
     started_at: str | None
     finished_at: str | None
@@ -268,11 +273,79 @@ def job(conn: Any, job_id: str) -> JobRecord | None:
 
 
 def jobs_page(
-    conn: Any, session_id: str | None, state: str | None, after: str | None, limit: int
+    conn: Any,
+    session_id: str | None,
+    state: str | None,
+    after: str | None,
+    limit: int,
+    parent_job: str | None = None,
 ) -> Page:
-    """Jobs in id order after ``after``, optionally of one session and state (rows: JobRecord)."""
-    filters = {"session_id": session_id, "state": state}
+    """Jobs in id order after ``after``, optionally of one session, state and parent job
+    (rows: JobRecord)."""
+    filters = {"session_id": session_id, "state": state, "parent_job": parent_job}
     return _page(conn, JobRecord, "jobs", "job_id", filters, after, limit)
+
+
+def jobs_by_id(conn: Any, job_ids: list[str]) -> list[JobRecord]:
+    """The named jobs that exist, in the order given."""
+    marks = ", ".join("?" for _ in job_ids)
+    found = _all(
+        conn,
+        JobRecord,
+        f"SELECT {_columns(JobRecord)} FROM jobs WHERE job_id IN ({marks})",
+        *job_ids,
+    )
+    by_id = {record.job_id: record for record in found}
+    return [by_id[job_id] for job_id in job_ids if job_id in by_id]
+
+
+class RunProcess(_Row, frozen=True):
+    """A live job's recorded process: what a graceful stop signals, what continue checks."""
+
+    job_id: str
+    state: str
+    pid: int | None
+    start_token: str | None
+    paused_by: str | None
+
+
+_ENDED = ", ".join(f"'{state}'" for state in sorted(JOB_TERMINAL))
+
+
+def live_processes(conn: Any, session_id: str) -> list[RunProcess]:
+    """The session's live jobs (not terminal), oldest first, with their recorded process."""
+    return _all(
+        conn,
+        RunProcess,
+        f"SELECT {_columns(RunProcess)} FROM jobs WHERE session_id = ?"
+        f" AND state NOT IN ({_ENDED})"
+        " ORDER BY accepted_position",
+        session_id,
+    )
+
+
+def run_process(conn: Any, job_id: str) -> RunProcess | None:
+    return _one(
+        conn, RunProcess, f"SELECT {_columns(RunProcess)} FROM jobs WHERE job_id = ?", job_id
+    )
+
+
+class RunCaller(_Row, frozen=True):
+    """The job whose current run holds a run token."""
+
+    job_id: str
+    session_id: str
+    state: str
+
+
+def run_caller(conn: Any, token_digest: str) -> RunCaller | None:
+    """The running job whose current run's token has this sha256 (None: no live run has it)."""
+    return _one(
+        conn,
+        RunCaller,
+        f"SELECT {_columns(RunCaller)} FROM jobs WHERE token_digest = ? AND state = 'running'",
+        token_digest,
+    )
 
 
 class JobBody(_Row, frozen=True):
@@ -287,6 +360,7 @@ class JobBody(_Row, frozen=True):
     started_at: str | None
     finished_at: str | None
     superseded_by: str | None
+    warnings: str  # JSON list
 
     @property
     def caller_id(self) -> str | None:
@@ -370,15 +444,23 @@ def lost_notifies(conn: Any) -> int:
 
 def resumable_jobs(conn: Any, left_for_continue: str) -> list[str]:
     """Suspended jobs still wanted after a crash: the one their session owes, or one working for
-    an A2A task that is still open, oldest first. Not those suspended with the reason
-    ``left_for_continue`` (a paused run cut off: it waits for an operator's continue)."""
+    an A2A task that is still open, and the workers those spawned (their descendants, so a
+    resumed root finds its batch running again), oldest first, so parents before children. Not
+    those suspended with the reason ``left_for_continue`` (a paused run cut off: it waits for an
+    operator's continue)."""
+    cut_off = f"j.state = '{J.SUSPENDED}' AND coalesce(j.reason, '') != ?"
     rows = conn.execute(
-        "SELECT j.job_id FROM jobs j JOIN sessions s ON s.session_id = j.session_id"
+        "WITH RECURSIVE wanted (job_id) AS ("
+        " SELECT j.job_id FROM jobs j JOIN sessions s ON s.session_id = j.session_id"
         " LEFT JOIN tasks t ON t.task_id = j.task_id"
-        f" WHERE j.state = '{J.SUSPENDED}' AND coalesce(j.reason, '') != ?"
+        f" WHERE {cut_off}"
         " AND ((s.owes_kind = 'job' AND s.owes_ref = j.job_id)"
-        f" OR t.state IN ({_marks([T.SUBMITTED, T.WORKING])})) ORDER BY j.accepted_position",
-        (left_for_continue,),
+        f" OR t.state IN ({_marks([T.SUBMITTED, T.WORKING])}))"
+        " UNION SELECT j.job_id FROM jobs j JOIN wanted w ON j.parent_job = w.job_id"
+        f" WHERE {cut_off})"
+        " SELECT j.job_id FROM jobs j JOIN wanted w ON w.job_id = j.job_id"
+        " ORDER BY j.accepted_position",
+        (left_for_continue, left_for_continue),
     ).fetchall()
     return [row[0] for row in rows]
 
@@ -419,8 +501,14 @@ class TaskRecord(_Row, frozen=True):
     text: str
     status_text: str | None
     result: str | None
+    followups: str  # JSON [[message_id, text], ...]: the messages after the first, in order
     created_at: str
     updated_at: str
+
+    def messages(self) -> list[tuple[str, str]]:
+        """Every message of the task, in order: (message id, text)."""
+        later = [(str(m), str(t)) for m, t in json.loads(self.followups)]
+        return [(self.message_id, self.text), *later]
 
 
 def task(conn: Any, task_id: str) -> TaskRecord | None:
@@ -467,3 +555,11 @@ def tasks_newest_first(
         *args,
         limit,
     )
+
+
+def task_jobs(conn: Any, task_id: str) -> list[str]:
+    """The jobs (runs) that worked for a task, oldest first: the last is the current one."""
+    rows = conn.execute(
+        "SELECT job_id FROM jobs WHERE task_id = ? ORDER BY created_at, job_id", (task_id,)
+    ).fetchall()
+    return [str(row[0]) for row in rows]

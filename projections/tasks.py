@@ -12,6 +12,7 @@ from engine.domain.task import (
     TaskCreated,
     TaskFailed,
     TaskInputRequired,
+    TaskMessageAdded,
     TaskRejected,
     TaskStatusUpdated,
 )
@@ -21,7 +22,7 @@ from engine.projection import DispatchProjection, handles
 
 class TasksProjection(DispatchProjection):
     name = "tasks"
-    version = 1
+    version = 3  # 2: follow-ups (ADR 0024); 3: a completed task's status text is its warnings
     tables = ("tasks",)
     ddl = """
         CREATE TABLE tasks (
@@ -33,6 +34,7 @@ class TasksProjection(DispatchProjection):
             text        TEXT    NOT NULL,
             status_text TEXT,
             result      TEXT,
+            followups   TEXT    NOT NULL DEFAULT '[]',  -- [[message_id, text], ...] in order
             created_at  TEXT    NOT NULL,
             updated_at  TEXT    NOT NULL
         ) WITHOUT ROWID;
@@ -78,9 +80,23 @@ class TasksProjection(DispatchProjection):
             (e.state, e.version, e.event.text, e.recorded_at, self._id(e)),  # type: ignore[attr-defined]
         )
 
+    @handles(TaskMessageAdded)
+    def on_task_message_added(self, cur: Any, e: RecordedEvent) -> None:
+        ev: Any = e.event
+        cur.execute(
+            "UPDATE tasks SET state = ?, version = ?, updated_at = ?,"
+            " followups = json_insert(followups, '$[#]', json_array(?, ?)) WHERE task_id = ?",
+            (e.state, e.version, e.recorded_at, ev.message_id, ev.text, self._id(e)),
+        )
+
     @handles(TaskCompleted)
     def on_task_completed(self, cur: Any, e: RecordedEvent) -> None:
+        ev: Any = e.event
+        # "completed with warnings": the warnings become the status message (the result stays
+        # the artifact); without warnings the status message is the result (status_text NULL).
+        status = "completed with warnings: " + "; ".join(ev.warnings) if ev.warnings else None
         cur.execute(
-            "UPDATE tasks SET state = ?, version = ?, result = ?, updated_at = ? WHERE task_id = ?",
-            (e.state, e.version, e.event.result, e.recorded_at, self._id(e)),  # type: ignore[attr-defined]
+            "UPDATE tasks SET state = ?, version = ?, result = ?,"
+            " status_text = ?, updated_at = ? WHERE task_id = ?",
+            (e.state, e.version, ev.result, status, e.recorded_at, self._id(e)),
         )

@@ -20,7 +20,7 @@ def _marks(values: Any) -> str:
 
 _JOB_COLUMNS = (
     "job_id, version, state, session_id, parent_job, depth, resource_group, units, write_scope,"
-    " task_id"
+    " task_id, agent, token_digest, result_state, run_id"
 )
 _TASK_COLUMNS = "task_id, version, state, session_id"
 _LIVE_JOBS = _marks(job.LIVE_STATES)
@@ -41,6 +41,10 @@ def _job_row(row: Any) -> JobRow:
         units=row[7],
         write_scope=tuple(json.loads(row[8])),
         task_id=row[9],
+        agent=row[10],
+        token_digest=row[11],
+        result_state=row[12],
+        run_id=row[13],
     )
 
 
@@ -145,3 +149,23 @@ class SqlDomainView:
             " AND write_scope != '[]'"
         ).fetchall()
         return [(job_id, path) for job_id, scope in rows for path in json.loads(scope)]
+
+    def jobs_holding(
+        self,
+        *,
+        agent: str | None = None,
+        session_id: str | None = None,
+        parent_job: str | None = None,
+        writers: bool = False,
+    ) -> int:
+        filters = {"agent": agent, "session_id": session_id, "parent_job": parent_job}
+        where = [f"{name} = ?" for name, value in filters.items() if value is not None]
+        params = [value for value in filters.values() if value is not None]
+        if writers:
+            where.append("write_scope != '[]'")
+        row = self._one(
+            f"SELECT count(*) FROM jobs WHERE state IN ({_JOBS_HOLDING})"
+            + "".join(f" AND {w}" for w in where),
+            *params,
+        )
+        return int(row[0])

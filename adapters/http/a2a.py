@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import hashlib
 import json
 import time
 from collections.abc import Iterator
@@ -24,8 +25,24 @@ import falcon
 import msgspec
 
 from adapters.config import LEASE_BUSY_TEXT
-from adapters.dispatch import DispatchFailed, new_id
-from adapters.http import inbound, media, sse
+from adapters.http import a2a_accept, a2a_stream, a2a_v03, inbound, media
+from adapters.http.a2a_wire import (
+    CONTENT_TYPE_UNSUPPORTED,
+    INTERNAL,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    NO_METHOD,
+    NOT_CANCELABLE,
+    PARSE,
+    PUSH_UNSUPPORTED,
+    STATE,
+    STATE_BY_NAME,
+    TASK_NOT_FOUND,
+    UNSUPPORTED,
+    VERSION_UNSUPPORTED,
+    RpcError,
+    task_json,
+)
 from adapters.http.follow import follow
 from adapters.http.inbound import SEND_MESSAGE_TEXTS, SendMessageIn, refusal
 from adapters.runtime import Runtime
@@ -35,90 +52,75 @@ from engine.domain.errors import LeaseBusy
 from engine.domain.task import TERMINAL as TASK_TERMINAL
 from engine.domain.task import TaskState as T
 from engine.errors import EngineError
-from engine.log import Transaction
 from projections import queries
-from projections.view import SqlDomainView
 
 MAX_BODY = 16 << 20
 INTERRUPTED = frozenset({T.INPUT_REQUIRED, T.AUTH_REQUIRED})
-# The A2A wire name of each task state: TASK_STATE_ and the state's own name.
-STATE: dict[str, str] = {state: f"TASK_STATE_{state.name}" for state in T}
-STATE_BY_NAME = {name: state for state, name in STATE.items()}
-
-PARSE, INVALID_REQUEST, NO_METHOD, INVALID_PARAMS, INTERNAL = -32700, -32600, -32601, -32602, -32603
-TASK_NOT_FOUND, NOT_CANCELABLE, PUSH_UNSUPPORTED, UNSUPPORTED = -32001, -32002, -32003, -32004
-VERSION_UNSUPPORTED = -32009
-
-
-class RpcError(Exception):
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code, self.message = code, message
-
-
-class _Duplicate(Exception):
-    def __init__(self, task_id: str) -> None:
-        self.task_id = task_id
 
 
 def agent_card(base_url: str) -> dict[str, Any]:
+    """A dual card: a 1.0 and a 0.3 interface on the same URL (the 1.0 client picks 1.0), and
+    the legacy top-level fields a 0.3 client reads (``reference/a2a-agentcore-wire.md``)."""
     description = "foldline: runs each message through the configured agent command"
     return {
         "name": "foldline",
         "description": description,
         "supportedInterfaces": [
-            {"url": base_url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}
+            {"url": base_url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+            {"url": base_url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
         ],
         "version": "0.1.0",
         "capabilities": {"streaming": True},
         "defaultInputModes": ["text/plain"],
         "defaultOutputModes": ["text/plain"],
         "skills": [{"id": "run", "name": "run", "description": description, "tags": ["agent"]}],
+        "preferredTransport": "JSONRPC",
+        "protocolVersion": "0.3",
+        "url": base_url,
     }
 
 
+CARD_CACHE_CONTROL = "private, max-age=300"
+
+
+def interface_url(public_url: str | None, prefix: str) -> str:
+    """The URL the card advertises: ``FOLDLINE_PUBLIC_URL`` (else this request's origin) with
+    the one trailing ``/`` the source system appends."""
+    return (public_url or prefix).rstrip("/") + "/"
+
+
+def card_etag(card: dict[str, Any]) -> str:
+    """A weak ETag, the sha256 of the card's canonical JSON: it changes whenever the card
+    does (a new public URL, a new version), and only then."""
+    return f'W/"{hashlib.sha256(media.encode_canonical(card)).hexdigest()}"'
+
+
+def _matches(if_none_match: str | None, etag: str) -> bool:
+    """RFC 9110 weak comparison of ``If-None-Match`` (a list, or ``*``) with ``etag``."""
+    if not if_none_match:
+        return False
+    opaque = etag.removeprefix("W/")
+    candidates = (tag.strip() for tag in if_none_match.split(","))
+    return any(tag == "*" or tag.removeprefix("W/") == opaque for tag in candidates)
+
+
 class AgentCard:
-    """Served without the lease: a plain description of this endpoint."""
+    """Served without the lease: a plain description of this endpoint, cacheable for five
+    minutes as the source system serves it, and answered 304 when the caller's copy is
+    current."""
 
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        resp.media = agent_card(self.runtime.config.public_url or f"{req.prefix}/")
-
-
-# -- wire shapes -------------------------------------------------------------------------------
-
-
-def _message(message_id: str, role: str, text: str, task_id: str, context: str) -> dict[str, Any]:
-    return {
-        "messageId": message_id,
-        "contextId": context,
-        "taskId": task_id,
-        "role": role,
-        "parts": [{"text": text}],
-    }
-
-
-def task_json(record: queries.TaskRecord, history_length: int | None = None) -> dict[str, Any]:
-    task_id, context, state = record.task_id, record.session_id, record.state
-    status_text, result, updated = record.status_text, record.result, record.updated_at
-    message_id, text = record.message_id, record.text
-    status: dict[str, Any] = {"state": STATE[state], "timestamp": updated}
-    reply = result if state == T.COMPLETED else status_text
-    if reply:
-        status["message"] = _message(f"{task_id}-status", "ROLE_AGENT", reply, task_id, context)
-    task: dict[str, Any] = {"id": task_id, "contextId": context, "status": status}
-    if state == T.COMPLETED:
-        task["artifacts"] = [
-            {"artifactId": f"{task_id}-result", "name": "result", "parts": [{"text": result or ""}]}
-        ]
-    history = [_message(message_id or f"{task_id}-in", "ROLE_USER", text, task_id, context)]
-    if history_length is not None:
-        history = history[len(history) - history_length :] if history_length else []
-    if history:
-        task["history"] = history
-    return task
+        card = agent_card(interface_url(self.runtime.config.public_url, req.prefix))
+        etag = card_etag(card)
+        resp.set_header("ETag", etag)
+        resp.cache_control = [CARD_CACHE_CONTROL]
+        if _matches(req.get_header("If-None-Match"), etag):
+            resp.status = falcon.HTTP_304
+            return
+        resp.media = card
 
 
 def _prompt(parts: list[inbound.PartIn]) -> str:
@@ -131,11 +133,19 @@ def _prompt(parts: list[inbound.PartIn]) -> str:
             texts.append(json.dumps(part.data))
         elif isinstance(part.raw, str):
             try:
-                texts.append(base64.b64decode(part.raw).decode())
+                raw = base64.b64decode(part.raw, validate=True)
             except ValueError:
-                raise RpcError(INVALID_PARAMS, "raw parts must be base64 UTF-8 text") from None
-        else:
-            raise RpcError(INVALID_PARAMS, "only text, data and raw text parts are supported")
+                raise RpcError(INVALID_PARAMS, "raw parts must be base64") from None
+            try:
+                texts.append(raw.decode())
+            except UnicodeDecodeError:
+                raise RpcError(
+                    CONTENT_TYPE_UNSUPPORTED, "only UTF-8 text is supported in raw parts"
+                ) from None
+        else:  # a url part, or a kind this server does not know: the source's -32005
+            raise RpcError(
+                CONTENT_TYPE_UNSUPPORTED, "only text, data and raw text parts are supported"
+            )
     return "\n".join(texts)
 
 
@@ -198,17 +208,23 @@ class JsonRpc:
             if body.get("jsonrpc") != "2.0" or not isinstance(method, str):
                 raise RpcError(INVALID_REQUEST, "jsonrpc must be '2.0' and method a string")
             version = req.get_header("A2A-Version")
-            if version and version.split(".")[0] != "1":
+            if version and not a2a_v03.is_supported_version(version):
                 raise RpcError(VERSION_UNSUPPORTED, f"A2A version {version!r} is not supported")
-            if method in self.unsupported:
+            if method in self.unsupported or method in a2a_v03.PUSH_METHODS:
                 raise RpcError(PUSH_UNSUPPORTED, "push notifications are not supported")
-            handler = self.methods.get(method)
+            # The two sets of names do not collide: the method says which shapes to speak.
+            legacy = a2a_v03.METHODS.get(method)
+            handler = self.methods.get(legacy or method)
             if handler is None:
                 raise RpcError(NO_METHOD, "Method not found")
             params = body.get("params", {})
             if not isinstance(params, dict):
                 raise RpcError(INVALID_PARAMS, "params must be an object")
+            if legacy is not None:
+                params = a2a_v03.params_in(legacy, params)
             handler(params, request_id, resp)
+            if legacy is not None:
+                a2a_v03.reshape(resp, legacy)
         except RpcError as ex:
             resp.content_type = falcon.MEDIA_JSON
             resp.media = {
@@ -256,79 +272,10 @@ class JsonRpc:
             raise RpcError(INVALID_PARAMS, refusal(ex, SEND_MESSAGE_TEXTS)) from None
 
     def _accept(self, send: SendMessageIn) -> str:
-        """Record the message's work (new task, or a follow-up of an interrupted one) and start
-        it; a known messageId answers its task again. Returns the task id."""
-        message = send.message
-        message_id, context_id, task_id = message.message_id, message.context_id, message.task_id
-        text = _prompt(message.parts)
+        """Record the message's work and start it (``a2a_accept``). Returns the task id."""
+        text = _prompt(send.message.parts)
         self._write()
-        runtime, engine = self.runtime, self.runtime.engine
-        command_id = ids.a2a_command(message_id)
-        session_id = context_id or new_id("a2a")
-        chosen: dict[str, str] = {}
-
-        def record(tx: Transaction, job_id: str) -> None:
-            if tx.known_command(command_id) is not None:
-                raise _Duplicate(str(queries.task_of_command(tx.cursor, command_id)))
-            view = SqlDomainView(tx.cursor)
-            session = view.session(session_id)
-            if context_id is not None and session is None:
-                raise RpcError(INVALID_PARAMS, f"unknown contextId {context_id}")
-            if session is None:
-                engine.handle_in(
-                    tx,
-                    c.CreateSession(
-                        session_id=session_id, origin="a2a", start_run_id=new_id("run")
-                    ),
-                )
-            target = task_id
-            if (
-                target is None
-                and session is not None
-                and session.owes is not None
-                and (session.owes.kind == "a2a")
-            ):
-                target = session.owes.ref
-            if target is not None:
-                task = view.task(target)
-                if task is None or task.session_id != session_id:
-                    raise RpcError(TASK_NOT_FOUND, f"Task {target} not found in this context")
-                if task.state in TASK_TERMINAL:
-                    raise RpcError(UNSUPPORTED, f"Task {target} is in terminal state")
-                if any(j.task_id == target for j in view.live_jobs(session_id)):
-                    raise RpcError(UNSUPPORTED, f"Task {target} is still working")
-            else:
-                target = new_id("task")
-                engine.handle_in(
-                    tx,
-                    c.CreateTask(
-                        task_id=target, session_id=session_id, message_id=message_id, text=text
-                    ),
-                )
-            engine.handle_in(
-                tx,
-                c.AcceptJob(
-                    job_id=job_id,
-                    session_id=session_id,
-                    prompt=text,
-                    task_id=target,
-                    owed=False,
-                    command_id=command_id,
-                ),
-            )
-            chosen["task_id"] = target
-
-        try:
-            runtime.jobs.launch(session_id, text.encode(), record)
-        except _Duplicate as duplicate:
-            return duplicate.task_id
-        except DispatchFailed as ex:
-            raise RpcError(INTERNAL, f"Dispatch failed on the remote: {ex}") from None
-        except LeaseBusy:
-            raise RpcError(INTERNAL, LEASE_BUSY_TEXT) from None
-        except EngineError as ex:
-            raise RpcError(UNSUPPORTED, ex.message) from None
-        return chosen["task_id"]
+        return a2a_accept.accept(self.runtime, send.message, text)
 
     def send_message(self, params: dict[str, Any], request_id: Any, resp: falcon.Response) -> None:
         send = self._send_params(params)
@@ -391,44 +338,15 @@ class JsonRpc:
         resp.stream = self._events(task_id, request_id)
 
     def _events(self, task_id: str, request_id: Any) -> Iterator[bytes]:
-        def frame(result: dict[str, Any]) -> bytes:
-            return sse.data({"jsonrpc": "2.0", "id": request_id, "result": result})
-
-        deadline = time.monotonic() + self.runtime.config.sync_wait_s
-        first = True
-        for row in self._watch(task_id, deadline):
-            if row is None:
-                yield b": keep-alive\n\n"
-                continue
-            task = task_json(row)
-            if first:  # the Task comes first, as the client insists
-                first = False
-                yield frame({"task": task})
-            else:
-                if row.state == T.COMPLETED:
-                    yield frame(
-                        {
-                            "artifactUpdate": {
-                                "taskId": task_id,
-                                "contextId": row.session_id,
-                                "artifact": task["artifacts"][0],
-                                "lastChunk": True,
-                            }
-                        }
-                    )
-                yield frame(
-                    {
-                        "statusUpdate": {
-                            "taskId": task_id,
-                            "contextId": row.session_id,
-                            "status": task["status"],
-                        }
-                    }
-                )
-            if row.state in TASK_TERMINAL or row.state in INTERRUPTED:
-                return
-        if self.runtime.shutdown.is_set():
-            yield sse.SHUTDOWN
+        runtime = self.runtime
+        yield from a2a_stream.task_events(
+            runtime.engine.log,
+            task_id,
+            request_id,
+            runtime.shutdown,
+            keepalive_s=runtime.config.a2a_keepalive_s,
+            deadline=time.monotonic() + runtime.config.sync_wait_s,
+        )
 
     # -- GetTask / CancelTask / ListTasks / SubscribeToTask --------------------------------------
 

@@ -23,7 +23,7 @@ from engine.domain import ids
 from engine.domain.errors import AdmissionRejected, AlreadyExists, Conflict, LeaseBusy
 from engine.domain.job import TERMINAL as JOB_TERMINAL
 from engine.domain.job import JobOutput
-from engine.errors import EngineError, InvalidTransition
+from engine.errors import EngineError, InvalidArgument, InvalidTransition
 from projections import queries
 
 T = TypeVar("T")
@@ -51,6 +51,8 @@ def job_body(runtime: Runtime, job_id: str) -> dict[str, Any]:
         "startedAt": job.started_at,
         "finishedAt": job.finished_at,
         "state": job.state,
+        # An ok run's WARNING: lines: "completed with warnings".
+        "warnings": media.decode_any(job.warnings.encode()),
     }
     if job.superseded_by is not None:
         body["supersededBy"] = job.superseded_by
@@ -180,6 +182,8 @@ class Invocations:
             raise HttpError(falcon.HTTP_409, ex.message, code=ex.code) from None
         except AdmissionRejected as ex:
             raise HttpError(falcon.HTTP_429, ex.message, **ex.fields) from None
+        except InvalidArgument as ex:  # an unknown agent, a role's shape
+            raise HttpError(falcon.HTTP_400, ex.message, code=ex.code) from None
         if accepted.duplicate:
             self._duplicate(resp, accepted.job_id)
             return
@@ -234,8 +238,10 @@ class Invocations:
         self, job_id: str, receipt: dict[str, Any] | None, receipt_position: int, after: int
     ) -> Iterator[bytes]:
         """accepted, then a delta per output chunk, then the result; ids are log positions so
-        a client can resume with Last-Event-ID. Ends at the result, at the sync cap or at
-        shutdown; a keep-alive comment goes out when nothing else did for a while."""
+        a client can resume with Last-Event-ID. Ends at the result, which is therefore always
+        final, or at shutdown (the client reconnects). There is no cap, as in the source
+        system (the sync cap is for plain JSON only): a keep-alive comment goes out every
+        ``sse_keepalive_s`` of silence for as long as the job runs."""
         runtime, log = self.runtime, self.runtime.engine.log
         yield sse.comment("stream open")  # sends the headers before the first wait
         if receipt is not None:
@@ -246,7 +252,6 @@ class Invocations:
             runtime.shutdown,
             keepalive_s=self.config.sse_keepalive_s,
             poll_s=0.5,
-            deadline=time.monotonic() + self.config.sync_wait_s,
             stream_id=ids.job(job_id),
             wanted=lambda e: isinstance(e.event, JobOutput) or e.state in JOB_TERMINAL,
         ):
@@ -257,10 +262,7 @@ class Invocations:
                 return
             elif isinstance(recorded.event, JobOutput):
                 yield sse.event("delta", {"text": recorded.event.text}, recorded.position)
-        if runtime.shutdown.is_set():
-            yield sse.SHUTDOWN
-            return
-        yield sse.event("result", job_body(runtime, job_id))
+        yield sse.SHUTDOWN  # follow ends without a deadline only when the server stops
 
 
 def handle_http_error(

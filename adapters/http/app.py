@@ -10,7 +10,7 @@ from typing import Any
 
 import falcon
 
-from adapters.http import a2a, agentcore, console, media, metrics, openapi, v1
+from adapters.http import a2a, agentcore, console, coordination, media, metrics, openapi, v1
 from adapters.http.errors import ApiError, answer, status_of
 from adapters.runtime import Runtime
 from engine.errors import EngineError
@@ -48,15 +48,18 @@ def create_app(runtime: Runtime) -> falcon.App[falcon.Request, falcon.Response]:
     app.add_route("/v1/sessions/{session_id}", v1.SessionItem(runtime))
     app.add_route("/v1/sessions/{session_id}/taint", v1.SessionTaint(runtime))
     app.add_route("/v1/sessions/{session_id}/{action}", v1.SessionControl(runtime))
-    app.add_route("/v1/jobs", v1.JobsCollection(runtime))
+    app.add_route("/v1/jobs", Jobs(runtime))
+    app.add_route("/v1/jobs/wait", coordination.Waiting(runtime))
     app.add_route("/v1/jobs/{job_id}", v1.JobItem(runtime))
+    app.add_route("/v1/jobs/{job_id}/result", coordination.Result(runtime))
+    app.add_route("/v1/jobs/{job_id}/result/{disposition}", coordination.Disposition(runtime))
     app.add_route("/v1/jobs/{job_id}/{action}", v1.JobControl(runtime))
     app.add_route("/v1/tasks/{task_id}", v1.TaskItem(runtime))
     app.add_route("/v1/leases", v1.Leases(runtime))
     app.add_route("/v1/streams/{stream_id}/events", v1.StreamEvents(runtime))
     app.add_route("/v1/events", v1.Events(runtime))
     app.add_route("/v1/machines", v1.MachinesResource())
-    app.add_route("/openapi.json", OpenApi())
+    app.add_route("/openapi.json", OpenApi(sorted(runtime.config.agents.commands)))
     app.add_route("/metrics", metrics.Metrics(runtime))
     console.mount(app, runtime)
     app.set_error_serializer(_falcon_error)
@@ -68,16 +71,27 @@ def create_app(runtime: Runtime) -> falcon.App[falcon.Request, falcon.Response]:
 
 
 def _falcon_error(req: falcon.Request, resp: falcon.Response, ex: falcon.HTTPError) -> None:
-    """Falcon's own errors (unknown route, wrong method, ...) in foldline's error shape."""
+    """Falcon's own errors (unknown route, wrong method, ...) in foldline's error shape; an
+    unknown path answers exactly what AgentCore callers expect."""
+    if isinstance(ex, falcon.HTTPRouteNotFound):
+        media.json_response(resp, {"error": "not found"})
+        return
     code = (ex.title or "error").lower().replace(" ", "_")
     media.json_response(
         resp, {"error": {"code": code, "message": ex.description or ex.title or ""}}
     )
 
 
+class Jobs(v1.JobsCollection, coordination.Spawning):
+    """``/v1/jobs``: GET lists (``?session=``, ``?state=``, ``?parent=``), POST spawns."""
+
+
 class OpenApi:
+    def __init__(self, agents: list[str]) -> None:
+        self.agents = agents
+
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        resp.media = openapi.document()
+        resp.media = openapi.document(self.agents)
 
 
 def _api_error(

@@ -31,6 +31,8 @@ STATUS: dict[type[e.EngineError], str] = {
     d.AlreadyExists: falcon.HTTP_409,
     d.Conflict: falcon.HTTP_409,
     d.AdmissionRejected: falcon.HTTP_429,
+    d.Unauthorized: falcon.HTTP_401,
+    d.Forbidden: falcon.HTTP_403,
     d.LeaseBusy: falcon.HTTP_503,
     d.NotLeaseHolder: falcon.HTTP_409,
     e.NeedsMigration: falcon.HTTP_500,

@@ -65,6 +65,13 @@ class MessageIn(msgspec.Struct, kw_only=True, rename="camel"):
     parts: Annotated[list[PartIn], Meta(min_length=1)]
     context_id: Short | None = None
     task_id: Short | None = None
+    # ``{"agent": "<name>"}`` picks a configured agent (FOLDLINE_AGENTS_FILE); else the default.
+    metadata: dict[str, Any] | None = None
+
+    @property
+    def agent(self) -> str:
+        chosen = (self.metadata or {}).get("agent")
+        return chosen if isinstance(chosen, str) else ""
 
 
 class ConfigurationIn(msgspec.Struct, kw_only=True, rename="camel"):

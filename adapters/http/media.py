@@ -27,6 +27,12 @@ def encode(value: Any) -> bytes:
     return _ENCODER.encode(value)
 
 
+def encode_canonical(value: Any) -> bytes:
+    """``value`` as compact JSON with object keys sorted: equal values, equal bytes (for
+    digests such as the agent card's ETag)."""
+    return msgspec.json.encode(value, order="sorted")
+
+
 def decode(raw: bytes, into: type[T]) -> T:
     """``raw`` decoded and validated as ``into``.
 

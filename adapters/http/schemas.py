@@ -46,6 +46,7 @@ class SessionOut(msgspec.Struct, kw_only=True):
 class FileOut(msgspec.Struct, kw_only=True):
     path: str
     size: int
+    workspace_path: str = ""
 
 
 class JobOut(msgspec.Struct, kw_only=True):
@@ -71,6 +72,11 @@ class JobOut(msgspec.Struct, kw_only=True):
     notify_exit_code: int | None
     # The notify hook started before a crash and never finished: reported, not run again.
     notify_lost: bool
+    warnings: list[str]  # the run's WARNING: lines: an ok "completed with warnings"
+    # unread | read | accepted | rejected | integrated once finished ok or error, else null
+    result_state: str | None
+    result_reason: str | None  # why it was accepted or rejected
+    result_sha256: str | None  # of the integrated patch
     created_at: str
     started_at: str | None
     finished_at: str | None
@@ -139,10 +145,101 @@ class EventPage(msgspec.Struct, kw_only=True):
 
 
 class ControlIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """Optional body of a control call."""
+    """Optional body of a control call; ``input`` is appended to the prompt of a relaunch."""
 
     reason: Reason = ""
+    input: Annotated[str, msgspec.Meta(max_length=20000)] = ""
 
 
 class TaintIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     reason: Annotated[str, msgspec.Meta(min_length=1, max_length=1000)]
+
+
+class PingOut(msgspec.Struct, kw_only=True):
+    """``GET /ping`` (AgentCore): ``HealthyBusy`` while runs or hooks are in flight."""
+
+    status: str
+    time_of_last_update: int | None = None
+
+
+class AgentErrorOut(msgspec.Struct, kw_only=True):
+    """The AgentCore surface's error answer, and every unknown path's: ``{"error": "not
+    found"}``."""
+
+    error: str
+
+
+# -- agents that coordinate workers ------------------------------------------------------------
+
+# A relative path that stays in the workspace: no leading "/", no ".." segment, no NUL.
+ScopePath = Annotated[
+    str,
+    msgspec.Meta(min_length=1, max_length=1000, pattern=r"^(?!/)(?!(.*/)?\.\.(/|$))[^\x00]+$"),
+]
+Prompt = Annotated[str, msgspec.Meta(min_length=1, max_length=1 << 20)]
+AgentName = Annotated[str, msgspec.Meta(max_length=64)]
+
+
+class SpawnItemIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """One job to spawn: which agent, its prompt, and (for a writer) where it may write."""
+
+    prompt: Prompt
+    agent: AgentName = ""
+    write_scope: Annotated[list[ScopePath], msgspec.Meta(max_length=64)] = []
+
+
+class SpawnIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """``POST /v1/jobs``: one item's fields, or ``jobs`` (1..12 items, all-or-nothing).
+    ``session`` is for the operator's top-level jobs; a run token implies its own session."""
+
+    jobs: Annotated[list[SpawnItemIn], msgspec.Meta(min_length=1, max_length=12)] | None = None
+    session: Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_:-]{1,200}$")] | None = None
+    prompt: Prompt | None = None
+    agent: AgentName = ""
+    write_scope: Annotated[list[ScopePath], msgspec.Meta(max_length=64)] = []
+
+
+SessionName = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_:-]{1,200}$")]
+
+
+class SpawnOneIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """The document's view of one job (``SpawnIn`` decodes both shapes). ``session`` may be
+    left out with a run token (the run's own session is meant); the operator must name it."""
+
+    session: SessionName
+    prompt: Prompt
+    agent: AgentName = ""
+    write_scope: Annotated[list[ScopePath], msgspec.Meta(max_length=64)] = []
+
+
+class SpawnBatchIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """The document's view of a batch; ``session`` as in ``SpawnOneIn``."""
+
+    session: SessionName
+    jobs: Annotated[list[SpawnItemIn], msgspec.Meta(min_length=1, max_length=12)]
+
+
+class JobsOut(msgspec.Struct, kw_only=True):
+    jobs: list[JobOut]
+
+
+class WaitOut(msgspec.Struct, kw_only=True):
+    """``GET /v1/jobs/wait``: the jobs now, which of them changed, whether time ran out."""
+
+    jobs: list[JobOut]
+    changed: list[str]
+    timed_out: bool
+
+
+class ResultOut(msgspec.Struct, kw_only=True):
+    text: str
+    next_cursor: int | None  # null once the page reached the end
+    result_state: str | None
+
+
+class DispositionIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    reason: Annotated[str, msgspec.Meta(min_length=1, max_length=500)]
+
+
+class IntegratedIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    sha256: Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{64}$")]

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 import falcon
 import msgspec
 
+from adapters import winddown
 from adapters.config import LEASE_BUSY_TEXT
 from adapters.dispatch import DispatchFailed
 from adapters.http import media, sse
@@ -41,7 +42,6 @@ from engine import Machines
 from engine.domain import MACHINES, ids
 from engine.domain import commands as c
 from engine.domain.errors import LeaseBusy
-from engine.domain.job import JobState
 from engine.errors import ConcurrencyError
 from engine.events import RecordedEvent
 from projections import queries
@@ -79,6 +79,7 @@ def session_out(record: queries.SessionRecord) -> SessionOut:
 def job_out(record: queries.JobRecord) -> JobOut:
     fields = msgspec.structs.asdict(record)
     fields["files"] = [FileOut(**f) for f in json.loads(record.files)]
+    fields["warnings"] = json.loads(record.warnings)
     return JobOut(**fields)
 
 
@@ -145,6 +146,7 @@ class JobsCollection(Reads):
             req.get_param("state"),
             req.get_param("after"),
             _limit(req),
+            parent_job=req.get_param("parent"),
         )
         _json(resp, JobPage(jobs=[job_out(r) for r in page.rows], next=page.next))
 
@@ -261,10 +263,12 @@ class Control:
         return int(value)
 
     @staticmethod
-    def body(req: falcon.Request, schema: type[Any], required: bool) -> Any:
-        raw = req.stream.read(65537)
-        if len(raw) > 65536:
-            raise ApiError(falcon.HTTP_413, "payload_too_large", "body exceeds 64 KiB")
+    def body(req: falcon.Request, schema: type[Any], required: bool, limit: int = 65536) -> Any:
+        raw = req.stream.read(limit + 1)
+        if len(raw) > limit:
+            raise ApiError(
+                falcon.HTTP_413, "payload_too_large", f"body exceeds {limit // 1024} KiB"
+            )
         if not raw.strip():
             if required:
                 raise ApiError(falcon.HTTP_400, "invalid_argument", "a JSON body is required")
@@ -280,14 +284,18 @@ class Control:
         except msgspec.DecodeError:
             raise ApiError(falcon.HTTP_400, "invalid_argument", "body is not JSON") from None
 
-    def run(self, req: falcon.Request, command: c.Command) -> None:
-        expected = self.expected_version(req)
-        if expected is not None:
-            command = msgspec.structs.replace(command, expected_version=expected)
+    def run_lease(self) -> None:
+        """Hold the workspace lease before a write (503 while another instance holds it)."""
         try:
             self.runtime.ensure_lease()
         except LeaseBusy:
             raise ApiError(falcon.HTTP_503, "lease_busy", LEASE_BUSY_TEXT) from None
+
+    def run(self, req: falcon.Request, command: c.Command) -> None:
+        expected = self.expected_version(req)
+        if expected is not None:
+            command = msgspec.structs.replace(command, expected_version=expected)
+        self.run_lease()
         self.runtime.engine.handle(command)
 
 
@@ -302,7 +310,13 @@ class SessionControl(Control):
         body = self.body(req, ControlIn, False)
         if action == "continue":
             self._check_controller(session_id)
-        self.run(req, make(session_id, body.reason))
+        if action == "stop" and self.expected_version(req) is None:
+            self.run_lease()
+            winddown.stop_gracefully(self.runtime, session_id, body.reason or "session stopped")
+        else:
+            self.run(req, make(session_id, body.reason))
+        if action == "continue":
+            winddown.continue_paused(self.runtime, session_id)
         SessionItem(self.runtime).on_get(req, resp, session_id)
 
     def _check_controller(self, session_id: str) -> None:
@@ -338,19 +352,20 @@ class JobControl(Control):
             raise ApiError(falcon.HTTP_404, "not_found", f"no job action {action!r}")
         self.authorize(req)
         body = self.body(req, ControlIn, False)
-        if action == "continue" and self._is_suspended(job_id):
-            self._relaunch(req, job_id)
+        if action == "continue" and self._relaunchable(job_id):
+            self._relaunch(req, job_id, body.input)
         else:
             self.run(req, make(job_id, body.reason))
         JobItem(self.runtime).on_get(req, resp, job_id)
 
-    def _is_suspended(self, job_id: str) -> bool:
-        state = queries.job_state(self.runtime.engine.log.connection(), job_id)
-        return state == JobState.SUSPENDED
+    def _relaunchable(self, job_id: str) -> bool:
+        record = queries.run_process(self.runtime.engine.log.connection(), job_id)
+        return record is not None and winddown.relaunchable(record)
 
-    def _relaunch(self, req: falcon.Request, job_id: str) -> None:
-        """Continue of a suspended job (its run was cut off, paused or not): a new run with
-        ``FOLDLINE_RESUMED=1``, re-admitted to its resource group by the start rule."""
+    def _relaunch(self, req: falcon.Request, job_id: str, extra_input: str) -> None:
+        """Continue of a suspended job, or a paused one whose process is gone: a new run with
+        ``FOLDLINE_RESUMED=1`` (``input`` appended to the prompt), re-admitted by the start
+        rule like new work."""
         expected = self.expected_version(req)
         try:
             self.runtime.ensure_lease()
@@ -361,6 +376,6 @@ class JobControl(Control):
             if job is not None and job.version != expected:
                 raise ConcurrencyError(ids.job(job_id), expected, job.version)
         try:
-            self.runtime.jobs.resume(job_id)
+            self.runtime.jobs.resume(job_id, extra_input)
         except DispatchFailed as ex:
             raise ApiError(falcon.HTTP_500, "dispatch_failed", str(ex)) from None

@@ -20,6 +20,8 @@ Text = Annotated[str, msgspec.Meta(max_length=1 << 20)]
 Short = Annotated[str, msgspec.Meta(max_length=1000)]
 Units = Annotated[int, msgspec.Meta(ge=1, le=1_000_000)]
 Pid = Annotated[int, msgspec.Meta(ge=0)]
+Digest = Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{64}$")]
+Reason = Annotated[str, msgspec.Meta(min_length=1, max_length=500)]
 
 
 class Command(
@@ -157,6 +159,9 @@ class AcceptJob(Command, tag="AcceptJob", frozen=True, kw_only=True):
     # A job a caller waits on takes the session's reply pointer; a worker spawned by another
     # job does not.
     owed: bool = True
+    # Spawned by a running job: the digest of the run token it called with. The rule admits
+    # the child only while ``parent_job``'s current run carries this digest.
+    caller_token_digest: Digest | None = None
 
 
 class AcceptJobs(Command, tag="AcceptJobs", frozen=True, kw_only=True):
@@ -168,6 +173,7 @@ class AcceptJobs(Command, tag="AcceptJobs", frozen=True, kw_only=True):
 class StartJob(Command, tag="StartJob", frozen=True, kw_only=True):
     job_id: Id
     run_id: Id
+    token_digest: Digest | None = None  # sha256 of the run's FOLDLINE_RUN_TOKEN
     pid: Pid = 0
     start_token: Short = ""
     epoch: int = 0
@@ -176,6 +182,9 @@ class StartJob(Command, tag="StartJob", frozen=True, kw_only=True):
 
 class FinishJob(Command, tag="FinishJob", frozen=True, kw_only=True):
     job_id: Id
+    # The run that ended: a late finish of an earlier run (the job was relaunched meanwhile)
+    # is refused, so it cannot end the new run.
+    run_id: Id | None = None
     outcome: Annotated[str, msgspec.Meta(pattern="^(ok|error)$")]
     result: Text = ""
     files: tuple[FileEntry, ...] = ()
@@ -244,6 +253,42 @@ class RecordNotifyLost(Command, tag="RecordNotifyLost", frozen=True, kw_only=Tru
     reason: Short = ""
 
 
+# -- a job's result (engine.domain.result) -----------------------------------------------
+
+
+# Who asks, in each: the operator (no caller), or a running job by its run token's digest.
+
+
+class ReadJobResult(Command, tag="ReadJobResult", frozen=True, kw_only=True):
+    job_id: Id
+    caller_job: Id | None = None
+    caller_token_digest: Digest | None = None
+
+
+class AcceptJobResult(Command, tag="AcceptJobResult", frozen=True, kw_only=True):
+    job_id: Id
+    caller_job: Id | None = None
+    caller_token_digest: Digest | None = None
+    reason: Reason
+
+
+class RejectJobResult(Command, tag="RejectJobResult", frozen=True, kw_only=True):
+    job_id: Id
+    caller_job: Id | None = None
+    caller_token_digest: Digest | None = None
+    reason: Reason
+
+
+class IntegrateJobResult(Command, tag="IntegrateJobResult", frozen=True, kw_only=True):
+    job_id: Id
+    caller_job: Id | None = None
+    caller_token_digest: Digest | None = None
+    sha256: Digest
+
+
+ResultCommand = ReadJobResult | AcceptJobResult | RejectJobResult | IntegrateJobResult
+
+
 # -- task --------------------------------------------------------------------------------
 
 
@@ -252,6 +297,16 @@ class CreateTask(Command, tag="CreateTask", frozen=True, kw_only=True):
     session_id: SessionId
     message_id: Short = ""
     text: Text = ""
+
+
+class AddTaskMessage(Command, tag="AddTaskMessage", frozen=True, kw_only=True):
+    """Fold a follow-up into a working task: record it and supersede the task's live runs by
+    ``superseded_by`` (the job that will run the task's messages next)."""
+
+    task_id: Id
+    message_id: Short = ""
+    text: Text = ""
+    superseded_by: Id
 
 
 class UpdateTaskStatus(Command, tag="UpdateTaskStatus", frozen=True, kw_only=True):

@@ -29,7 +29,8 @@ class Conflict(EngineError):
 
 class AdmissionRejected(EngineError):
     """Admission refused the work: ``reason`` is ``capacity``, ``write_scope_conflict``,
-    ``depth``, ``tainted`` or ``not_admitting``."""
+    ``depth``, ``ancestor_role``, ``max_children``, ``max_active``, ``max_active_agents`` or
+    ``max_active_writers``."""
 
     code = "admission_rejected"
 
@@ -44,3 +45,16 @@ class NotLeaseHolder(EngineError):
     """Renew or release by someone who does not hold the current epoch."""
 
     code = "not_lease_holder"
+
+
+class Unauthorized(EngineError):
+    """The caller's credential (a run token) does not belong to a live run."""
+
+    code = "unauthorized"
+
+
+class Forbidden(EngineError):
+    """The caller is known but may not do this (its agent cannot spawn that agent, it is not
+    an ancestor of the job whose result it judges, the job is in another session)."""
+
+    code = "forbidden"

@@ -25,6 +25,11 @@ def task(task_id: str) -> str:
     return f"task:{task_id}"
 
 
+def result(job_id: str) -> str:
+    """A job's result disposition (``engine.domain.result``)."""
+    return f"result:{job_id}"
+
+
 def entity_of(stream_id: str) -> str:
     """``j1`` for ``job:j1``: the id of the entity a stream belongs to."""
     return stream_id.partition(":")[2]

@@ -30,8 +30,13 @@ HOLDS_CAPACITY = frozenset({J.QUEUED, J.RUNNING, J.CANCELLING})
 
 
 class FileEntry(msgspec.Struct, frozen=True):
+    """A ``MEDIA:`` file: ``path`` as the agent printed it (what the source system answers),
+    ``workspace_path`` the same file relative to the workspace (empty in events recorded
+    before it existed, whose ``path`` was the workspace-relative one)."""
+
     path: str
     size: int
+    workspace_path: str = ""
 
 
 class JobAccepted(Event, tag="job.accepted", frozen=True, kw_only=True):
@@ -54,6 +59,7 @@ class JobStarted(Event, tag="job.started", frozen=True, kw_only=True):
     start_token: str = ""
     epoch: int = 0
     resumed: bool = False
+    token_digest: str | None = None  # sha256 of the run token; the token itself is never kept
 
 
 class JobFinished(Event, tag="job.finished", frozen=True, kw_only=True):
@@ -75,7 +81,7 @@ class JobSuperseded(Event, tag="job.superseded", frozen=True, kw_only=True):
 
 
 class JobPaused(Event, tag="job.paused", frozen=True, kw_only=True):
-    pass
+    by: str = ""  # "session": its session's pause paused it, so the session's continue resumes it
 
 
 class JobContinued(Event, tag="job.continued", frozen=True, kw_only=True):

@@ -47,6 +47,10 @@ class JobRow(msgspec.Struct, frozen=True, kw_only=True):
     units: int
     write_scope: tuple[str, ...]
     task_id: str | None = None
+    agent: str = ""
+    token_digest: str | None = None  # of the current run's token
+    run_id: str | None = None  # the current run
+    result_state: str | None = None  # engine.domain.result; "unread" once finished
 
 
 class TaskRow(msgspec.Struct, frozen=True, kw_only=True):
@@ -83,4 +87,16 @@ class DomainView(Protocol):
 
     def write_scopes_held(self) -> list[tuple[str, str]]:
         """``(job_id, path)`` of every write scope held by a capacity-holding job."""
+        ...
+
+    def jobs_holding(
+        self,
+        *,
+        agent: str | None = None,
+        session_id: str | None = None,
+        parent_job: str | None = None,
+        writers: bool = False,
+    ) -> int:
+        """How many capacity-holding jobs match every given filter (``writers``: only those
+        with a write scope)."""
         ...

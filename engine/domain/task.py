@@ -30,6 +30,14 @@ class TaskCreated(Event, tag="task.created", frozen=True, kw_only=True):
     text: str = ""
 
 
+class TaskMessageAdded(Event, tag="task.message_added", frozen=True, kw_only=True):
+    """A follow-up message folded into an open task (ADR 0024): its live run is superseded and
+    a new one starts with all the task's messages; the task is (or goes back to) working."""
+
+    message_id: str = ""
+    text: str = ""
+
+
 class TaskStatusUpdated(Event, tag="task.status_updated", frozen=True, kw_only=True):
     text: str = ""
 
@@ -44,6 +52,7 @@ class TaskAuthRequired(Event, tag="task.auth_required", frozen=True, kw_only=Tru
 
 class TaskCompleted(Event, tag="task.completed", frozen=True, kw_only=True):
     result: str = ""
+    warnings: tuple[str, ...] = ()  # the job's WARNING: lines
 
 
 class TaskFailed(Event, tag="task.failed", frozen=True, kw_only=True):
@@ -67,6 +76,7 @@ TASK = MachineSpec(
     transitions=[
         Transition(TaskCreated, NEW, T.SUBMITTED),
         Transition(TaskStatusUpdated, OPEN, T.WORKING),
+        Transition(TaskMessageAdded, OPEN, T.WORKING),
         Transition(TaskInputRequired, [T.SUBMITTED, T.WORKING], T.INPUT_REQUIRED),
         Transition(TaskAuthRequired, [T.SUBMITTED, T.WORKING], T.AUTH_REQUIRED),
         Transition(TaskCompleted, OPEN, T.COMPLETED),

@@ -35,10 +35,11 @@ def test_machines_output_matches_golden_copy(flag: str, golden: str) -> None:
     )
 
 
-def test_machines_json_lists_the_four_machines_with_spec_states() -> None:
+def test_machines_json_lists_the_five_machines_with_spec_states() -> None:
     import json
 
     machines = {m["kind"]: m for m in json.loads((GOLDEN / "machines.json").read_text())}
-    assert sorted(machines) == ["job", "lease", "session", "task"]
+    assert sorted(machines) == ["job", "lease", "result", "session", "task"]
+    assert machines["result"]["states"] == ["read", "accepted", "rejected", "integrated"]
     assert "suspended" in machines["session"]["states"]
     assert machines["task"]["states"][:2] == ["submitted", "working"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 from typing import Any
@@ -117,7 +118,7 @@ def test_a2a_oversized_request_is_invalid(make_client: MakeClient) -> None:
         {},
         {"message": {"role": "ROLE_USER", "parts": [{"text": "x"}]}},
         {"message": {"messageId": "m", "parts": []}},
-        {"message": {"messageId": "m", "parts": [{"url": "http://x"}]}},
+        {"message": {"messageId": "m", "parts": [{"raw": "not base64!"}]}},
         {"message": {"messageId": "m", "role": "ROLE_AGENT", "parts": [{"text": "x"}]}},
         {"message": {"messageId": "m", "parts": [{"text": "x"}], "contextId": "nope"}},
     ],
@@ -125,6 +126,19 @@ def test_a2a_oversized_request_is_invalid(make_client: MakeClient) -> None:
 def test_a2a_send_message_invalid_params(make_client: MakeClient, params: Any) -> None:
     client, runtime = make_client()
     assert code(rpc(client, "SendMessage", params)) == -32602
+    assert sql(runtime, "SELECT count(*) FROM tasks")[0][0] == 0
+
+
+@pytest.mark.parametrize(
+    "part",
+    [{"url": "http://x/a.png"}, {"raw": base64.b64encode(b"\xff\xfe").decode()}, {"file": {}}],
+)
+def test_a2a_send_message_unsupported_part_kind_is_content_type_error(
+    make_client: MakeClient, part: dict[str, Any]
+) -> None:
+    client, runtime = make_client()
+    params = {"message": {"messageId": "m", "parts": [part]}}
+    assert code(rpc(client, "SendMessage", params)) == -32005
     assert sql(runtime, "SELECT count(*) FROM tasks")[0][0] == 0
 
 

@@ -12,14 +12,11 @@ from a2a.types import (
     CancelTaskRequest,
     GetTaskRequest,
     ListTasksRequest,
-    Message,
-    Part,
-    Role,
-    SendMessageRequest,
     TaskState,
 )
 from a2a.utils.errors import TaskNotFoundError
 
+from tests.support.a2a import user_message
 from tests.support.server import serve
 
 pytestmark = pytest.mark.server
@@ -32,23 +29,17 @@ RUNNER = (
 )
 
 
-def _message(message_id: str, text: str) -> SendMessageRequest:
-    return SendMessageRequest(
-        message=Message(message_id=message_id, role=Role.ROLE_USER, parts=[Part(text=text)])
-    )
-
-
 async def _scenario(url: str) -> dict[str, Any]:
     seen: dict[str, Any] = {}
     blocking = await create_client(url, client_config=ClientConfig(streaming=False))
     # The client's read timeout is 5 s; this task takes 6 s: keep-alive spaces carry it.
-    async for response in blocking.send_message(_message("m-slow", "slow please")):
+    async for response in blocking.send_message(user_message("m-slow", "slow please")):
         seen["slow"] = response.task
     streaming = await create_client(url)  # the default: SendStreamingMessage
-    seen["stream"] = [r async for r in streaming.send_message(_message("m-stream", "hello"))]
+    seen["stream"] = [r async for r in streaming.send_message(user_message("m-stream", "hello"))]
     seen["get"] = await blocking.get_task(GetTaskRequest(id=seen["slow"].id))
     polling = await create_client(url, client_config=ClientConfig(streaming=False, polling=True))
-    async for response in polling.send_message(_message("m-sleepy", "sleepy job")):
+    async for response in polling.send_message(user_message("m-sleepy", "sleepy job")):
         seen["sleepy"] = response.task
     seen["canceled"] = await blocking.cancel_task(CancelTaskRequest(id=seen["sleepy"].id))
     pages, token = [], ""

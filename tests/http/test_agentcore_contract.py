@@ -9,8 +9,10 @@ from typing import Any
 
 import pytest
 
+from adapters.agents import Agents
 from adapters.config import LEASE_BUSY_TEXT
 from engine.domain import commands as c
+from engine.domain.agents import DEFAULT_AGENT, AgentPolicy
 from tests.http.conftest import MakeClient, sql
 from tests.support import runners
 
@@ -41,9 +43,14 @@ def test_ping_is_healthy_and_never_takes_the_lease(make_client: MakeClient) -> N
 
 
 def test_invocation_sync_answers_the_finished_job_body(make_client: MakeClient) -> None:
-    client, runtime = make_client(runners.ECHO)
+    a1 = Agents(
+        commands={"": runners.ECHO, "a1": runners.ECHO},
+        policies={"": DEFAULT_AGENT, "a1": AgentPolicy(name="a1")},
+    )
+    client, runtime = make_client(runners.ECHO, agents=a1)
     answer = post(client, {"prompt": "hello world", "id": "call-1", "agent": "a1"})
     assert answer.status_code == 200
+    assert sql(runtime, "SELECT agent FROM jobs") == [("a1",)]
     body = answer.json
     assert (body["status"], body["state"], body["result"], body["id"]) == (
         "ok",
@@ -69,7 +76,19 @@ def test_invocation_media_lines_inside_the_workspace_become_files(
     (workspace / "out.txt").write_text("12345")
     client, _ = make_client(runners.MEDIA)
     body = post(client, PROMPT).json
-    assert body["files"] == [{"path": "out.txt", "size": 5}]
+    assert body["files"] == [{"path": "out.txt", "size": 5, "workspace_path": "out.txt"}]
+
+
+def test_invocation_files_keep_the_path_the_agent_printed(
+    make_client: MakeClient, workspace: Path
+) -> None:
+    (workspace / "sub").mkdir()
+    (workspace / "out.txt").write_text("12345")
+    client, _ = make_client(runners.MEDIA_SPELLED)
+    body = post(client, PROMPT).json
+    printed = [f["path"] for f in body["files"]]
+    assert printed == ["./sub/../out.txt", f"{workspace.resolve()}/out.txt"]
+    assert [f["workspace_path"] for f in body["files"]] == ["out.txt", "out.txt"]
 
 
 def test_invocation_runner_gets_job_env_and_prompt_on_stdin(make_client: MakeClient) -> None:

@@ -283,3 +283,52 @@ def test_server_ping_and_agent_card_leave_the_workspace_untouched(workspace: Pat
         assert list(workspace.iterdir()) == []  # nothing created, nothing opened
         assert server.invoke({"prompt": "first real request"})[1]["status"] == "ok"
         assert (workspace / ".foldline" / "foldline.db").is_file()
+
+
+def test_server_sse_outlives_the_sync_cap_and_its_result_is_final(workspace: Path) -> None:
+    """The sync cap (1 s here) bounds plain JSON only: an SSE caller of a 3 s job gets
+    keep-alives past the cap and then the final result, never a ``running`` one."""
+    runner = 'read -r p; case "$p" in long*) sleep 3; echo "finally";; *) echo "$p";; esac'
+    env = {"FOLDLINE_RUNNER": runner, "FOLDLINE_SYNC_WAIT_S": "1"}
+    with serve(workspace, env) as server:
+        capped = server.invoke({"prompt": "long plain", "id": "plain"}, timeout=20)[1]
+        conn, answer = _sse(server, {"prompt": "long streamed", "id": "streamed"})
+        started = time.monotonic()
+        events = list(read_events(answer, limit=20))
+        lasted = time.monotonic() - started
+        conn.close()
+    assert capped["status"] == "running"  # plain JSON still answers at the cap
+    named = [e for e in events if "event" in e]
+    assert [e["event"] for e in named] == ["accepted", "delta", "result"]
+    result = json.loads(named[-1]["data"])
+    assert (result["status"], result["result"]) == ("ok", "finally\n")
+    assert lasted > 2  # it stayed open past the 1 s cap
+    assert sum("comment" in e for e in events) >= 3  # keep-alives (0.3 s) while it ran
+
+
+def test_server_env_reaches_the_notify_hook_and_not_the_runner(workspace: Path) -> None:
+    """A variable set for ``foldline serve`` (a deployer's channel secret) is in the hook's
+    environment, beside the ids, and absent from the runner's allowlisted one."""
+    show = 'echo "[$CHANNEL_SECRET] [$FOLDLINE_JOB_ID]"'
+    env = {
+        "FOLDLINE_RUNNER": f"cat >/dev/null; {show}",
+        "FOLDLINE_NOTIFY": show,
+        "CHANNEL_SECRET": "s3cret",
+    }
+    db = workspace / ".foldline" / "foldline.db"
+    with serve(workspace, env) as server:
+        _, body = server.invoke({"prompt": "hello"})
+        job_id = body["invocation"]
+        deadline = time.monotonic() + 10
+        row: list[Any] = []
+        while time.monotonic() < deadline:
+            row = (
+                apsw.Connection(str(db))
+                .execute("SELECT notify_ms, notify_stdout FROM jobs WHERE job_id = ?", (job_id,))
+                .fetchall()
+            )
+            if row and row[0][0] is not None:
+                break
+            time.sleep(0.05)
+    assert body["result"] == f"[] [{job_id}]\n"  # the runner: ids, no secret
+    assert row[0][1] == f"[s3cret] [{job_id}]\n"  # the hook: the server's environment too

@@ -39,6 +39,9 @@ def test_v1_openapi_document_is_valid_openapi_3_1(make_client: MakeClient) -> No
     assert served["openapi"] == "3.1.0"
     validate(served)
     assert "SessionOut" in served["components"]["schemas"]
+    entry_points = {"/ping", "/invocations", "/", "/.well-known/agent-card.json"}
+    assert entry_points <= set(served["paths"])
+    assert "message/send" in served["paths"]["/"]["post"]["summary"]
 
 
 def _session(client: Any, runner_session: str = "s1") -> dict[str, Any]:

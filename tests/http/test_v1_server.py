@@ -64,6 +64,9 @@ def live_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         yield server
 
 
+STARTS_RUNS = ("/invocations", "/")
+
+
 def test_v1_conforms_to_its_openapi_document(live_server: Server) -> None:
     """schemathesis, bounded to 15 examples an operation: no 5xx, and every answer (status,
     content type, body) matches the document. (Driven by hand: its pytest plugin does not
@@ -72,6 +75,8 @@ def test_v1_conforms_to_its_openapi_document(live_server: Server) -> None:
     counts = {"operations": 0, "examples": 0}
     for result in schema.get_all_operations():
         operation = result.ok()
+        if operation.method.upper() == "POST" and operation.path in STARTS_RUNS:
+            continue  # fuzzing would start runs; their contract tests cover them
 
         @given(case=operation.as_strategy())
         @settings(
@@ -88,7 +93,7 @@ def test_v1_conforms_to_its_openapi_document(live_server: Server) -> None:
         check()
         counts["operations"] += 1
     print(f"schemathesis: {counts['operations']} operations, {counts['examples']} examples")
-    assert counts["operations"] == 12 and counts["examples"] >= 12 * 5
+    assert counts["operations"] == 20 and counts["examples"] >= 20 * 5
 
 
 def test_v1_openapi_is_served_by_the_real_server(live_server: Server) -> None:

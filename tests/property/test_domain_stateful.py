@@ -1,4 +1,5 @@
-"""Random command sequences on all four kinds, against the reference model of the rules.
+"""Random command sequences on all five kinds, against the reference model of the rules
+(agents' spawn permissions and counts, and result disposition, included).
 
 After every command: the outcome agrees, a refused command appended nothing, and the read
 models (states, reply pointers, taint, capacity) equal the model's.
@@ -16,10 +17,12 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 from engine import EngineError
 from engine.domain import commands as c
+from engine.domain.agents import DEFAULT_AGENT, AgentPolicy
 from engine.domain.rules import Settings
 from projections import open_engine
 from projections.view import SqlDomainView
-from tests.support.domain_model import DomainModel
+from tests.support.domain_model import AGENTS as MODEL_AGENTS
+from tests.support.domain_model import MAX_ACTIVE_AGENTS, DomainModel
 
 LIMITS = {"cpu": 3}
 SESSIONS = st.sampled_from(["s1", "s2"])
@@ -31,13 +34,29 @@ GROUPS = st.sampled_from([None, "cpu", "cpu"])
 RARELY = st.integers(min_value=0, max_value=3)
 COMMAND_IDS = st.sampled_from([None, None, None, None, "k1", "k2"])
 PARENTS = st.sampled_from([None, None, None, "j1", "j2"])
+AGENT_NAMES = st.sampled_from(["", "", "boss", "w", "w", "ghost"])
+AGENTS = {
+    name: AgentPolicy(name=name, can_spawn=spawns, max_children=children, max_active=active)
+    if name
+    else DEFAULT_AGENT
+    for name, (spawns, children, active) in MODEL_AGENTS.items()
+}
+RESULT_COMMANDS = st.sampled_from(
+    [c.ReadJobResult, c.AcceptJobResult, c.RejectJobResult, c.IntegrateJobResult]
+)
 
 
 class EngineVersusModel(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.dir = Path(tempfile.mkdtemp(prefix="foldline-domain-"))
-        self.engine = open_engine(self.dir / "d.db", Settings(resource_groups=LIMITS, max_depth=2))
+        settings = Settings(
+            resource_groups=LIMITS,
+            max_depth=2,
+            agents=AGENTS,
+            max_active_agents=MAX_ACTIVE_AGENTS,
+        )
+        self.engine = open_engine(self.dir / "d.db", settings)
         self.model = DomainModel(LIMITS, max_depth=2)
 
     def teardown(self) -> None:
@@ -75,9 +94,24 @@ class EngineVersusModel(RuleBasedStateMachine):
             )
         )
 
-    @rule(jid=JOBS, sid=SESSIONS, group=GROUPS, owed=st.booleans(), parent=PARENTS, cid=COMMAND_IDS)
+    @rule(
+        jid=JOBS,
+        sid=SESSIONS,
+        group=GROUPS,
+        owed=st.booleans(),
+        parent=PARENTS,
+        cid=COMMAND_IDS,
+        agent=AGENT_NAMES,
+    )
     def accept_job(
-        self, jid: str, sid: str, group: str | None, owed: bool, parent: str | None, cid: str | None
+        self,
+        jid: str,
+        sid: str,
+        group: str | None,
+        owed: bool,
+        parent: str | None,
+        cid: str | None,
+        agent: str,
     ) -> None:
         self.run(
             c.AcceptJob(
@@ -87,8 +121,25 @@ class EngineVersusModel(RuleBasedStateMachine):
                 owed=owed,
                 parent_job=parent,
                 command_id=cid,
+                agent=agent,
             )
         )
+
+    @rule(jid=JOBS, sid=SESSIONS, parent=PARENTS, agent=st.sampled_from(["w", "boss"]))
+    def spawn_unowed(self, jid: str, sid: str, parent: str | None, agent: str) -> None:
+        # Unowed jobs are never superseded, so the role counts fill up.
+        self.run(
+            c.AcceptJob(job_id=jid, session_id=sid, parent_job=parent, agent=agent, owed=False)
+        )
+
+    @rule(jid=JOBS, action=RESULT_COMMANDS)
+    def judge_result(self, jid: str, action: type) -> None:
+        if action is c.IntegrateJobResult:
+            self.run(action(job_id=jid, sha256="a" * 64))
+        elif action is c.ReadJobResult:
+            self.run(action(job_id=jid))
+        else:
+            self.run(action(job_id=jid, reason="because"))
 
     @rule(jid=JOBS, sid=SESSIONS, group=GROUPS)
     def accept_and_start(self, jid: str, sid: str, group: str | None) -> None:
@@ -171,8 +222,11 @@ class EngineVersusModel(RuleBasedStateMachine):
         assert sessions == {
             sid: (s["state"], s["owes"], s["tainted"]) for sid, s in self.model.sessions.items()
         }
-        jobs = dict(conn.execute("SELECT job_id, state FROM jobs").fetchall())
-        assert jobs == {jid: j["state"] for jid, j in self.model.jobs.items()}
+        jobs = {
+            jid: (state, result)
+            for jid, state, result in conn.execute("SELECT job_id, state, result_state FROM jobs")
+        }
+        assert jobs == {jid: (j["state"], j["result"]) for jid, j in self.model.jobs.items()}
         tasks = dict(conn.execute("SELECT task_id, state FROM tasks").fetchall())
         assert tasks == {tid: t["state"] for tid, t in self.model.tasks.items()}
         view = SqlDomainView(conn.cursor())

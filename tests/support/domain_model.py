@@ -25,6 +25,15 @@ class Refused(Exception):
         self.code = code
 
 
+# The agents the model knows: name -> (can_spawn, max_children, max_active). "" is the default.
+AGENTS: dict[str, tuple[tuple[str, ...], int | None, int | None]] = {
+    "": (("",), None, None),
+    "boss": (("w",), 1, None),
+    "w": ((), None, 2),
+}
+MAX_ACTIVE_AGENTS = 3  # per session
+
+
 class DomainModel:
     def __init__(self, limits: dict[str, int], max_depth: int) -> None:
         self.limits = limits
@@ -82,6 +91,25 @@ class DomainModel:
         if group not in self.limits:
             raise Refused("invalid_argument")
         if self._held(group) + units > self.limits[group]:
+            raise Refused("admission_rejected")
+
+    def _holding(self, **match: Any) -> int:
+        return sum(
+            1
+            for j in self.jobs.values()
+            if j["state"] in JOB_HOLDS and all(j[k] == v for k, v in match.items())
+        )
+
+    def _counts(self, agent: str, sid: str, parent: str | None) -> None:
+        """roles.check_counts: parent's max_children, agent's max_active, session's agents."""
+        if parent is not None:
+            limit = AGENTS[self.jobs[parent]["agent"]][1]
+            if limit is not None and self._holding(parent=parent) + 1 > limit:
+                raise Refused("admission_rejected")
+        limit = AGENTS[agent][2]
+        if limit is not None and self._holding(agent=agent) + 1 > limit:
+            raise Refused("admission_rejected")
+        if self._holding(session=sid) + 1 > MAX_ACTIVE_AGENTS:
             raise Refused("admission_rejected")
 
     def _settle(self, sid: str, owed: tuple[str, str]) -> None:
@@ -221,6 +249,12 @@ class DomainModel:
             depth = parent["depth"] + 1
             if depth > self.max_depth:
                 raise Refused("admission_rejected")
+        if cmd.agent not in AGENTS:
+            raise Refused("invalid_argument")
+        parent_agent = self.jobs[cmd.parent_job]["agent"] if cmd.parent_job else None
+        if parent_agent is not None and cmd.agent not in AGENTS[parent_agent][0]:
+            raise Refused("forbidden")
+        self._counts(cmd.agent, cmd.session_id, cmd.parent_job)
         self._admit(cmd.resource_group, cmd.units)
         if cmd.owed:
             self._point(session, ("job", cmd.job_id))
@@ -232,18 +266,22 @@ class DomainModel:
             "units": cmd.units,
             "parent": cmd.parent_job,
             "superseded_by": None,
+            "agent": cmd.agent,
+            "result": None,  # unread | read | accepted | rejected | integrated once finished
         }
         self.order.append(cmd.job_id)
 
     def StartJob(self, cmd: c.StartJob) -> None:
         job = self._get(self.jobs, cmd.job_id)
         if job["state"] in ("paused", "suspended"):
+            self._counts(job["agent"], job["session"], job["parent"])
             self._admit(job["group"], job["units"])
         self._move("job", job, "job.started")
 
     def FinishJob(self, cmd: c.FinishJob) -> None:
         job = self._get(self.jobs, cmd.job_id)
         self._move("job", job, "job.finished", cmd.outcome)
+        job["result"] = "unread"
         self._settle(job["session"], ("job", cmd.job_id))
 
     def PauseJob(self, cmd: c.PauseJob) -> None:
@@ -252,6 +290,7 @@ class DomainModel:
     def ContinueJob(self, cmd: c.ContinueJob) -> None:
         job = self._get(self.jobs, cmd.job_id)
         if job["state"] == "paused":
+            self._counts(job["agent"], job["session"], job["parent"])
             self._admit(job["group"], job["units"])
         self._move("job", job, "job.continued")
 
@@ -286,6 +325,32 @@ class DomainModel:
         job = self._get(self.jobs, cmd.job_id)
         self._move("job", job, "job.cancelled")
         self._settle(job["session"], ("job", cmd.job_id))
+
+    # -- results (the operator judges) ---------------------------------------------------------
+
+    def _judge(
+        self, jid: str, sources: tuple[str, ...], dest: str, integrate: bool = False
+    ) -> None:
+        job = self._get(self.jobs, jid)
+        if job["state"] not in ("ok", "error"):
+            raise Refused("conflict")
+        if integrate and self.sessions[job["session"]]["tainted"]:
+            raise Refused("conflict")
+        if job["result"] not in sources:
+            raise Refused("invalid_transition")
+        job["result"] = dest
+
+    def ReadJobResult(self, cmd: c.ReadJobResult) -> None:
+        self._judge(cmd.job_id, ("unread",), "read")
+
+    def AcceptJobResult(self, cmd: c.AcceptJobResult) -> None:
+        self._judge(cmd.job_id, ("read",), "accepted")
+
+    def RejectJobResult(self, cmd: c.RejectJobResult) -> None:
+        self._judge(cmd.job_id, ("read",), "rejected")
+
+    def IntegrateJobResult(self, cmd: c.IntegrateJobResult) -> None:
+        self._judge(cmd.job_id, ("accepted",), "integrated", integrate=True)
 
     # -- tasks -------------------------------------------------------------------------------
 

@@ -4,6 +4,8 @@ ECHO = "cat"  # the result is the prompt
 SLOW = 'read -r line; echo "got: $line"; sleep 1; echo done'
 FAIL = 'cat >/dev/null; echo "it broke" >&2; exit 3'
 MEDIA = 'cat >/dev/null; printf "made a file\\nMEDIA:out.txt\\nMEDIA:../etc/passwd\\n"'
+# The same file named as an agent might print it: dotted, and absolute.
+MEDIA_SPELLED = 'cat >/dev/null; printf "MEDIA:./sub/../out.txt\\nMEDIA:%s/out.txt\\n" "$PWD"'
 ENV = (
     'cat >/dev/null; echo "$FOLDLINE_JOB_ID $FOLDLINE_SESSION_ID $FOLDLINE_RUN_ID'
     ' $FOLDLINE_RESUMED"'

@@ -81,6 +81,7 @@ SPEC: dict[str, dict[str, tuple[list[str | None], set[str]]]] = {
     "task": {
         "task.created": ([NEW], {"submitted"}),
         "task.status_updated": (TASK_OPEN, {"working"}),
+        "task.message_added": (TASK_OPEN, {"working"}),
         "task.input_required": (["submitted", "working"], {"input-required"}),
         "task.auth_required": (["submitted", "working"], {"auth-required"}),
         "task.completed": (TASK_OPEN, {"completed"}),

@@ -8,10 +8,10 @@ from engine.domain import commands as c
 from engine.domain import ids
 from engine.domain import job as job_
 from engine.domain import task as task_
-from engine.domain.errors import AlreadyExists
+from engine.domain.errors import AlreadyExists, Conflict
 from engine.domain.job import JobState as J
 from engine.domain.rows import JobRow
-from engine.domain.rules import admission, lineage, lookups, pointer
+from engine.domain.rules import admission, lineage, lookups, pointer, roles
 from engine.domain.rules.lookups import job_for
 from engine.domain.rules.registry import Context, rule
 from engine.domain.session import Owed
@@ -26,6 +26,8 @@ def accept_job(cmd: c.AcceptJob, ctx: Context) -> None:
     session = lookups.session(ctx, cmd.session_id)
     admission.admitting(session, "jobs")
     depth = lineage.depth_below(ctx, cmd.session_id, cmd.parent_job)
+    parent = ctx.view.job(cmd.parent_job) if cmd.parent_job else None
+    roles.check_spawn(ctx, cmd, parent)
     admission.admit(ctx, cmd.resource_group, cmd.units)
     admission.check_write_scope(ctx, cmd.write_scope)
     if cmd.owed:  # checks the pointer (may refuse) before anything is appended
@@ -60,7 +62,7 @@ def accept_jobs(cmd: c.AcceptJobs, ctx: Context) -> None:
 def start_job(cmd: c.StartJob, ctx: Context) -> None:
     row = job_for(cmd, ctx)
     if row.state in (J.PAUSED, J.SUSPENDED):  # these released their capacity
-        admission.admit(ctx, row.resource_group, row.units)
+        readmit(ctx, row)
     ctx.append(
         ids.job(row.job_id),
         job_.JobStarted(
@@ -69,6 +71,7 @@ def start_job(cmd: c.StartJob, ctx: Context) -> None:
             start_token=cmd.start_token,
             epoch=cmd.epoch,
             resumed=cmd.resumed,
+            token_digest=cmd.token_digest,
         ),
     )
     task = ctx.view.task(row.task_id) if row.task_id else None
@@ -76,13 +79,26 @@ def start_job(cmd: c.StartJob, ctx: Context) -> None:
         ctx.append(ids.task(task.task_id), task_.TaskStatusUpdated(text=""))
 
 
-def end_task_of(ctx: Context, job: JobRow, outcome: str, text: str) -> None:
+def readmit(ctx: Context, job: JobRow) -> None:
+    """A paused or suspended job released its capacity: taking it back is admitted like new
+    work (mmo-semantics §3.3.1): resource group, role counts, write-scope overlap."""
+    parent = ctx.view.job(job.parent_job) if job.parent_job else None
+    roles.check_counts(ctx, job.agent, job.session_id, parent, bool(job.write_scope))
+    admission.admit(ctx, job.resource_group, job.units)
+    admission.check_write_scope(ctx, job.write_scope)
+
+
+def end_task_of(
+    ctx: Context, job: JobRow, outcome: str, text: str, warnings: tuple[str, ...] = ()
+) -> None:
     """The job worked for an A2A task: its end is the task's end, in the same transaction."""
     task = ctx.view.task(job.task_id) if job.task_id else None
     if task is None or task.state in task_.TERMINAL:
         return
     event: Event = (
-        task_.TaskCompleted(result=text) if outcome == "ok" else task_.TaskFailed(text=text)
+        task_.TaskCompleted(result=text, warnings=warnings)
+        if outcome == "ok"
+        else task_.TaskFailed(text=text)
     )
     ctx.append(ids.task(task.task_id), event)
     pointer.settle(ctx, task.session_id, Owed("a2a", task.task_id))
@@ -91,6 +107,11 @@ def end_task_of(ctx: Context, job: JobRow, outcome: str, text: str) -> None:
 @rule(c.FinishJob)
 def finish_job(cmd: c.FinishJob, ctx: Context) -> None:
     row = job_for(cmd, ctx)
+    if cmd.run_id is not None and cmd.run_id != row.run_id:
+        raise Conflict(
+            f"run {cmd.run_id} of job {row.job_id} is not its current run {row.run_id}",
+            job_id=row.job_id,
+        )
     ctx.append(
         ids.job(row.job_id),
         job_.JobFinished(
@@ -102,7 +123,7 @@ def finish_job(cmd: c.FinishJob, ctx: Context) -> None:
         ),
     )
     pointer.settle(ctx, row.session_id, Owed("job", row.job_id))
-    end_task_of(ctx, row, cmd.outcome, cmd.result)
+    end_task_of(ctx, row, cmd.outcome, cmd.result, cmd.warnings)
 
 
 @rule(c.RecordJobOutput)
@@ -128,7 +149,7 @@ def pause_job(cmd: c.PauseJob, ctx: Context) -> None:
 def continue_job(cmd: c.ContinueJob, ctx: Context) -> None:
     row = job_for(cmd, ctx)
     if row.state == J.PAUSED:
-        admission.admit(ctx, row.resource_group, row.units)
+        readmit(ctx, row)
     ctx.append(ids.job(row.job_id), job_.JobContinued())
 
 

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from engine.domain.agents import DEFAULT_AGENT, AgentPolicy
 from engine.domain.commands import Command
 from engine.domain.rows import DomainView
 from engine.engine import Context as EngineContext
@@ -24,6 +25,20 @@ class Settings:
     resource_groups: Mapping[str, int] = field(default_factory=dict)
     lease_stale_s: float = 45.0
     max_depth: int = 8
+    # Agents (roles) by name; "" is the default agent, always known (engine.domain.agents).
+    agents: Mapping[str, AgentPolicy] = field(default_factory=dict)
+    max_active_agents: int | None = None  # capacity-holding jobs per session
+    max_active_writers: int | None = None  # capacity-holding jobs with a write scope, per session
+
+    def agent(self, name: str) -> AgentPolicy:
+        """The policy of agent ``name``; an unknown name is a 400 (InvalidArgument)."""
+        if name == "" and "" not in self.agents:
+            return DEFAULT_AGENT
+        policy = self.agents.get(name)
+        if policy is None:
+            known = ", ".join(sorted(n for n in self.agents if n)) or "none configured"
+            raise InvalidArgument(f"unknown agent {name!r} (known: {known})", agent=name)
+        return policy
 
 
 Context = EngineContext[DomainView, Settings]

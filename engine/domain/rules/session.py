@@ -90,7 +90,7 @@ def pause_session(cmd: c.PauseSession, ctx: Context) -> None:
     ctx.append(ids.session(cmd.session_id), session_.SessionPaused())
     for job in ctx.view.live_jobs(cmd.session_id):  # a cold pause pauses its running jobs
         if job.state == J.RUNNING:
-            ctx.append(ids.job(job.job_id), job_.JobPaused())
+            ctx.append(ids.job(job.job_id), job_.JobPaused(by="session"))
 
 
 @rule(c.SuspendSession)

@@ -8,6 +8,7 @@ from typing import Any
 
 from engine.domain import commands as c
 from engine.domain import ids
+from engine.domain import job as job_
 from engine.domain import task as task_
 from engine.domain.errors import AlreadyExists
 from engine.domain.rules import admission, lineage, lookups, pointer
@@ -27,6 +28,17 @@ def create_task(cmd: c.CreateTask, ctx: Context) -> None:
         ids.task(cmd.task_id),
         task_.TaskCreated(context=cmd.session_id, message_id=cmd.message_id, text=cmd.text),
     )
+
+
+@rule(c.AddTaskMessage)
+def add_task_message(cmd: c.AddTaskMessage, ctx: Context) -> None:
+    row = lookups.task_for(cmd, ctx)
+    ctx.append(
+        ids.task(row.task_id), task_.TaskMessageAdded(message_id=cmd.message_id, text=cmd.text)
+    )
+    for job in ctx.view.live_jobs(row.session_id):  # the run working on the older messages
+        if job.task_id == row.task_id:
+            ctx.append(ids.job(job.job_id), job_.JobSuperseded(superseded_by=cmd.superseded_by))
 
 
 def _status_rule(command: type[Any], event: Callable[[Any], Event], ends: bool) -> None:

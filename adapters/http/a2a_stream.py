@@ -1,0 +1,111 @@
+"""The event stream of one A2A task (``SendStreamingMessage``, ``SubscribeToTask``): live
+progress as the official ``a2a-sdk`` client reads it.
+
+First the Task as it stands (the client insists on it) and, while it works, a
+``TaskStatusUpdateEvent`` saying so (the official server's order), then what the task's current
+run has printed so far, then, live from the log: each output chunk of the run as a
+``TaskArtifactUpdateEvent`` of the task's one artifact (the first chunk of a run replaces what
+the client holds, ``append: false``; the next ones ``append: true``), each task change as a
+``TaskStatusUpdateEvent``, and at completion the whole result with ``lastChunk: true``. A client
+that reconnects (``SubscribeToTask``) gets the same from the task's state, so nothing of the
+artifact is lost. A follow-up that starts a new run for the task (ADR 0024) simply restarts the
+artifact. The stream ends at a terminal or interrupted state, at the cap or at shutdown.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from adapters.http import sse
+from adapters.http.a2a_wire import artifact_update, status_update, task_json
+from adapters.http.follow import follow
+from engine.domain import ids
+from engine.domain.job import JobAccepted, JobOutput
+from engine.domain.task import TERMINAL
+from engine.domain.task import TaskState as T
+from engine.events import RecordedEvent
+from engine.log import Log
+from projections import queries
+
+# The states after which a stream ends: the task will not change without a new message.
+ENDS = TERMINAL | {T.INPUT_REQUIRED, T.AUTH_REQUIRED}
+KEEPALIVE = b": keep-alive\n\n"
+
+
+def task_events(
+    log: Log,
+    task_id: str,
+    request_id: Any,
+    stop: threading.Event,
+    *,
+    keepalive_s: float,
+    deadline: float,
+) -> Iterator[bytes]:
+    """The SSE frames of the task's stream; ``deadline`` is a ``time.monotonic()``."""
+
+    def frame(result: dict[str, Any]) -> bytes:
+        return sse.data({"jsonrpc": "2.0", "id": request_id, "result": result})
+
+    conn = log.connection()
+    after = log.head()  # everything after this comes live; the row read next is at least here
+    record = queries.task(conn, task_id)
+    if record is None:
+        return
+    yield frame({"task": task_json(record)})
+    if record.state in ENDS:
+        return
+    if record.state == T.WORKING:
+        yield frame(status_update(record))
+    context, task_stream, version = record.session_id, ids.task(task_id), record.version
+    jobs = queries.task_jobs(conn, task_id)
+    current = ids.job(jobs[-1]) if jobs else None  # the run whose output is the artifact
+    chunked = False  # whether the client holds a chunk of the current run
+
+    def chunk(text: str) -> bytes:
+        nonlocal chunked
+        update = artifact_update(task_id, context, text, append=chunked, last_chunk=False)
+        chunked = True
+        return frame(update)
+
+    if current is not None:  # what the current run printed before this stream began
+        for past in log.read_stream(current):
+            if past.position > after:
+                break
+            if isinstance(past.event, JobOutput):
+                yield chunk(past.event.text)
+
+    def wanted(recorded: RecordedEvent) -> bool:
+        event = recorded.event
+        return (
+            recorded.stream_id == task_stream
+            or (isinstance(event, JobAccepted) and event.task == task_id)
+            or (recorded.stream_id == current and isinstance(event, JobOutput))
+        )
+
+    for recorded in follow(
+        log, after, stop, keepalive_s=keepalive_s, poll_s=0.25, deadline=deadline, wanted=wanted
+    ):
+        if recorded is None:
+            yield KEEPALIVE
+        elif isinstance(recorded.event, JobAccepted):
+            current, chunked = recorded.stream_id, False  # a new run: its output starts over
+        elif isinstance(recorded.event, JobOutput):
+            yield chunk(recorded.event.text)
+        elif recorded.version > version:
+            record = queries.task(conn, task_id)
+            if record is None:
+                return
+            version = record.version  # one read covers every task event up to it
+            if record.state == T.COMPLETED:
+                yield frame(
+                    artifact_update(
+                        task_id, context, record.result or "", append=False, last_chunk=True
+                    )
+                )
+            yield frame(status_update(record))
+            if record.state in ENDS:
+                return
+    if stop.is_set():
+        yield sse.SHUTDOWN

@@ -1,0 +1,92 @@
+"""A2A v1.0 wire shapes built from the read models: the Task, its status, its artifact and the
+stream events (ProtoJSON: camelCase, ``TASK_STATE_*`` and ``ROLE_*`` enum names, parts without
+a ``kind``), as the official ``a2a-sdk`` client parses them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.domain.task import TaskState as T
+from projections import queries
+
+PARSE, INVALID_REQUEST, NO_METHOD, INVALID_PARAMS, INTERNAL = -32700, -32600, -32601, -32602, -32603
+TASK_NOT_FOUND, NOT_CANCELABLE, PUSH_UNSUPPORTED, UNSUPPORTED = -32001, -32002, -32003, -32004
+CONTENT_TYPE_UNSUPPORTED, VERSION_UNSUPPORTED = -32005, -32009
+
+
+class RpcError(Exception):
+    """A JSON-RPC error answer (HTTP 200, as the client insists)."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code, self.message = code, message
+
+
+# The A2A wire name of each task state: TASK_STATE_ and the state's own name.
+STATE: dict[str, str] = {state: f"TASK_STATE_{state.name}" for state in T}
+STATE_BY_NAME = {name: state for state, name in STATE.items()}
+
+
+def message(message_id: str, role: str, text: str, task_id: str, context: str) -> dict[str, Any]:
+    return {
+        "messageId": message_id,
+        "contextId": context,
+        "taskId": task_id,
+        "role": role,
+        "parts": [{"text": text}],
+    }
+
+
+def artifact_id(task_id: str) -> str:
+    """The one artifact of a task: its result, streamed in chunks while the run goes on."""
+    return f"{task_id}-result"
+
+
+def artifact(task_id: str, text: str) -> dict[str, Any]:
+    return {"artifactId": artifact_id(task_id), "name": "result", "parts": [{"text": text}]}
+
+
+def task_json(record: queries.TaskRecord, history_length: int | None = None) -> dict[str, Any]:
+    task_id, context, state = record.task_id, record.session_id, record.state
+    status_text, result, updated = record.status_text, record.result, record.updated_at
+    status: dict[str, Any] = {"state": STATE[state], "timestamp": updated}
+    # A completed task's status message is its result, or what it warned of (mmo's
+    # "completed with warnings"); the result is always the artifact.
+    reply = (status_text or result) if state == T.COMPLETED else status_text
+    if reply:
+        status["message"] = message(f"{task_id}-status", "ROLE_AGENT", reply, task_id, context)
+    task: dict[str, Any] = {"id": task_id, "contextId": context, "status": status}
+    if state == T.COMPLETED:
+        task["artifacts"] = [artifact(task_id, result or "")]
+    history = [
+        message(mid or f"{task_id}-in-{n}", "ROLE_USER", said, task_id, context)
+        for n, (mid, said) in enumerate(record.messages())
+    ]
+    if history_length is not None:
+        history = history[len(history) - history_length :] if history_length else []
+    if history:
+        task["history"] = history
+    return task
+
+
+def status_update(record: queries.TaskRecord) -> dict[str, Any]:
+    """A ``TaskStatusUpdateEvent`` (1.0 has no ``final`` flag: the stream's end says it)."""
+    status = task_json(record)["status"]
+    update = {"taskId": record.task_id, "contextId": record.session_id, "status": status}
+    return {"statusUpdate": update}
+
+
+def artifact_update(
+    task_id: str, context: str, text: str, *, append: bool, last_chunk: bool
+) -> dict[str, Any]:
+    """A ``TaskArtifactUpdateEvent``: ``append`` adds the part to the artifact the client
+    holds, otherwise the part replaces it; ``lastChunk`` says the artifact is whole."""
+    return {
+        "artifactUpdate": {
+            "taskId": task_id,
+            "contextId": context,
+            "artifact": artifact(task_id, text),
+            "append": append,
+            "lastChunk": last_chunk,
+        }
+    }

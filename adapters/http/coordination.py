@@ -1,0 +1,232 @@
+"""Agents that coordinate workers over ``/v1`` (mmo-semantics §3.5, §5, §6): spawning from a
+running job, listing and waiting on children, and the result's disposition.
+
+Two kinds of caller: the operator (``FOLDLINE_TOKEN``, or anyone when no token is set) and a
+running job, by the ``FOLDLINE_RUN_TOKEN`` of its current run. Only the token's sha256 is on
+record; the rules check it again inside the write transaction, so a token stops working the
+moment its run ends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import math
+import posixpath
+import time
+from dataclasses import dataclass
+
+import falcon
+
+from adapters.dispatch import DispatchFailed, Spawn, token_digest
+from adapters.http import media
+from adapters.http.errors import ApiError
+from adapters.http.schemas import (
+    DispositionIn,
+    IntegratedIn,
+    JobsOut,
+    ResultOut,
+    SpawnIn,
+    SpawnItemIn,
+    WaitOut,
+)
+from adapters.http.v1 import Control, JobItem, job_out
+from engine.domain import commands as c
+from engine.domain.job import TERMINAL
+from engine.domain.result import UNREAD
+from engine.errors import ConcurrencyError, InvalidTransition
+from projections import queries
+
+RESULT_PAGE = 65536  # characters of result text per GET
+MAX_WAIT_S = 300.0
+MAX_WAIT_IDS = 100
+SPAWN_BODY = 4 << 20
+
+
+@dataclass(frozen=True)
+class Caller:
+    job_id: str | None = None  # None: the operator
+    session_id: str | None = None
+    token_digest: str | None = None
+
+
+OPERATOR = Caller()
+
+
+class CoordinationControl(Control):
+    def caller(self, req: falcon.Request) -> Caller:
+        """The operator, or the live run whose token is the bearer; anything else is a 401."""
+        scheme, _, value = (req.get_header("Authorization") or "").partition(" ")
+        operator = self.runtime.config.token
+        if scheme.lower() == "bearer" and value:
+            if operator is not None and hmac.compare_digest(value.encode(), operator.encode()):
+                return OPERATOR
+            digest = token_digest(value)
+            run = queries.run_caller(self.runtime.engine.log.connection(), digest)
+            if run is not None:
+                return Caller(run.job_id, run.session_id, digest)
+        elif operator is None:
+            return OPERATOR
+        raise ApiError(
+            falcon.HTTP_401, "unauthorized", "a valid operator or live run token is required"
+        )
+
+
+def _scope(path: str) -> str:
+    """A write scope is a relative path inside the workspace, normalized."""
+    clean = posixpath.normpath(path)
+    if clean.startswith("/") or clean == ".." or clean.startswith("../") or "\0" in clean:
+        raise ApiError(
+            falcon.HTTP_400, "invalid_argument", f"write_scope {path!r} must stay in the workspace"
+        )
+    return clean
+
+
+class Spawning(CoordinationControl):
+    """``POST /v1/jobs``: one job or a batch of 1..12, admitted all-or-nothing."""
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        caller = self.caller(req)
+        body: SpawnIn = self.body(req, SpawnIn, True, SPAWN_BODY)
+        if (body.jobs is None) == (body.prompt is None):
+            raise ApiError(
+                falcon.HTTP_400, "invalid_argument", "give either prompt (one job) or jobs"
+            )
+        items = body.jobs or [
+            SpawnItemIn(prompt=body.prompt or "", agent=body.agent, write_scope=body.write_scope)
+        ]
+        if caller.job_id is None:
+            if body.session is None:
+                raise ApiError(
+                    falcon.HTTP_400, "invalid_argument", "the operator names the session"
+                )
+            session_id = body.session
+        else:
+            if body.session is not None and body.session != caller.session_id:
+                raise ApiError(falcon.HTTP_403, "forbidden", "a run spawns only in its own session")
+            session_id = caller.session_id or ""
+        spawns = [
+            Spawn(item.agent, item.prompt, tuple(_scope(p) for p in item.write_scope))
+            for item in items
+        ]
+        self.run_lease()
+        try:
+            job_ids = self.runtime.jobs.spawn(
+                session_id, spawns, caller.job_id, caller.token_digest
+            )
+        except DispatchFailed as ex:
+            raise ApiError(falcon.HTTP_500, "dispatch_failed", str(ex)) from None
+        records = queries.jobs_by_id(self.runtime.engine.log.connection(), job_ids)
+        resp.status = falcon.HTTP_201
+        media.json_response(resp, JobsOut(jobs=[job_out(r) for r in records]))
+
+
+class Waiting(Control):
+    """``GET /v1/jobs/wait?ids=a,b&timeout=60``: until all are terminal or one changed."""
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        job_ids = [i for i in (req.get_param("ids") or "").split(",") if i]
+        if not 1 <= len(job_ids) <= MAX_WAIT_IDS:
+            raise ApiError(falcon.HTTP_400, "invalid_argument", f"ids: 1 to {MAX_WAIT_IDS} job ids")
+        timeout = _timeout(req.get_param("timeout"))
+        log = self.runtime.engine.log
+        first = queries.jobs_by_id(log.connection(), job_ids)
+        missing = sorted(set(job_ids) - {r.job_id for r in first})
+        if missing:
+            raise ApiError(falcon.HTTP_404, "not_found", f"job {missing[0]!r} does not exist")
+        seen = {r.job_id: (r.version, r.result_state) for r in first}
+        deadline = time.monotonic() + timeout
+        while True:
+            head = log.head()
+            now = queries.jobs_by_id(log.connection(), job_ids)
+            changed = [r.job_id for r in now if (r.version, r.result_state) != seen[r.job_id]]
+            done = all(r.state in TERMINAL for r in now)
+            left = deadline - time.monotonic()
+            if changed or done or left <= 0 or self.runtime.shutdown.is_set():
+                out = WaitOut(
+                    jobs=[job_out(r) for r in now],
+                    changed=changed,
+                    timed_out=not (changed or done),
+                )
+                media.json_response(resp, out)
+                return
+            log.wait_for(head, min(1.0, left))
+
+
+def _timeout(raw: str | None) -> float:
+    if raw is None:
+        return 60.0
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not 0 <= value <= MAX_WAIT_S:
+        raise ApiError(
+            falcon.HTTP_400, "invalid_argument", f"timeout must be 0..{MAX_WAIT_S:g} seconds"
+        )
+    return value
+
+
+class Result(CoordinationControl):
+    """``GET /v1/jobs/{id}/result?cursor=0``: pages the text; the first read is recorded."""
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
+        caller = self.caller(req)
+        conn = self.runtime.engine.log.connection()
+        record = queries.job(conn, job_id)
+        if record is None:
+            raise ApiError(falcon.HTTP_404, "not_found", f"job {job_id!r} does not exist")
+        if caller.session_id is not None and caller.session_id != record.session_id:
+            raise ApiError(falcon.HTTP_403, "forbidden", f"job {job_id} is in another session")
+        raw = req.get_param("cursor") or "0"
+        if not raw.isdigit():
+            raise ApiError(falcon.HTTP_400, "invalid_argument", "cursor must be an offset")
+        if record.result_state is None:
+            raise ApiError(
+                falcon.HTTP_409, "conflict", f"job {job_id} is {record.state}: no result yet"
+            )
+        if record.result_state == UNREAD:
+            self.run_lease()
+            command = c.ReadJobResult(
+                job_id=job_id, caller_job=caller.job_id, caller_token_digest=caller.token_digest
+            )
+            # Another reader may be first: the first read is the one on record.
+            with contextlib.suppress(InvalidTransition, ConcurrencyError):
+                self.runtime.engine.handle(command)
+            record = queries.job(conn, job_id) or record
+        text, cursor = record.result or "", int(raw)
+        page = text[cursor : cursor + RESULT_PAGE]
+        end = cursor + len(page)
+        media.json_response(
+            resp,
+            ResultOut(
+                text=page,
+                next_cursor=end if end < len(text) else None,
+                result_state=record.result_state,
+            ),
+        )
+
+
+class Disposition(CoordinationControl):
+    """``POST /v1/jobs/{id}/result/accept|reject`` (``reason``) and ``.../integrated``
+    (``sha256``): by an ancestor's live run or the operator; answers the job row."""
+
+    def on_post(
+        self, req: falcon.Request, resp: falcon.Response, job_id: str, disposition: str
+    ) -> None:
+        caller = self.caller(req)
+        by, digest = caller.job_id, caller.token_digest
+        command: c.Command
+        if disposition in ("accept", "reject"):
+            reason = self.body(req, DispositionIn, True).reason
+            make = c.AcceptJobResult if disposition == "accept" else c.RejectJobResult
+            command = make(job_id=job_id, reason=reason, caller_job=by, caller_token_digest=digest)
+        elif disposition == "integrated":
+            sha256 = self.body(req, IntegratedIn, True).sha256
+            command = c.IntegrateJobResult(
+                job_id=job_id, sha256=sha256, caller_job=by, caller_token_digest=digest
+            )
+        else:
+            raise ApiError(falcon.HTTP_404, "not_found", f"no result action {disposition!r}")
+        self.run(req, command)
+        JobItem(self.runtime).on_get(req, resp, job_id)

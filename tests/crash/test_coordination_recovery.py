@@ -1,0 +1,89 @@
+"""kill -9 of a whole server while a root's batch of workers runs: the next server resumes the
+root and its workers, the batch stays whole, and the resumed root judges each result once."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine import open_log
+from engine.domain import MACHINES
+from projections import default_projections
+from tests.crash.test_server_recovery import ENV, kill_everything
+from tests.support.coordination import CALL
+from tests.support.server import Server, serve
+
+pytestmark = [pytest.mark.crash, pytest.mark.server]
+
+# A resumed root does not spawn again: it finds its children by lineage (?parent=).
+BATCHER = (
+    CALL
+    + """
+me = os.environ["FOLDLINE_JOB_ID"]
+if os.environ["FOLDLINE_RESUMED"] == "1":
+    ids = [job["job_id"] for job in call("GET", "/v1/jobs?parent=" + me)[1]["jobs"]]
+else:
+    status, body = call("POST", "/v1/jobs", {"jobs": [
+        {"agent": "worker", "prompt": str(n)} for n in range(3)]})
+    ids = [job["job_id"] for job in body["jobs"]]
+for job in wait_all(ids):
+    call("GET", "/v1/jobs/" + job["job_id"] + "/result")
+    status, row = call("POST", "/v1/jobs/" + job["job_id"] + "/result/accept", {"reason": "ok"})
+    print(status, row["result_state"], job["result"].strip())
+"""
+)
+WORKER = 'read -r p; sleep 6; echo "done $p resumed=$FOLDLINE_RESUMED"'
+
+
+def _children(server: Server, root: str) -> list[dict[str, Any]]:
+    status, _, raw = server.request("GET", f"/v1/jobs?parent={root}")
+    assert status == 200
+    return json.loads(raw)["jobs"]  # type: ignore[no-any-return]
+
+
+def test_kill_9_while_a_batch_runs_then_recovery_finishes_it_whole(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "batcher.py").write_text(BATCHER)
+    agents = tmp_path / "agents.toml"
+    agents.write_text(
+        "[agents.root]\n"
+        f"command = {json.dumps(f'{shlex.quote(sys.executable)} batcher.py')}\n"
+        'can_spawn = ["worker"]\n'
+        "[agents.worker]\n"
+        f"command = {json.dumps(WORKER)}\n"
+    )
+    env = {**ENV, "FOLDLINE_AGENTS_FILE": str(agents)}
+    with serve(workspace, env, workers=2) as first:
+        _, receipt = first.invoke({"prompt": "go", "agent": "root", "id": "k1", "async": True})
+        root = receipt["invocation"]
+        deadline = time.monotonic() + 30
+        while len(_children(first, root)) < 3:  # the batch commits whole or not at all
+            assert time.monotonic() < deadline, "the batch was never admitted"
+            first.request("GET", f"/v1/jobs/wait?ids={root}&timeout=1")
+        with serve(workspace, env) as second:
+            # A write attempt makes the second server contend for the lease (it is busy now).
+            assert second.request("POST", "/invocations", {"prompt": "mine?"})[0] == 503
+            kill_everything(first)
+            deadline = time.monotonic() + 60
+            while (body := second.invoke({"get": "k1"})[1])["status"] != "ok":
+                assert body["status"] == "running", body
+                assert time.monotonic() < deadline, f"the root never finished: {body}"
+                second.request("GET", f"/v1/jobs/wait?ids={root}&timeout=2")
+            children = _children(second, root)
+            assert len(children) == 3 and len({c["batch"] for c in children}) == 1
+            assert all(c["state"] == "ok" and c["result_state"] == "accepted" for c in children)
+            assert all(c["result"].endswith("resumed=1\n") for c in children), children
+            assert sorted(body["result"].splitlines()) == [
+                f"200 accepted done {n} resumed=1" for n in range(3)
+            ]
+    log = open_log(workspace / ".foldline" / "foldline.db", MACHINES, default_projections())
+    assert log.verify_chain() == []
+    assert log.content_hash() == log.rebuild()
+    log.close()
