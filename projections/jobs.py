@@ -31,7 +31,8 @@ from engine.domain.result import (
     ResultRejected,
 )
 from engine.events import RecordedEvent
-from engine.projection import DispatchProjection, handles
+from engine.projection import DispatchProjection, Folder, handles
+from projections import memory
 
 TERMINAL = ("ok", "error", "superseded", "cancelled")
 
@@ -98,6 +99,9 @@ class JobsProjection(DispatchProjection):
     @staticmethod
     def _id(e: RecordedEvent) -> str:
         return ids.entity_of(e.stream_id)
+
+    def memory_folder(self, cursor: Any) -> Folder:
+        return memory.jobs_folder(cursor)
 
     def _set(self, cur: Any, e: RecordedEvent, **fields: Any) -> None:
         columns = {"state": e.state, "version": e.version, "updated_at": e.recorded_at, **fields}

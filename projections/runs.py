@@ -20,7 +20,8 @@ from engine.domain.session import (
     SessionSuspended,
 )
 from engine.events import RecordedEvent
-from engine.projection import DispatchProjection, handles
+from engine.projection import DispatchProjection, Folder, handles
+from projections import memory
 
 
 class RunsProjection(DispatchProjection):
@@ -43,6 +44,9 @@ class RunsProjection(DispatchProjection):
     @staticmethod
     def _id(e: RecordedEvent) -> str:
         return ids.entity_of(e.stream_id)
+
+    def memory_folder(self, cursor: Any) -> Folder:
+        return memory.runs_folder(cursor)
 
     def _start(self, cur: Any, kind: str, e: RecordedEvent) -> None:
         ev: Any = e.event

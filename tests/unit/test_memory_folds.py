@@ -1,0 +1,173 @@
+"""The audit's in-memory folds leave exactly the rows the SQL handlers leave, for every event
+type they handle (``projections.memory``): fed the same events, both fold into a SQLite file
+and the tables are compared row by row."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import apsw
+import pytest
+
+from engine.domain import job as j
+from engine.domain import result as r
+from engine.domain import session as s
+from engine.events import Event, RecordedEvent
+from engine.projection import Projection
+from projections.jobs import JobsProjection
+from projections.runs import RunsProjection
+
+_SESSION_EVENTS: list[tuple[str, Event]] = [
+    ("created", s.SessionCreated(agent="a")),
+    ("running", s.SessionStarted(run_id="sr1", pid=41, start_token="t")),
+    ("paused", s.SessionPaused()),
+    ("running", s.SessionResumed(run_id="sr2")),
+    ("running", s.SessionStarted(run_id="sr3", pid=0)),  # no controller: no run
+    ("running", s.SessionStarted(run_id="sr4", pid=42, start_token="u")),
+    ("detached", s.SessionFinished(outcome="detached")),  # keeps its controller
+]
+
+_JOB_EVENTS: list[tuple[str, Event]] = [
+    (
+        "accepted",
+        j.JobAccepted(
+            session="s1",
+            agent="coder",
+            prompt_file="p.md",
+            parent_job="j0",
+            depth=2,
+            batch="b",
+            resource_group="g",
+            units=3,
+            write_scope=("src/", "docs/"),
+            task="t1",
+        ),
+    ),
+    ("running", j.JobStarted(run_id="r1", pid=7, start_token="k", epoch=2, token_digest="d")),
+    ("paused", j.JobPaused(by="session")),
+    ("running", j.JobContinued()),
+    ("suspended", j.JobSuspended(reason="capacity")),
+    ("running", j.JobStarted(run_id="r2", pid=8, resumed=True)),  # runs + 1, first start kept
+    ("cancelling", j.JobCancelRequested(reason="")),
+    ("running", j.JobNotifyStarted(pid=9)),
+    ("running", j.JobNotifyFinished(exit_code=None, ms=12, stdout_tail="o", stderr_tail="e")),
+    ("running", j.JobNotifyLost(pid=9, reason="crash")),
+    (
+        "ok",
+        j.JobFinished(
+            outcome="ok",
+            result="done",
+            files=(j.FileEntry(path="a.txt", size=3),),
+            exit_code=0,
+            warnings=("w1", "w2"),
+        ),
+    ),
+]
+_RESULT_EVENTS: list[tuple[str, Event]] = [
+    ("read", r.ResultRead(by="operator")),
+    ("accepted", r.ResultAccepted(by="operator", reason="fine")),
+    ("integrated", r.ResultIntegrated(by="operator", sha256="abc")),
+]
+_OTHER_ENDS: list[tuple[str, list[tuple[str, Event]]]] = [
+    ("j2", [("superseded", j.JobSuperseded(superseded_by="j3"))]),
+    ("j3", [("cancelled", j.JobCancelled(reason="asked"))]),
+    ("j4", [("cancelled", j.JobCancelled())]),
+    ("j5", [("error", j.JobResumeFailed(reason="prompt file gone"))]),
+    ("j6", [("suspended", j.JobSuspended())]),
+    ("j7", [("paused", j.JobPaused())]),
+]
+
+
+def _events() -> Iterator[tuple[str, str, Event]]:
+    """(stream, state, event) in log order: a job through every event, others that end in
+    every other way, a result judged, events for a job that does not exist."""
+    for state, event in _SESSION_EVENTS:
+        yield "session:s1", state, event
+    for session, end in (
+        ("s2", s.SessionFinished(outcome="completed")),
+        ("s3", s.SessionStopped()),
+        ("s4", s.SessionSuspended()),
+        ("s5", s.SessionCancelled()),
+    ):
+        yield f"session:{session}", "created", s.SessionCreated()
+        yield f"session:{session}", "running", s.SessionStarted(run_id=session, pid=5)
+        yield f"session:{session}", "ended", end
+    for state, event in _JOB_EVENTS:
+        yield "job:j1", state, event
+    for state, event in _RESULT_EVENTS:
+        yield "result:j1", state, event
+    for job, ends in _OTHER_ENDS:
+        yield f"job:{job}", "accepted", j.JobAccepted(session="s1")
+        yield f"job:{job}", "running", j.JobStarted(run_id=f"run-{job}")
+        for state, event in ends:
+            yield f"job:{job}", state, event
+    yield "job:nobody", "running", j.JobStarted(run_id="x")  # UPDATE of no row: nothing
+    yield "result:nobody", "rejected", r.ResultRejected(by="operator", reason="no")
+
+
+def _recorded() -> list[RecordedEvent]:
+    versions: dict[str, int] = {}
+    recorded = []
+    for position, (stream, state, event) in enumerate(_events(), start=1):
+        versions[stream] = versions.get(stream, 0) + 1
+        recorded.append(
+            RecordedEvent(
+                position=position,
+                stream_id=stream,
+                version=versions[stream],
+                event_type=str(type(event).__struct_config__.tag),
+                recorded_at=f"2026-01-01T00:00:{position:02d}Z",
+                epoch=position % 3,
+                command_id=f"c{position}" if position % 2 else None,
+                state=state,
+                event=event,
+                hash="",
+            )
+        )
+    return recorded
+
+
+def _fold(path: Path, projection: Projection, memory: bool) -> list[Any]:
+    conn = apsw.Connection(str(path))
+    cursor = conn.cursor()
+    cursor.execute(projection.ddl)
+    folder = projection.memory_folder(cursor) if memory else projection.folder(cursor)
+    for event in _recorded():
+        if folder.event_types is None or event.event_type in folder.event_types:
+            folder.feed(event)
+    folder.finish()
+    (table,) = projection.tables
+    rows = cursor.execute(f"SELECT * FROM {table} ORDER BY 1, 2").fetchall()
+    conn.close()
+    return rows
+
+
+@pytest.mark.parametrize("projection", [JobsProjection(), RunsProjection()], ids=str)
+def test_memory_fold_leaves_the_rows_of_the_sql_handlers(
+    tmp_path: Path, projection: Projection
+) -> None:
+    by_sql = _fold(tmp_path / "sql.db", projection, memory=False)
+    in_memory = _fold(tmp_path / "memory.db", projection, memory=True)
+    assert in_memory == by_sql and by_sql
+
+
+@pytest.mark.parametrize("projection", [JobsProjection(), RunsProjection()], ids=str)
+def test_memory_fold_handles_what_the_projection_handles(projection: Projection) -> None:
+    conn = apsw.Connection(":memory:")
+    conn.execute(projection.ddl)
+    handled = projection.handled_events()
+    assert handled is not None
+    assert projection.memory_folder(conn.cursor()).event_types == frozenset(handled)
+
+
+def test_memory_fold_refuses_a_second_accept_as_sql_does(tmp_path: Path) -> None:
+    conn = apsw.Connection(str(tmp_path / "twice.db"))
+    cursor = conn.cursor()
+    cursor.execute(JobsProjection.ddl)
+    folder = JobsProjection().memory_folder(cursor)
+    accepted = next(e for e in _recorded() if e.event_type == "job.accepted")
+    folder.feed(accepted)
+    with pytest.raises(ValueError, match="UNIQUE"):
+        folder.feed(accepted)
