@@ -19,7 +19,8 @@ from engine.domain.result import UNREAD
 from engine.events import RecordedEvent
 from engine.projection import Folder
 
-Fold = Callable[[RecordedEvent], None]
+Fold = Callable[[RecordedEvent, str], None]
+"""Folds one event, given the id of the entity its stream belongs to (``j1`` of ``job:j1``)."""
 _files = msgspec.json.encode
 
 
@@ -66,15 +67,11 @@ def _json_list(items: Any) -> str:
     return json.dumps(list(items)) if items else "[]"
 
 
-def _entity(e: RecordedEvent) -> str:
-    return e.stream_id.partition(":")[2]
-
-
 def _folder(table: Table, folds: dict[str, Fold]) -> Folder:
     def feed(e: RecordedEvent) -> None:
         fold = folds.get(e.event_type)
         if fold is not None:
-            fold(e)
+            fold(e, e.stream_id.partition(":")[2])
 
     return Folder(feed, table.finish, frozenset(folds))
 
@@ -83,10 +80,8 @@ def jobs_folder(cursor: Any) -> Folder:
     """``JobsProjection`` in memory."""
     jobs = Table(cursor, "jobs", {"runs": 0, "files": "[]", "warnings": "[]"})
 
-    def moved(e: RecordedEvent, **fields: Any) -> None:  # JobsProjection._set
-        jobs.update(
-            _entity(e), state=e.state, version=e.version, updated_at=e.recorded_at, **fields
-        )
+    def moved(e: RecordedEvent, job: str, **fields: Any) -> None:  # JobsProjection._set
+        jobs.update(job, state=e.state, version=e.version, updated_at=e.recorded_at, **fields)
 
     # The three events of every job, by column index (keyword arguments cost more than
     # the fold itself at a million events).
@@ -113,9 +108,9 @@ def jobs_folder(cursor: Any) -> Folder:
         at[c] for c in ("result", "files", "exit_code", "warnings", "finished_at", "result_state")
     ]
 
-    def accepted(e: RecordedEvent) -> None:
+    def accepted(e: RecordedEvent, entity: str) -> None:
         ev: Any = e.event
-        job = _entity(e)
+        job = entity
         if job in jobs.rows:
             raise ValueError(f"UNIQUE constraint failed: jobs.job_id {job!r}")
         row = list(jobs.blank)
@@ -128,8 +123,8 @@ def jobs_folder(cursor: Any) -> Folder:
             row[column] = value
         jobs.rows[job] = row
 
-    def started(e: RecordedEvent) -> None:
-        row = jobs.rows.get(_entity(e))
+    def started(e: RecordedEvent, entity: str) -> None:
+        row = jobs.rows.get(entity)
         if row is None:
             return
         ev: Any = e.event
@@ -141,8 +136,8 @@ def jobs_folder(cursor: Any) -> Folder:
         if row[started_at] is None:
             row[started_at] = e.recorded_at
 
-    def finished(e: RecordedEvent) -> None:
-        row = jobs.rows.get(_entity(e))
+    def finished(e: RecordedEvent, entity: str) -> None:
+        row = jobs.rows.get(entity)
         if row is None:
             return
         ev: Any = e.event
@@ -152,32 +147,33 @@ def jobs_folder(cursor: Any) -> Folder:
         for column, value in zip(finished_columns, values, strict=True):
             row[column] = value
 
-    def resume_failed(e: RecordedEvent) -> None:
+    def resume_failed(e: RecordedEvent, entity: str) -> None:
         reason = e.event.reason  # type: ignore[attr-defined]
-        moved(e, result=reason, reason=reason, finished_at=e.recorded_at)
+        moved(e, entity, result=reason, reason=reason, finished_at=e.recorded_at)
 
-    def cancelled(e: RecordedEvent) -> None:
+    def cancelled(e: RecordedEvent, entity: str) -> None:
         reason = e.event.reason or None  # type: ignore[attr-defined]
-        moved(e, finished_at=e.recorded_at, **({"reason": reason} if reason else {}))
+        moved(e, entity, finished_at=e.recorded_at, **({"reason": reason} if reason else {}))
 
-    def notify_finished(e: RecordedEvent) -> None:
+    def notify_finished(e: RecordedEvent, entity: str) -> None:
         ev: Any = e.event
         moved(
             e,
+            entity,
             notify_exit_code=ev.exit_code,
             notify_ms=ev.ms,
             notify_stdout=ev.stdout_tail,
             notify_stderr=ev.stderr_tail,
         )
 
-    def result(e: RecordedEvent) -> None:  # moves result_* only, never the job's own state
+    def result(e: RecordedEvent, entity: str) -> None:  # result_* only, not the job's state
         ev: Any = e.event
-        row = jobs.rows.get(_entity(e))
+        row = jobs.rows.get(entity)
         if row is None:
             return
         reason, sha256 = getattr(ev, "reason", None), getattr(ev, "sha256", None)
         jobs.update(
-            _entity(e),
+            entity,
             result_state=e.state,
             result_reason=jobs.get(row, "result_reason") if reason is None else reason,
             result_sha256=jobs.get(row, "result_sha256") if sha256 is None else sha256,
@@ -188,21 +184,23 @@ def jobs_folder(cursor: Any) -> Folder:
         "job.accepted": accepted,
         "job.started": started,
         "job.finished": finished,
-        "job.superseded": lambda e: moved(
+        "job.superseded": lambda e, job: moved(
             e,
+            job,
             superseded_by=e.event.superseded_by,  # type: ignore[attr-defined]
             finished_at=e.recorded_at,
         ),
-        "job.paused": lambda e: moved(e, paused_by=e.event.by or None),  # type: ignore[attr-defined]
+        "job.paused": lambda e, job: moved(e, job, paused_by=e.event.by or None),  # type: ignore[attr-defined]
         "job.continued": moved,
-        "job.suspended": lambda e: moved(e, reason=e.event.reason or None),  # type: ignore[attr-defined]
+        "job.suspended": lambda e, job: moved(e, job, reason=e.event.reason or None),  # type: ignore[attr-defined]
         "job.resume_failed": resume_failed,
-        "job.cancel_requested": lambda e: moved(e, reason=e.event.reason or None),  # type: ignore[attr-defined]
+        "job.cancel_requested": lambda e, job: moved(e, job, reason=e.event.reason or None),  # type: ignore[attr-defined]
         "job.cancelled": cancelled,
-        "job.notify_started": lambda e: moved(e, notify_pid=e.event.pid),  # type: ignore[attr-defined]
+        "job.notify_started": lambda e, job: moved(e, job, notify_pid=e.event.pid),  # type: ignore[attr-defined]
         "job.notify_finished": notify_finished,
-        "job.notify_lost": lambda e: moved(
+        "job.notify_lost": lambda e, job: moved(
             e,
+            job,
             notify_exit_code=None,
             notify_ms=0,
             notify_stderr=e.event.reason,  # type: ignore[attr-defined]
@@ -220,15 +218,15 @@ def runs_folder(cursor: Any) -> Folder:
     runs = Table(cursor, "runs", {})
 
     def start(kind: str) -> Fold:
-        def fold(e: RecordedEvent) -> None:  # INSERT OR REPLACE
+        def fold(e: RecordedEvent, entity: str) -> None:  # INSERT OR REPLACE
             ev: Any = e.event
             if kind == "session" and ev.pid <= 0:  # sessions without a controller run nothing
                 return
-            runs.rows.pop((kind, _entity(e)), None)
+            runs.rows.pop((kind, entity), None)
             runs.insert(
-                (kind, _entity(e)),
+                (kind, entity),
                 kind=kind,
-                entity_id=_entity(e),
+                entity_id=entity,
                 run_id=ev.run_id,
                 pid=ev.pid,
                 start_token=ev.start_token,
@@ -239,14 +237,14 @@ def runs_folder(cursor: Any) -> Folder:
         return fold
 
     def end(kind: str) -> Fold:
-        def fold(e: RecordedEvent) -> None:  # DELETE
-            runs.rows.pop((kind, _entity(e)), None)
+        def fold(e: RecordedEvent, entity: str) -> None:  # DELETE
+            runs.rows.pop((kind, entity), None)
 
         return fold
 
-    def session_finished(e: RecordedEvent) -> None:
+    def session_finished(e: RecordedEvent, entity: str) -> None:
         if e.state != "detached":  # a detached session keeps its controller
-            runs.rows.pop(("session", _entity(e)), None)
+            runs.rows.pop(("session", entity), None)
 
     folds: dict[str, Fold] = {
         "job.started": start("job"),

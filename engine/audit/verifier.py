@@ -230,7 +230,9 @@ def _replay_share(path: str, part: int, parts: int, fold: Sequence[str], fast: b
             found.counts = tuple(
                 reader.query("SELECT count(*), min(position), max(position) FROM events")[0]
             )
-        decode = codec.decode
+        # The typed decoders straight, as `codec.decode` calls them; any failure goes through
+        # `codec.decode` again, which words it.
+        decoders = {tag: d.decode for tag, d in codec._decoders.items()}
         sha256, envelope = hashlib.sha256, msgspec.json.encode
         for (
             position,
@@ -296,7 +298,10 @@ def _replay_share(path: str, part: int, parts: int, fold: Sequence[str], fast: b
                 seen[1] += 1
             else:
                 try:
-                    event = decode(event_type, payload)
+                    try:
+                        event = decoders[event_type](payload)
+                    except (KeyError, msgspec.DecodeError):
+                        event = codec.decode(event_type, payload)
                     rules = machine.table.get((last_state, event_type))
                     if rules is not None and len(rules) == 1 and rules[0].guard is None:
                         expected = last_state if rules[0].dest is None else rules[0].dest
