@@ -174,18 +174,16 @@ class _Grouped:
     heads_may_differ: set[str]
 
 
-def _grouped(reader: Reader, other: str, rows: str, prefix: int) -> _Grouped:
-    """Rows come in position order, so each stream's versions arrive sorted (unless rows were
-    swapped); only the streams need sorting (grouping in SQL sorts every row: slower, as is
-    handing the rows over as JSON text, measured)."""
-    found: dict[int, dict[str, list[int]]] = {0: {}, 1: {}, 2: {}}
-    buckets = [found[0], found[1], found[2]]
+def _grouped_range(reader: Reader, other: str, rows: str, prefix: int, lo: int, hi: int) -> Any:
+    """One position range of ``rows``: per kind, each stream's versions in position order,
+    the streams whose versions came out of order, and the streams whose head may differ."""
+    found: list[dict[str, list[int]]] = [{}, {}, {}]
     suspects: set[str] = set()
     disordered: set[tuple[int, str]] = set()
     for kind, stream_id, version, head_fields in _connection(reader, other).execute(
-        rows, (prefix, prefix + 1, MAX_POSITION)
+        rows, (prefix, lo, hi)
     ):
-        bucket = buckets[kind]
+        bucket = found[kind]
         versions = bucket.get(stream_id)
         if versions is None:
             bucket[stream_id] = [version]
@@ -195,12 +193,77 @@ def _grouped(reader: Reader, other: str, rows: str, prefix: int) -> _Grouped:
             versions.append(version)
         if head_fields:
             suspects.add(stream_id)
+    return found, disordered, suspects
+
+
+def _grouped(reader: Reader, other: str, rows: str, prefix: int, last: int) -> _Grouped:
+    """Rows come in position order, so each stream's versions arrive sorted (unless rows were
+    swapped); only the streams need sorting (grouping in SQL sorts every row: slower, as is
+    handing the rows over as JSON text, measured). Long scans are split into position ranges
+    read by threads: SQLite compares the rows of each range on its own core."""
+    span = max(0, last - prefix)
+    parts = min(2, os.cpu_count() or 1) if span > 50_000 else 1
+    pieces = [(prefix + lo, prefix + hi) for lo, hi in ranges(span, parts)] or [
+        (prefix + 1, prefix)
+    ]
+    pieces[-1] = (pieces[-1][0], MAX_POSITION)  # and whatever lies beyond the head
+    results = _parallel(
+        [lambda r=r: _grouped_range(reader, other, rows, prefix, *r) for r in pieces]  # type: ignore[misc]
+    )
+    found: dict[int, dict[str, list[int]]] = {0: {}, 1: {}, 2: {}}
+    suspects: set[str] = set()
+    disordered: set[tuple[int, str]] = set()
+    for buckets, out_of_order, heads in results:  # in position order
+        suspects |= heads
+        disordered |= out_of_order
+        for kind, streams in enumerate(buckets):
+            merged = found[kind]
+            for stream_id, versions in streams.items():
+                earlier = merged.get(stream_id)
+                if earlier is None:
+                    merged[stream_id] = versions
+                else:
+                    if versions[0] < earlier[-1]:
+                        disordered.add((kind, stream_id))
+                    earlier.extend(versions)
     for kind, stream_id in disordered:
         found[kind][stream_id].sort()
     return _Grouped(
         {kind: {s: streams[s] for s in sorted(streams)} for kind, streams in found.items()},
         suspects,
     )
+
+
+def _b_holds_no_other_rows(reader: Reader, other: str, prefix: int, left: _Grouped) -> bool:
+    """Every row of A after the prefix but those only in A has its (stream, version) on B
+    after the prefix, a different row each ((stream, version) is unique): when B holds no
+    more rows than those there, it has none that A lacks, and needs no scan of its own."""
+    conn = _connection(reader, other)
+    if not _unique_stream_versions(conn):  # a rebuilt table could hold one key twice
+        return False
+    only_a = sum(len(versions) for versions in left.streams[0].values())
+    return _rows_after(conn, "b", prefix) == _rows_after(conn, "main", prefix) - only_a
+
+
+def _unique_stream_versions(conn: Any) -> bool:
+    """A's events table keeps its UNIQUE (stream_id, version): no two rows share a key."""
+    for _, name, unique, _, partial in conn.execute("PRAGMA main.index_list(events)").fetchall():
+        columns = [row[2] for row in conn.execute(f'PRAGMA main.index_info("{name}")')]
+        if unique and not partial and columns == ["stream_id", "version"]:
+            return True
+    return False
+
+
+def _rows_after(conn: Any, schema: str, prefix: int) -> int:
+    """Rows after a position, counting the shorter side of it: a count of the whole table
+    reads the smallest index (nearly free), a count of a range reads every page of it."""
+    table = f"{schema}.events"
+    total, last = conn.execute(f"SELECT count(*), max(position) FROM {table}").fetchall()[0]
+    if last is None or prefix > last // 2:
+        after = conn.execute(f"SELECT count(*) FROM {table} WHERE position > ?", (prefix,))
+        return int(after.fetchall()[0][0])
+    before = conn.execute(f"SELECT count(*) FROM {table} WHERE position <= ?", (prefix,))
+    return int(total - before.fetchall()[0][0])
 
 
 def _first_positions(reader: Reader, other: str, rows: str, prefix: int) -> list[Any]:
@@ -296,18 +359,19 @@ def diff(
         if divergence is None:
             return Diff(True, head_a, heads, {}, {}, {}, {}, {}, {"a": [], "b": []})
         prefix = divergence - 1
-        left, right = _parallel(
-            [
-                lambda: _grouped(reader, other, _A_GROUPED, prefix),
-                lambda: _grouped(reader, other, _B_ROWS, prefix),
-            ]
+        left = _grouped(reader, other, _A_GROUPED, prefix, head_a)
+        b_lacks_none = _b_holds_no_other_rows(reader, other, prefix, left)
+        right = (
+            _Grouped({0: {}, 1: {}, 2: {}}, set())
+            if b_lacks_none
+            else _grouped(reader, other, _B_ROWS, prefix, head_b)
         )
         suspects = left.heads_may_differ | right.heads_may_differ
         if at is not None:  # a moved row may sit before `at` on one side only
             suspects |= left.streams[2].keys()
         entities = _entities(reader, other, suspects, at)
         firsts = _first_positions(reader, other, _A_ROWS, prefix)
-        only_b = _first_positions(reader, other, _B_POSITIONS, prefix)
+        only_b = [] if b_lacks_none else _first_positions(reader, other, _B_POSITIONS, prefix)
         links = {
             "a": _check_links(reader, other, "main", prefix, [p for p, _, k in firsts if k < 2]),
             "b": _check_links(

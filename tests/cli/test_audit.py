@@ -13,6 +13,7 @@ import apsw
 import pytest
 
 from engine import FixedClock, chain
+from engine.audit import diff
 from engine.domain import commands as c
 from engine.domain.rules import Settings
 from projections import open_engine
@@ -227,6 +228,21 @@ def test_audit_diff_finds_where_two_histories_part(tmp_path: Path) -> None:
     assert "part after position 16" in human and "only in A: job:only-a" in human
     at_fork = _diff_at(a, b, 16)
     assert at_fork["entities"] == {}
+
+
+def test_audit_diff_sees_rows_only_in_b_when_both_logs_hold_as_many(tmp_path: Path) -> None:
+    # A and B each go on with a stream of their own: as many rows after the fork on both
+    # sides, so B's own row must still be looked for, not inferred away from the counts.
+    a, b = tmp_path / "a.db", tmp_path / "b.db"
+    make_log(a, sessions=2)
+    shutil.copy(a, b)
+    for path, job in ((a, "only-a"), (b, "only-b")):
+        engine = open_engine(path, clock=FixedClock())
+        engine.handle(c.AcceptJob(job_id=job, session_id="s1"))
+        engine.log.close()
+    found = diff(a, b)
+    assert found.heads["a"] == found.heads["b"]
+    assert found.only_a == {"job:only-a": [1]} and found.only_b == {"job:only-b": [1]}
 
 
 def test_audit_diff_and_verify_of_an_empty_log(clean: Path, tmp_path: Path) -> None:
