@@ -265,3 +265,85 @@ def runs_folder(cursor: Any) -> Folder:
         "session.finished": session_finished,
     }
     return _folder(runs, folds)
+
+
+_SESSION_ENDS = ("completed", "failed", "stopped", "cancelled")
+
+
+def sessions_folder(cursor: Any) -> Folder:
+    """``SessionsProjection`` in memory."""
+    sessions = Table(cursor, "sessions", {"tainted": 0, "taint_reasons": "[]"})
+
+    def moved(e: RecordedEvent, session: str, **fields: Any) -> None:  # SessionsProjection._set
+        if e.state in _SESSION_ENDS:
+            fields["finished_at"] = e.recorded_at
+        sessions.update(
+            session, state=e.state, version=e.version, updated_at=e.recorded_at, **fields
+        )
+
+    def created(e: RecordedEvent, session: str) -> None:
+        ev: Any = e.event
+        sessions.insert(
+            session,
+            session_id=session,
+            state=e.state,
+            version=e.version,
+            agent=ev.agent,
+            origin=ev.origin,
+            resource_group=ev.resource_group,
+            units=ev.units,
+            has_controller=int(ev.has_controller),
+            created_at=e.recorded_at,
+            updated_at=e.recorded_at,
+        )
+
+    def resumed(e: RecordedEvent, session: str) -> None:
+        run_id = e.event.run_id or None  # type: ignore[attr-defined]
+        extra = {"run_id": run_id} if run_id else {}
+        moved(e, session, pid=None, start_token=None, detached_by=None, **extra)
+
+    def finished(e: RecordedEvent, session: str) -> None:
+        extra = {"detached_by": None} if e.state == "detached" else {}
+        moved(e, session, requested=None, **extra)
+
+    def tainted(e: RecordedEvent, session: str) -> None:
+        row = sessions.rows.get(session)
+        if row is None:  # the SQL handler reads the row first, and fails without one
+            raise LookupError(f"no session {session!r} to taint")
+        reasons = [*json.loads(sessions.get(row, "taint_reasons")), e.event.reason]  # type: ignore[attr-defined]
+        moved(e, session, tainted=1, taint_reasons=json.dumps(reasons))
+
+    def owes(e: RecordedEvent, session: str) -> None:
+        owed: Any = e.event.owed  # type: ignore[attr-defined]
+        moved(e, session, owes_kind=owed.kind, owes_ref=owed.ref)
+
+    def started(e: RecordedEvent, session: str) -> None:
+        ev: Any = e.event
+        moved(e, session, run_id=ev.run_id, pid=ev.pid, start_token=ev.start_token)
+
+    def finishing(e: RecordedEvent, session: str) -> None:
+        ev: Any = e.event
+        moved(e, session, requested=ev.requested, error=ev.error or None)
+
+    def controller_gone(e: RecordedEvent, session: str) -> None:
+        moved(e, session, pid=None, start_token=None)
+
+    folds: dict[str, Fold] = {
+        "session.created": created,
+        "session.started": started,
+        "session.detached": lambda e, s: moved(e, s, detached_by=e.event.by),  # type: ignore[attr-defined]
+        "session.attached": lambda e, s: moved(e, s, detached_by=None),
+        "session.paused": controller_gone,
+        "session.suspended": controller_gone,
+        "session.resumed": resumed,
+        "session.finishing": finishing,
+        "session.finished": finished,
+        **dict.fromkeys(
+            ("session.stopping", "session.stopped", "session.cancelling", "session.cancelled"),
+            moved,
+        ),
+        "session.tainted": tainted,
+        "session.owes": owes,
+        "session.settled": lambda e, s: moved(e, s, owes_kind=None, owes_ref=None),
+    }
+    return _folder(sessions, folds)

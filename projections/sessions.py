@@ -25,7 +25,8 @@ from engine.domain.session import (
     SessionTainted,
 )
 from engine.events import RecordedEvent
-from engine.projection import DispatchProjection, handles
+from engine.projection import DispatchProjection, Folder, handles
+from projections import memory
 
 
 class SessionsProjection(DispatchProjection):
@@ -64,6 +65,9 @@ class SessionsProjection(DispatchProjection):
     @staticmethod
     def _id(e: RecordedEvent) -> str:
         return ids.entity_of(e.stream_id)
+
+    def memory_folder(self, cursor: Any) -> Folder:
+        return memory.sessions_folder(cursor)
 
     def _set(self, cur: Any, e: RecordedEvent, **fields: Any) -> None:
         """Every event moves state, version and updated_at; some set more columns."""

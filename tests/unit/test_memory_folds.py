@@ -18,6 +18,9 @@ from engine.events import Event, RecordedEvent
 from engine.projection import Projection
 from projections.jobs import JobsProjection
 from projections.runs import RunsProjection
+from projections.sessions import SessionsProjection
+
+FOLDED = [JobsProjection(), RunsProjection(), SessionsProjection()]
 
 _SESSION_EVENTS: list[tuple[str, Event]] = [
     ("created", s.SessionCreated(agent="a")),
@@ -26,6 +29,15 @@ _SESSION_EVENTS: list[tuple[str, Event]] = [
     ("running", s.SessionResumed(run_id="sr2")),
     ("running", s.SessionStarted(run_id="sr3", pid=0)),  # no controller: no run
     ("running", s.SessionStarted(run_id="sr4", pid=42, start_token="u")),
+    ("running", s.SessionTainted(reason="first")),
+    ("running", s.SessionTainted(reason="second")),
+    ("running", s.SessionOwes(owed=s.Owed(kind="job", ref="j1"))),
+    ("running", s.SessionSettled(owed=s.Owed(kind="job", ref="j1"))),
+    ("detached", s.SessionDetached(by="operator")),
+    ("running", s.SessionAttached()),
+    ("suspended", s.SessionSuspended(reason="host")),
+    ("running", s.SessionResumed()),  # no run id: the old one stays
+    ("finishing", s.SessionFinishing(requested="failed", error="boom")),
     ("detached", s.SessionFinished(outcome="detached")),  # keeps its controller
 ]
 
@@ -85,15 +97,17 @@ def _events() -> Iterator[tuple[str, str, Event]]:
     every other way, a result judged, events for a job that does not exist."""
     for state, event in _SESSION_EVENTS:
         yield "session:s1", state, event
-    for session, end in (
-        ("s2", s.SessionFinished(outcome="completed")),
-        ("s3", s.SessionStopped()),
-        ("s4", s.SessionSuspended()),
-        ("s5", s.SessionCancelled()),
+    for session, ends in (
+        ("s2", [("completed", s.SessionFinished(outcome="completed"))]),
+        ("s3", [("stopping", s.SessionStopping()), ("stopped", s.SessionStopped())]),
+        ("s4", [("suspended", s.SessionSuspended())]),
+        ("s5", [("cancelling", s.SessionCancelling()), ("cancelled", s.SessionCancelled())]),
     ):
-        yield f"session:{session}", "created", s.SessionCreated()
+        created = s.SessionCreated(origin="a2a", resource_group="g", units=2, has_controller=True)
+        yield f"session:{session}", "created", created
         yield f"session:{session}", "running", s.SessionStarted(run_id=session, pid=5)
-        yield f"session:{session}", "ended", end
+        for state, end in ends:
+            yield f"session:{session}", state, end
     for state, event in _JOB_EVENTS:
         yield "job:j1", state, event
     for state, event in _RESULT_EVENTS:
@@ -144,7 +158,7 @@ def _fold(path: Path, projection: Projection, memory: bool) -> list[Any]:
     return rows
 
 
-@pytest.mark.parametrize("projection", [JobsProjection(), RunsProjection()], ids=str)
+@pytest.mark.parametrize("projection", FOLDED, ids=str)
 def test_memory_fold_leaves_the_rows_of_the_sql_handlers(
     tmp_path: Path, projection: Projection
 ) -> None:
@@ -153,7 +167,7 @@ def test_memory_fold_leaves_the_rows_of_the_sql_handlers(
     assert in_memory == by_sql and by_sql
 
 
-@pytest.mark.parametrize("projection", [JobsProjection(), RunsProjection()], ids=str)
+@pytest.mark.parametrize("projection", FOLDED, ids=str)
 def test_memory_fold_handles_what_the_projection_handles(projection: Projection) -> None:
     conn = apsw.Connection(":memory:")
     conn.execute(projection.ddl)
