@@ -8,8 +8,9 @@ version, type, recorded time, epoch, command, state, payload) in C, on both core
 1. the first divergent position: a join on ``position``, split into ranges scanned by threads
    (apsw lets go of the GIL while SQLite works), each stopping at its first differing row;
 2. per stream, after that position: versions only in A, only in B, ``changed`` (same stream
-   and version, different content) and ``moved`` (same content at another position), one
-   query per side, in parallel; a row is looked up by ``(stream_id, version)`` only where the
+   and version, different content) and ``moved`` (same content at another position): A's
+   rows in position ranges on threads, then B's only when A's rows do not account for all of
+   B's after the fork (counted); a row is looked up by ``(stream_id, version)`` only where the
    other side holds another event at its position;
 3. which side's chain does not verify: the stored links of the first row after the divergence
    and of the rows that differ (up to ``CHAIN_CHECKS`` per side) are recomputed; ``verify``

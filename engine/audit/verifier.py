@@ -1,16 +1,23 @@
-"""``verify`` on both cores: the chain by segments, legality and folds by stream.
+"""``verify`` on both cores: one scan per share of the streams, a fast pass, exact rechecks.
 
-Every row carries the hash of the row before it, so the chain splits into position ranges that
-are checked independently: a segment starts from the hash stored just before it, exactly as
-the sequential check trusts a stored hash again after a broken link, so the findings are the
-same. Legality needs every event of a stream in order, and a read model's row is folded from
-its own stream's events, so replay and folding split by stream: each worker replays its share
-of the streams through the machines and folds it into an in-memory copy of the projections,
-then loads that copy beside the stored tables on its read-only connection and lets SQLite
-join them on the primary key, in the read transaction of its scan. Every refolded row stored
-as it is, and as many stored rows as refolded ones over all shares, means the tables equal the
-fold. A projection that folds across streams does not split that way: any disagreement is
-refolded once more in one piece, in one snapshot, before it is reported.
+Legality needs every event of a stream in order, and a read model's row is folded from its own
+stream's events, so the work splits by stream: each worker scans its share of the streams once
+and, per row, checks the row's chain link from the hash stored at the position before it (every
+row carries the previous hash, so no other row is needed), replays it through its machine, and
+folds it into memory (``Projection.memory_folder``: the domain read models fold into Python
+lists and write each row once). It then loads that fold beside the stored tables on its
+read-only connection and lets SQLite join them on the primary key, in the read transaction of
+its scan. Every refolded row stored as it is, and as many stored rows as refolded ones over all
+shares, means the tables equal the fold.
+
+That pass can only prove a log right. Whatever it doubts is checked again the exact way, which
+words the findings as before: a link that does not check, or positions that are not exactly
+1..n, run the sequential chain check by position ranges (a range starts from the hash stored
+before it, as the sequential check trusts a stored hash again after a broken link); a memory
+fold that refuses an event reruns that share through the projections' SQL handlers; and a
+projection that disagrees (a fold across streams, a wrong memory fold, a write meanwhile, or a
+tampered table) is refolded once more in one piece, in one snapshot, through the SQL handlers,
+before it is reported.
 
 Nothing is written to the input and nothing is copied, unless the file has an older schema that
 must be migrated first (then a private copy is).
