@@ -26,7 +26,6 @@ must be migrated first (then a private copy is).
 from __future__ import annotations
 
 import gc
-import hashlib
 import multiprocessing
 import os
 import shutil
@@ -240,7 +239,7 @@ def _replay_share(path: str, part: int, parts: int, fold: Sequence[str], fast: b
         # The typed decoders straight, as `codec.decode` calls them; any failure goes through
         # `codec.decode` again, which words it.
         decoders = {tag: d.decode for tag, d in codec._decoders.items()}
-        sha256, envelope = hashlib.sha256, msgspec.json.encode
+        link = chain.link
         for (
             position,
             stream_id,
@@ -259,24 +258,17 @@ def _replay_share(path: str, part: int, parts: int, fold: Sequence[str], fast: b
                 if previous is None:  # the first row, or a gap before this one
                     previous = chain.GENESIS if position == 1 else None
                 try:
-                    linked = (
-                        sha256(
-                            previous
-                            + envelope(
-                                [
-                                    position,
-                                    stream_id,
-                                    version,
-                                    event_type,
-                                    recorded_at,
-                                    epoch,
-                                    command_id,
-                                    state,
-                                ]
-                            )
-                            + payload
-                        ).digest()
-                        == digest
+                    linked = digest == link(
+                        previous,
+                        position,
+                        stream_id,
+                        version,
+                        event_type,
+                        recorded_at,
+                        epoch,
+                        command_id,
+                        state,
+                        payload,
                     )
                 except TypeError:  # no row before, or a column of the wrong type
                     linked = False
