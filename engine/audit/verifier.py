@@ -118,8 +118,8 @@ def _differing_rows(conn: Any, table: str) -> int:
 def _partition(parts: int) -> str:
     """A SQL condition spreading streams over ``parts`` workers (``?1`` is the part). It reads
     the last two characters of the stream id only (cheap for SQLite), which end in the
-    entity's id: ``job:j7`` and ``result:j7`` (whose events fold into one ``jobs`` row) meet
-    in the same share."""
+    entity's id: ``order:o7`` and ``invoice:o7`` (a read model may fold both into one row for
+    ``o7``) meet in the same share."""
     if parts == 1:
         return "1"
     return (
