@@ -7,7 +7,8 @@ from typing import Any
 from engine.domain import ids
 from engine.domain.lease import LeaseAcquired, LeaseReleased, LeaseRenewed, LeaseTakenOver
 from engine.events import RecordedEvent
-from engine.projection import DispatchProjection, handles
+from engine.projection import DispatchProjection, Folder, handles
+from projections import memory
 
 
 class LeasesProjection(DispatchProjection):
@@ -32,6 +33,9 @@ class LeasesProjection(DispatchProjection):
     @staticmethod
     def _name(event: RecordedEvent) -> str:
         return ids.entity_of(event.stream_id)
+
+    def memory_folder(self, cursor: Any) -> Folder:
+        return memory.leases_folder(cursor)
 
     @handles(LeaseAcquired, LeaseTakenOver)
     def _tenure(self, cur: Any, e: RecordedEvent) -> None:

@@ -347,3 +347,37 @@ def sessions_folder(cursor: Any) -> Folder:
         "session.settled": lambda e, s: moved(e, s, owes_kind=None, owes_ref=None),
     }
     return _folder(sessions, folds)
+
+
+def leases_folder(cursor: Any) -> Folder:
+    """``LeasesProjection`` in memory: a tenure replaces the row, a renewal or release moves it."""
+    leases = Table(cursor, "leases", {})
+
+    def tenure(e: RecordedEvent, name: str) -> None:  # INSERT ... ON CONFLICT DO UPDATE
+        ev: Any = e.event
+        leases.rows.pop(name, None)  # every column but the key is set again
+        leases.insert(
+            name,
+            name=name,
+            state=e.state,
+            version=e.version,
+            holder=ev.holder,
+            host=ev.host,
+            pid=ev.pid,
+            epoch=ev.epoch,
+            acquired_at=e.recorded_at,
+            renewed_at=e.recorded_at,
+            updated_at=e.recorded_at,
+        )
+
+    def touch(e: RecordedEvent, name: str) -> None:
+        at = e.recorded_at
+        leases.update(name, state=e.state, version=e.version, renewed_at=at, updated_at=at)
+
+    folds: dict[str, Fold] = {
+        "lease.acquired": tenure,
+        "lease.taken_over": tenure,
+        "lease.renewed": touch,
+        "lease.released": touch,
+    }
+    return _folder(leases, folds)

@@ -12,15 +12,17 @@ import apsw
 import pytest
 
 from engine.domain import job as j
+from engine.domain import lease as le
 from engine.domain import result as r
 from engine.domain import session as s
 from engine.events import Event, RecordedEvent
 from engine.projection import Projection
 from projections.jobs import JobsProjection
+from projections.leases import LeasesProjection
 from projections.runs import RunsProjection
 from projections.sessions import SessionsProjection
 
-FOLDED = [JobsProjection(), RunsProjection(), SessionsProjection()]
+FOLDED = [JobsProjection(), RunsProjection(), SessionsProjection(), LeasesProjection()]
 
 _SESSION_EVENTS: list[tuple[str, Event]] = [
     ("created", s.SessionCreated(agent="a")),
@@ -117,6 +119,17 @@ def _events() -> Iterator[tuple[str, str, Event]]:
         yield f"job:{job}", "running", j.JobStarted(run_id=f"run-{job}")
         for state, event in ends:
             yield f"job:{job}", state, event
+    yield "lease:workspace", "held", le.LeaseAcquired(holder="h1", host="a", pid=3, epoch=1)
+    yield "lease:workspace", "held", le.LeaseRenewed(holder="h1", epoch=1)
+    yield (
+        "lease:workspace",
+        "held",
+        le.LeaseTakenOver(
+            holder="h2", host="b", pid=4, epoch=2, previous_holder="h1", previous_epoch=1
+        ),
+    )
+    yield "lease:workspace", "released", le.LeaseReleased(holder="h2", epoch=2)
+    yield "lease:other", "released", le.LeaseReleased(holder="h3", epoch=1)  # no row: nothing
     yield "job:nobody", "running", j.JobStarted(run_id="x")  # UPDATE of no row: nothing
     yield "result:nobody", "rejected", r.ResultRejected(by="operator", reason="no")
 
