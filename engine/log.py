@@ -47,6 +47,11 @@ from engine.transaction import (
 T = TypeVar("T")
 
 
+def is_postgres_url(target: str | os.PathLike[str]) -> bool:
+    """Whether a log location is a PostgreSQL URL rather than a SQLite file."""
+    return isinstance(target, str) and target.startswith(("postgresql://", "postgres://"))
+
+
 class Log(LogReads):
     """An open event log. Thread-safe; use one per process and path."""
 
@@ -295,9 +300,15 @@ def open_log_readonly(
     from engine.errors import NotALog
 
     path = os.fspath(path)
-    if not Path(path).is_file():
+    storage: Storage
+    if is_postgres_url(path):
+        from engine.postgres_storage import PostgresStorage  # the optional extra
+
+        storage = PostgresStorage(path, readonly=True)
+    elif not Path(path).is_file():
         raise NotALog(f"{path}: no such file")
-    storage = SqliteStorage(path, "full", 10_000, readonly=True)
+    else:
+        storage = SqliteStorage(path, "full", 10_000, readonly=True)
     log = _open(storage, machines, projections, SystemClock(), 1 << 20, 1)
     try:
         storage.check_current({p.name: p.version for p in log.projections.projections})
@@ -318,7 +329,9 @@ def open_log(
     max_payload_bytes: int = 1 << 20,
     max_batch: int = 256,
 ) -> Log:
-    """Open (creating and migrating as needed) the log at ``path``.
+    """Open (creating and migrating as needed) the log at ``path``: a SQLite file, or a
+    ``postgresql://`` URL (``engine.postgres_storage``; ``sync`` and ``busy_timeout_ms`` are
+    SQLite's).
 
     ``sync="full"`` makes every acknowledged append survive a power cut; ``"normal"`` survives
     a process crash only. Projections are installed, rebuilt if their version changed, and
@@ -335,8 +348,14 @@ def open_log(
     if busy_timeout_ms < 5000:
         raise InvalidArgument("busy_timeout_ms must be at least 5000: writers wait, never fail")
     path = os.fspath(path)
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    storage = SqliteStorage(path, sync, busy_timeout_ms)
+    storage: Storage
+    if is_postgres_url(path):
+        from engine.postgres_storage import PostgresStorage  # the optional extra
+
+        storage = PostgresStorage(path)
+    else:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        storage = SqliteStorage(path, sync, busy_timeout_ms)
     return open_log_with(
         storage,
         machines,
@@ -357,6 +376,7 @@ __all__ = [
     "LogStats",
     "Sync",
     "Transaction",
+    "is_postgres_url",
     "open_log",
     "open_log_readonly",
     "open_log_with",
