@@ -28,11 +28,12 @@ from typing import Any
 _QUOTED = re.compile(r"('(?:[^']|'')*'|\"(?:[^\"]|\"\")*\")")
 _DDL = re.compile(r"^\s*(CREATE|ALTER)\s+TABLE", re.IGNORECASE)
 _WITHOUT_ROWID = re.compile(r"\)\s*WITHOUT\s+ROWID", re.IGNORECASE)
+# A type follows its column's name (a column may itself be called ``text``).
 _TYPES = (
-    (re.compile(r"\bINTEGER\b", re.IGNORECASE), "BIGINT"),
-    (re.compile(r"\bBLOB\b", re.IGNORECASE), "BYTEA"),
-    (re.compile(r"\bREAL\b", re.IGNORECASE), "DOUBLE PRECISION"),
-    (re.compile(r"\bTEXT\b", re.IGNORECASE), 'TEXT COLLATE "C"'),
+    (re.compile(r"(?<=\w)(\s+)INTEGER\b", re.IGNORECASE), r"\1BIGINT"),
+    (re.compile(r"(?<=\w)(\s+)BLOB\b", re.IGNORECASE), r"\1BYTEA"),
+    (re.compile(r"(?<=\w)(\s+)REAL\b", re.IGNORECASE), r"\1DOUBLE PRECISION"),
+    (re.compile(r"(?<=\w)(\s+)TEXT\b", re.IGNORECASE), r'\1TEXT COLLATE "C"'),
 )
 _INSERT_OR = re.compile(r"^\s*INSERT\s+OR\s+(REPLACE|IGNORE)\s+INTO\s+(\w+)", re.IGNORECASE)
 _PRAGMA_TABLE_INFO = re.compile(r"^\s*PRAGMA\s+table_info\((\w+)\)\s*$", re.IGNORECASE)

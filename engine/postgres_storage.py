@@ -180,7 +180,7 @@ class PostgresWriter:
 
     def command_outcome(self, command_id: str) -> CommandOutcome | None:
         row = self._execute(_COMMAND, (command_id,)).fetchone()
-        return tuple(row) if row else None  # type: ignore[return-value]
+        return tuple(row) if row else None
 
     def insert_events(self, rows: Sequence[EventRow]) -> None:
         if not rows:
@@ -340,12 +340,19 @@ class PostgresStorage:
     # -- reads ---------------------------------------------------------------------------
 
     def _query(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
-        try:
-            with self.pool().connection() as conn:
-                rows: list[Any] = conn.execute(sql, params).fetchall()
-        except psycopg.Error as ex:
-            raise translate(ex) from ex
-        return rows
+        # An idle pooled connection may have lost its server (restart, failover): the pool
+        # drops a broken one when it comes back, so one more try gets a fresh connection.
+        for attempt in (1, 2):
+            try:
+                with self.pool().connection() as conn:
+                    rows: list[Any] = conn.execute(sql, params).fetchall()
+                return rows
+            except psycopg.OperationalError as ex:
+                if attempt == 2:
+                    raise translate(ex) from ex
+            except psycopg.Error as ex:
+                raise translate(ex) from ex
+        raise AssertionError("unreachable")
 
     def rows_after(self, after_position: int, limit: int | None = None) -> Iterator[EventRow]:
         def fetch(after: int) -> list[EventRow]:

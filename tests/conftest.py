@@ -43,6 +43,6 @@ def engine(tmp_path: Path, clock: FixedClock) -> Iterator[Engine]:
 
 @pytest.fixture(scope="session", autouse=True)
 def _postgres_cluster() -> Iterator[None]:
-    """Stops the session's PostgreSQL cluster, if a test started one (``tests.support.postgres``)."""
+    """Stops the session's PostgreSQL cluster if a test started one (tests.support.postgres)."""
     yield
     stop_session_cluster()

@@ -139,6 +139,17 @@ def test_layers_only_the_sqlite_backend_touches_apsw() -> None:
     assert users <= {"sqlite_storage.py"}
 
 
+def test_layers_only_the_postgres_backend_touches_psycopg() -> None:
+    """psycopg is an optional extra: nothing but the PostgreSQL backend may import it, so a
+    SQLite-only install never needs it (ADR 0026)."""
+    users = {
+        p.name
+        for p in (ROOT / "engine").rglob("*.py")
+        if any(m.split(".")[0] in ("psycopg", "psycopg_pool") for m in imported_modules(p))
+    }
+    assert users == {"postgres_storage.py"}
+
+
 @pytest.mark.parametrize("package", ["engine", "projections", "adapters"])
 def test_layers_packages_load_from_this_repository(package: str) -> None:
     """``adapters`` and ``projections`` are also PyPI names: make sure ours are the ones used."""

@@ -29,3 +29,13 @@ def _postgres(folder: Path) -> Storage:
 
 
 BACKENDS: dict[str, Callable[[Path], Storage]] = {"sqlite": _sqlite, "postgres": _postgres}
+
+
+def log_target(backend: str, folder: Path) -> str:
+    """What ``open_log`` and ``open_engine`` take for a log of ``backend`` in ``folder``: a
+    file path, or a PostgreSQL URL with a schema of its own (also for a child process)."""
+    if backend == "sqlite":
+        return str(folder / "log.db")
+    from tests.support.postgres import session_cluster
+
+    return session_cluster().url_for(folder)
