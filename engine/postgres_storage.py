@@ -115,7 +115,7 @@ class PostgresWriter:
         self._raw = conn.cursor()
         self._cursor = PgCursor(self._raw, dialect)
         self._execute = self._raw.execute
-        self._notify = f"SELECT pg_notify('{channel(schema)}', %s)"
+        self._channel = channel(schema)
         self._changes_after_commit: int | None = None
         self._head: tuple[int, bytes, int, int] = (0, chain.GENESIS, 0, 0)
         # The tail as this transaction's inserts left it, and its value at each savepoint.
@@ -128,9 +128,11 @@ class PostgresWriter:
         return self._cursor
 
     def begin(self) -> bool:
-        self._execute("BEGIN")
+        # One round trip: BEGIN and the head lock as one simple query (its second result).
+        self._raw.execute(f"BEGIN; {_LOCK_HEAD}")
         self._open = True
-        position, hash_, epoch, changes = self._execute(_LOCK_HEAD).fetchone() or (0, b"", 0, 0)
+        self._raw.nextset()
+        position, hash_, epoch, changes = self._raw.fetchone() or (0, b"", 0, 0)
         hash_ = bytes(hash_) if position else chain.GENESIS
         self._head = (position, hash_, epoch, changes)
         self._tail = (position, hash_, epoch)
@@ -140,14 +142,14 @@ class PostgresWriter:
     def commit(self) -> None:
         position, hash_, epoch = self._tail
         changes = self._head[3] + 1
-        self._execute(
-            "UPDATE head SET position = %s, hash = %s, epoch = %s, changes = %s WHERE id = 1",
-            (position, hash_, epoch, changes),
+        # One round trip: the head row, the wake-up and COMMIT as one simple query. Its
+        # values are ints and a hex literal made here, never text from a caller. NOTIFY is
+        # delivered by PostgreSQL at COMMIT, to listeners only: a wake-up, not the data.
+        notify = f"NOTIFY {self._channel}, '{position}'; " if position != self._head[0] else ""
+        self._raw.execute(
+            f"UPDATE head SET position = {int(position)}, hash = '\\x{hash_.hex()}'::bytea,"
+            f" epoch = {int(epoch)}, changes = {int(changes)} WHERE id = 1; {notify}COMMIT"
         )
-        if position != self._head[0]:
-            # Delivered by PostgreSQL at COMMIT, to listeners only: a wake-up, not the data.
-            self._execute(self._notify, (str(position),))
-        self._execute("COMMIT")
         self._open = False
         self._changes_after_commit = changes
 
