@@ -5,7 +5,7 @@ SQLite's SQL (ADR 0022). Rather than a second copy of every read model, the Post
 wraps its psycopg cursors and connections in ``PgCursor``/``PgConnection``, which rewrite each
 statement once (cached by its text) into PostgreSQL's dialect:
 
-- ``?`` placeholders become ``%s`` (and a literal ``%`` becomes ``%%``), outside quotes only;
+- ``?`` placeholders outside quotes become ``%s``, and every literal ``%`` becomes ``%%``;
 - DDL: ``WITHOUT ROWID`` is dropped, ``INTEGER`` is ``BIGINT`` (SQLite's integers are 64-bit),
   ``BLOB`` is ``BYTEA``, ``REAL`` is ``DOUBLE PRECISION``, and ``TEXT`` columns collate as
   ``"C"``: byte order, as SQLite compares, so ``ORDER BY`` and content hashes agree;
@@ -54,7 +54,7 @@ def _outside_quotes(sql: str, change: Callable[[str], str]) -> str:
 
 
 def _placeholders(part: str) -> str:
-    return part.replace("%", "%%").replace("?", "%s")
+    return part.replace("?", "%s")
 
 
 def _ddl(part: str) -> str:
@@ -98,7 +98,8 @@ class Dialect:
         if match:
             text = self._insert_or(raw, text, match)
         if bound:
-            text = _outside_quotes(text, _placeholders)
+            # psycopg reads every ``%`` as a placeholder's start, quoted or not.
+            text = _outside_quotes(text.replace("%", "%%"), _placeholders)
         return text
 
     def _insert_or(self, raw: Any, sql: str, match: re.Match[str]) -> str:

@@ -257,6 +257,16 @@ class PostgresStorage:
 
     translate = staticmethod(translate)
 
+    @property
+    def channel(self) -> str:
+        return channel(self.schema)
+
+    def notifier(self, log: Any) -> Any:
+        """The wake-ups of this backend (``engine.notifier.open_notifier``): LISTEN, no polling."""
+        from engine.pg_notifier import PgNotifier
+
+        return PgNotifier(log, self)
+
     # -- connections ---------------------------------------------------------------------
 
     def _check_open(self) -> None:

@@ -1,0 +1,156 @@
+"""What only the PostgreSQL backend has: URLs and schemas, the head row, the dialect, LISTEN.
+
+Everything the two backends share is the contract suite's (``tests/contract``); these run on
+the session's embedded cluster (``tests.support.postgres``).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from engine import InvalidArgument, NotALog, open_log, open_notifier
+from engine.log import open_log_readonly
+from engine.pg_dialect import Dialect
+from engine.postgres_schema import LATEST as PG_LATEST
+from engine.postgres_storage import PostgresStorage, redact, split_url
+from engine.schema import LATEST
+from tests.support.postgres import session_cluster, with_schema
+from tests.support.tickets import MACHINES, TicketNoted, TicketOpened, TicketTitles
+
+
+def test_postgres_url_names_its_schema_and_hides_its_password() -> None:
+    conninfo, schema = split_url("postgresql://u:secret@/db?host=/run/pg&schema=ws_1")
+    assert (conninfo, schema) == ("postgresql://u:secret@/db?host=%2Frun%2Fpg", "ws_1")
+    assert split_url("postgresql://localhost/db")[1] == "foldline"
+    assert redact("postgresql://u:secret@h/db") == "postgresql://u:***@h/db"
+
+
+@pytest.mark.parametrize("schema", ["Upper", "a-b", "x;drop", "", "1abc"])
+def test_postgres_url_with_a_schema_that_is_not_a_plain_name_is_refused(schema: str) -> None:
+    with pytest.raises(InvalidArgument, match="schema"):
+        PostgresStorage(f"postgresql://localhost/db?schema={schema}")
+
+
+def test_postgres_schema_numbers_match_sqlite() -> None:
+    """A log at migration N has the same tables on either backend (audits compare them)."""
+    assert PG_LATEST == LATEST
+
+
+def test_postgres_one_server_holds_separate_logs_per_schema(tmp_path: Path) -> None:
+    cluster = session_cluster()
+    one = open_log(cluster.url_for(tmp_path / "one"), MACHINES, [TicketTitles()])
+    two = open_log(cluster.url_for(tmp_path / "two"), MACHINES, [TicketTitles()])
+    one.append("ticket:a", 0, [TicketOpened()])
+    assert two.head() == 0 and two.stream_head("ticket:a").version == 0
+    assert two.append("ticket:a", 0, [TicketOpened()]).first_position == 1
+    one.close()
+    two.close()
+
+
+def test_postgres_head_row_holds_the_tail_and_counts_commits(tmp_path: Path) -> None:
+    log = open_log(session_cluster().url_for(tmp_path), MACHINES, [TicketTitles()])
+    before = log.data_version()
+    last = log.append("ticket:a", 0, [TicketOpened(), TicketNoted()])
+    row = log.connection().execute("SELECT position, hash, epoch FROM head").fetchall()
+    assert row == [(2, bytes.fromhex(log.read_all()[-1].hash), 0)]
+    assert last.last_position == log.head() == 2
+    assert log.data_version() == before + 1
+    log.close()
+
+
+def test_postgres_events_are_append_only(tmp_path: Path) -> None:
+    log = open_log(session_cluster().url_for(tmp_path), MACHINES)
+    log.append("ticket:a", 0, [TicketOpened()])
+    with pytest.raises(Exception, match="append-only"):
+        log.connection().execute("UPDATE events SET state = 'done'")
+    log.close()
+
+
+def test_postgres_a_schema_holding_other_tables_is_not_a_log(tmp_path: Path) -> None:
+    url = session_cluster().url_for(tmp_path)
+    storage = PostgresStorage(url)
+    storage.writer().conn.execute(
+        f"CREATE SCHEMA {storage.schema}; CREATE TABLE {storage.schema}.other (x int)"
+    )
+    storage.close()
+    with pytest.raises(NotALog):
+        open_log(url, MACHINES)
+
+
+def test_postgres_read_only_open_of_a_missing_log_is_not_a_log(tmp_path: Path) -> None:
+    with pytest.raises(NotALog):
+        open_log_readonly(session_cluster().url_for(tmp_path), MACHINES)
+
+
+def test_postgres_read_only_open_writes_nothing(tmp_path: Path) -> None:
+    url = session_cluster().url_for(tmp_path)
+    open_log(url, MACHINES, [TicketTitles()]).close()
+    reader = open_log_readonly(url, MACHINES, [TicketTitles()])
+    with pytest.raises(Exception, match="read-only"):
+        reader.connection().execute("INSERT INTO ticket_titles VALUES ('x', 'y', 0)")
+    reader.close()
+
+
+def test_postgres_listen_wakes_a_waiter_on_another_handle(tmp_path: Path) -> None:
+    """A commit through another handle (another host) wakes ``wait_for`` by NOTIFY."""
+    url = session_cluster().url_for(tmp_path)
+    reader = open_log(url, MACHINES)
+    writer = open_log(url, MACHINES)
+    notifier = open_notifier(reader)
+    assert notifier.listening.wait(10)  # type: ignore[attr-defined]
+    woken: list[float] = []
+
+    def wait() -> None:
+        started = time.monotonic()
+        if reader.wait_for(0, timeout=10):
+            woken.append(time.monotonic() - started)
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    writer.append("ticket:a", 0, [TicketOpened()])
+    waiter.join(15)
+    notifier.stop()
+    assert len(woken) == 1 and woken[0] < 5
+    reader.close()
+    writer.close()
+
+
+@pytest.mark.parametrize(
+    ("sqlite", "postgres"),
+    [
+        (
+            "SELECT a FROM t WHERE b = ? AND c LIKE 'x?%'",
+            "SELECT a FROM t WHERE b = %s AND c LIKE 'x?%%'",
+        ),
+        (
+            "CREATE TABLE t (id TEXT PRIMARY KEY, text TEXT, n INTEGER, b BLOB) WITHOUT ROWID",
+            'CREATE TABLE t (id TEXT COLLATE "C" PRIMARY KEY, text TEXT COLLATE "C",'
+            " n BIGINT, b BYTEA)",
+        ),
+        ("INSERT OR IGNORE INTO t VALUES (?)", "INSERT INTO t VALUES (%s) ON CONFLICT DO NOTHING"),
+    ],
+)
+def test_postgres_dialect_translates_sqlite_statements(sqlite: str, postgres: str) -> None:
+    bound = "?" in sqlite
+    assert Dialect().translate(None, sqlite, bound) == postgres
+
+
+def test_postgres_dialect_replaces_on_the_primary_key(tmp_path: Path) -> None:
+    log = open_log(session_cluster().url_for(tmp_path), MACHINES)
+    conn = log.connection()
+    conn.execute("CREATE TABLE pairs (k TEXT PRIMARY KEY, v INTEGER NOT NULL) WITHOUT ROWID")
+    conn.execute("INSERT OR REPLACE INTO pairs VALUES (?, ?)", ("a", 1))
+    conn.execute("INSERT OR REPLACE INTO pairs VALUES (?, ?)", ("a", 2))
+    assert conn.execute("SELECT k, v FROM pairs").fetchall() == [("a", 2)]
+    assert [r[1] for r in conn.execute("PRAGMA table_info(pairs)").fetchall()] == ["k", "v"]
+    log.close()
+
+
+def test_postgres_unreachable_server_is_a_storage_error(tmp_path: Path) -> None:
+    missing = with_schema(f"postgresql://postgres@/postgres?host={tmp_path}", "x")
+    with pytest.raises(Exception, match="postgresql"):
+        open_log(missing, MACHINES)
