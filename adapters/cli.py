@@ -26,6 +26,7 @@ from engine.audit import (
 from engine.audit.anchor import encode as encode_checkpoint
 from engine.audit.anchor import load as load_checkpoint
 from engine.clock import format_time, parse_time
+from engine.log import is_postgres_url
 from engine.schema import LATEST
 
 
@@ -33,6 +34,12 @@ def _looks_like_sqlite(path: Path) -> bool:
     with open(path, "rb") as handle:
         header = handle.read(16)
     return header == b"SQLite format 3\x00" or header == b""
+
+
+def _shown(url: str) -> str:
+    from engine.postgres_storage import redact  # the postgres extra: only for its URLs
+
+    return redact(url)
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -47,19 +54,21 @@ def _serve(args: argparse.Namespace) -> int:
     except ConfigError as ex:
         print(f"foldline: invalid configuration: {ex}", file=sys.stderr)
         return 2
-    if args.db:
-        config = replace(config, db=Path(args.db).resolve())
+    if args.db and is_postgres_url(args.db):
+        config = replace(config, db_url=args.db)
+    elif args.db:
+        config = replace(config, db=Path(args.db).resolve(), db_url=None)
     # Lazy activation (SPEC §4.2): nothing under the workspace is created or opened here; on
     # AgentCore the volume is mounted at the first invocation, and a log made before that
     # would live on the microVM's own disk. A file already there is checked by its header
     # only, so a wrong --db is still a boot error.
-    if config.db.is_file() and not _looks_like_sqlite(config.db):
+    if config.db_url is None and config.db.is_file() and not _looks_like_sqlite(config.db):
         print(f"foldline: not_a_log: {config.db} is not a SQLite database", file=sys.stderr)
         return 2
     print(
         json.dumps(
             {
-                "db": str(config.db),
+                "db": _shown(config.db_url) if config.db_url else str(config.db),
                 "log": "opened at the first request that needs it",
                 "schema": LATEST,
                 "bind": config.bind,
@@ -290,7 +299,10 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="example: foldline serve --workspace ./my-workspace --bind 127.0.0.1:8080",
     )
     serve.add_argument("--workspace", help="workspace folder (default: $FOLDLINE_WORKSPACE or .)")
-    serve.add_argument("--db", help="log file (default: <workspace>/.foldline/foldline.db)")
+    serve.add_argument(
+        "--db",
+        help="log file or postgresql://...?schema=S (default: <workspace>/.foldline/foldline.db)",
+    )
     serve.add_argument("--bind", help="HOST:PORT (default: $FOLDLINE_BIND or 127.0.0.1:8080)")
     serve.add_argument("--workers", type=int, help="worker processes (default 2)")
     serve.add_argument("--threads", type=int, help="threads per worker (default 32)")
