@@ -13,7 +13,8 @@ statement once (cached by its text) into PostgreSQL's dialect:
 - ``PRAGMA table_info(t)`` lists the table's columns from the catalog.
 
 SQLite's scalar functions the read models use and PostgreSQL lacks (``instr``, ``json_insert``
-with ``'$[#]'``) are SQL functions created in each log's schema by its
+with ``'$[#]'``, ``json_array`` as ``foldline_json_array``) are SQL functions, with SQLite's
+compact JSON text, created in each log's schema by its
 migrations (``engine.postgres_storage``). A statement this module cannot translate is run as
 written, so PostgreSQL's own error names it.
 """
@@ -35,6 +36,7 @@ _TYPES = (
     (re.compile(r"(?<=\w)(\s+)REAL\b", re.IGNORECASE), r"\1DOUBLE PRECISION"),
     (re.compile(r"(?<=\w)(\s+)TEXT\b", re.IGNORECASE), r'\1TEXT COLLATE "C"'),
 )
+_JSON_ARRAY = re.compile(r"\bjson_array\s*\(", re.IGNORECASE)
 _INSERT_OR = re.compile(r"^\s*INSERT\s+OR\s+(REPLACE|IGNORE)\s+INTO\s+(\w+)", re.IGNORECASE)
 _PRAGMA_TABLE_INFO = re.compile(r"^\s*PRAGMA\s+table_info\((\w+)\)\s*$", re.IGNORECASE)
 _COLUMNS_SQL = (
@@ -55,6 +57,10 @@ def _outside_quotes(sql: str, change: Callable[[str], str]) -> str:
 
 def _placeholders(part: str) -> str:
     return part.replace("?", "%s")
+
+
+def _functions(part: str) -> str:
+    return _JSON_ARRAY.sub("foldline_json_array(", part)
 
 
 def _ddl(part: str) -> str:
@@ -91,7 +97,7 @@ class Dialect:
         return done
 
     def _translate(self, raw: Any, sql: str, bound: bool) -> str:
-        text = sql
+        text = _outside_quotes(sql, _functions)
         if _DDL.match(text):
             text = _outside_quotes(text, _ddl)
         match = _INSERT_OR.match(text)

@@ -20,18 +20,27 @@ CREATE TRIGGER commands_append_only BEFORE UPDATE OR DELETE ON commands
     FOR EACH ROW EXECUTE FUNCTION refuse_change();
 """
 
-# SQLite's functions that the read models use, by their names, in this schema only
-# (``json_array`` is SQL's own JSON_ARRAY constructor since PostgreSQL 16).
+# SQLite's functions that the read models use, in this schema only, with SQLite's compact
+# JSON text (no spaces), so a projection's rows are the same on both backends and an audit of
+# a copy refolds them byte for byte. ``json_array`` is SQL's own JSON_ARRAY constructor since
+# PostgreSQL 16, so the dialect calls ours ``foldline_json_array``.
 _SQLITE_FUNCTIONS = """
 CREATE FUNCTION instr(haystack text, needle text) RETURNS integer
     LANGUAGE sql IMMUTABLE AS 'SELECT strpos(haystack, needle)';
-CREATE FUNCTION json_insert(doc text, path text, item json) RETURNS text
+CREATE FUNCTION foldline_json_array(VARIADIC items text[]) RETURNS text
+    LANGUAGE sql IMMUTABLE AS $$
+SELECT '[' || coalesce(string_agg(to_json(item)::text, ',' ORDER BY n), '') || ']'
+FROM unnest(items) WITH ORDINALITY AS u(item, n) $$;
+CREATE FUNCTION json_insert(doc text, path text, item text) RETURNS text
     LANGUAGE plpgsql IMMUTABLE AS $$
 BEGIN
     IF path <> '$[#]' THEN
         RAISE EXCEPTION 'foldline: json_insert supports the path $[#] only, got %', path;
     END IF;
-    RETURN (doc::jsonb || jsonb_build_array(item::jsonb))::text;
+    IF btrim(doc) = '[]' THEN
+        RETURN '[' || item || ']';
+    END IF;
+    RETURN left(rtrim(doc), -1) || ',' || item || ']';
 END $$;
 """
 

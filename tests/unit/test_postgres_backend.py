@@ -154,3 +154,19 @@ def test_postgres_unreachable_server_is_a_storage_error(tmp_path: Path) -> None:
     missing = with_schema(f"postgresql://postgres@/postgres?host={tmp_path}", "x")
     with pytest.raises(Exception, match="postgresql"):
         open_log(missing, MACHINES)
+
+
+def test_postgres_json_functions_give_sqlites_text(tmp_path: Path) -> None:
+    """The read models' JSON columns hold the same text on both backends (audits refold a
+    PostgreSQL log's copy in SQLite and compare the rows)."""
+    sql = (
+        "SELECT json_insert(json_insert('[]', '$[#]', json_array(?, ?)), '$[#]', json_array(?, ?))"
+    )
+    params = ("m1", 'say "hi"\n', "m2", "é")
+    sqlite = open_log(tmp_path / "j.db", MACHINES)
+    postgres = open_log(session_cluster().url_for(tmp_path), MACHINES)
+    expected = sqlite.connection().execute(sql, params).fetchall()
+    assert postgres.connection().execute(sql, params).fetchall() == expected
+    assert expected == [('[["m1","say \\"hi\\"\\n"],["m2","é"]]',)]
+    sqlite.close()
+    postgres.close()
