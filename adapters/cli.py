@@ -12,13 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from adapters.declarations import ENVIRONMENT, GROUP, Declarations, load_declarations
+from adapters.log_sources import as_file, open_any_reader, reading
 from engine import EngineError, InvalidArgument, Machines, open_log, open_notifier
 from engine.audit import (
     diff,
     export_line,
     make_checkpoint,
-    open_reader,
-    reading,
     state_at,
     verify,
     verify_against,
@@ -91,9 +90,10 @@ def _console(args: argparse.Namespace) -> int:
     except ConfigError as ex:
         print(f"foldline: {ex}", file=sys.stderr)
         return 2
-    db = Path(args.db).resolve()
+    db: Path | str = args.db if is_postgres_url(args.db) else Path(args.db).resolve()
     head = check_log(db)
-    print(json.dumps({"db": str(db), "head": head, "bind": bind, "read_only": True}), flush=True)
+    shown = _shown(args.db) if is_postgres_url(args.db) else str(db)
+    print(json.dumps({"db": shown, "head": head, "bind": bind, "read_only": True}), flush=True)
     ConsoleServer(db, bind).run()
     return 0
 
@@ -139,14 +139,15 @@ def _verify(args: argparse.Namespace) -> int:
         except OSError as ex:
             raise InvalidArgument(f"--against {args.against}: {ex.strerror}") from ex
     declared = _declarations(args)
-    report = verify(args.db, declared.machines, declared.projections, _progress)
-    violations = list(report.violations)
-    extends = None
-    if anchor is not None:
-        refused = verify_against(args.db, anchor, violations)
-        extends = refused is None
-        if refused is not None:
-            violations.append(refused)
+    with as_file(args.db) as path:
+        report = verify(path, declared.machines, declared.projections, _progress)
+        violations = list(report.violations)
+        extends = None
+        if anchor is not None:
+            refused = verify_against(path, anchor, violations)
+            extends = refused is None
+            if refused is not None:
+                violations.append(refused)
     output: dict[str, Any] = {
         "db": args.db,
         "events": report.events,
@@ -171,13 +172,16 @@ def _verify(args: argparse.Namespace) -> int:
 
 def _checkpoint(args: argparse.Namespace) -> int:
     _declarations(args)
-    sys.stdout.buffer.write(encode_checkpoint(make_checkpoint(args.db)) + b"\n")
+    with as_file(args.db) as path:
+        checkpoint = make_checkpoint(path)
+    sys.stdout.buffer.write(encode_checkpoint(checkpoint) + b"\n")
     return 0
 
 
 def _diff(args: argparse.Namespace) -> int:
     _declarations(args)
-    result = diff(args.a, args.b, args.at)
+    with as_file(args.a) as a, as_file(args.b) as b:
+        result = diff(a, b, args.at)
     heads = (result.heads["a"], result.heads["b"])
     chain = {side: [v.__dict__ for v in found] for side, found in result.chain.items()}
     if args.json:
@@ -257,7 +261,7 @@ def _export(args: argparse.Namespace) -> int:
 
 def _tail(args: argparse.Namespace) -> int:
     _declarations(args)
-    reader = open_reader(args.db)
+    reader = open_any_reader(args.db)
     notifier = open_notifier(reader.log) if args.follow else None
     try:
         after = max(0, reader.head() - args.lines)
@@ -275,6 +279,15 @@ def _tail(args: argparse.Namespace) -> int:
         if notifier is not None:
             notifier.stop()
         reader.close()
+
+
+def _copy(args: argparse.Namespace) -> int:
+    """Copy a log between backends with its chain; exit 1 if the copy's chain does not verify."""
+    from engine.log_copy import copy_log
+
+    report = copy_log(args.source, args.target)
+    print(json.dumps(report.__dict__, indent=2))
+    return 0 if report.chain_ok else 1
 
 
 def _rebuild(args: argparse.Namespace) -> int:
@@ -396,6 +409,14 @@ def build_parser() -> argparse.ArgumentParser:
     tail_cmd.add_argument("db")
     tail_cmd.add_argument("--lines", type=int, default=10)
     tail_cmd.add_argument("--follow", action="store_true")
+    copy_cmd = command(
+        "copy",
+        "copy a log between backends (SQLite file, postgresql:// URL) with its chain",
+        "foldline copy .foldline/foldline.db 'postgresql://host/db?schema=ws1'",
+        _copy,
+    )
+    copy_cmd.add_argument("source")
+    copy_cmd.add_argument("target")
     rebuild_cmd = command(
         "rebuild",
         "drop and refold every projection (writes the file)",

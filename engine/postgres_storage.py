@@ -453,6 +453,14 @@ class PostgresStorage:
         row = conn.execute("SELECT max(number) FROM schema_migrations").fetchone()
         return int(row[0] or 0) if row else 0
 
+    def applied(self) -> int:
+        """The newest migration the schema records (0: no log there yet)."""
+        try:
+            with self.pool().connection() as conn:
+                return self._applied(conn)
+        except psycopg.Error as ex:
+            raise translate(ex) from ex
+
     def check_current(self, wanted: dict[str, int]) -> None:
         try:
             with self.pool().connection() as conn:
