@@ -44,6 +44,9 @@ _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 COLUMNS = (
     "position, stream_id, version, event_type, recorded_at, epoch, command_id, state, payload, hash"
 )
+# A write transaction is never idle for long: its statements follow each other with only the
+# batch's Python in between (ms). One idle this long belongs to a frozen process.
+IDLE_IN_TRANSACTION_S = 10.0
 # Reads outside a transaction page by position: positions are gap-free and commit-ordered, so
 # a page boundary never skips a row, and no connection is held while the caller iterates.
 PAGE = 2000
@@ -241,8 +244,16 @@ def _paged(fetch: Any, position: int, limit: int | None = None) -> Iterator[Even
 class PostgresStorage:
     """One log in one schema: a pool for reads, per-thread read connections, one writer."""
 
-    def __init__(self, url: str, *, readonly: bool = False, pool_size: int = 4) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        readonly: bool = False,
+        pool_size: int = 4,
+        idle_in_transaction_s: float = IDLE_IN_TRANSACTION_S,
+    ) -> None:
         self.url = url
+        self.idle_in_transaction_s = idle_in_transaction_s
         self.conninfo, self.schema = split_url(url)
         self.path = redact(url)
         self.readonly = readonly
@@ -279,10 +290,17 @@ class PostgresStorage:
             options += " -c default_transaction_read_only=on"
         return {"autocommit": True, "options": options}
 
-    def _connect(self) -> psycopg.Connection[Any]:
+    def _connect(self, writer: bool = False) -> psycopg.Connection[Any]:
         self._check_open()
+        kwargs = self._kwargs()
+        if writer:
+            # A writer frozen inside its transaction (SIGSTOP, a paused VM) holds the head
+            # row's lock, and every host's writes would wait behind it, the takeover's too.
+            # The server ends such a session: its transaction rolls back, nothing of it lands.
+            idle_ms = int(self.idle_in_transaction_s * 1000)
+            kwargs["options"] += f" -c idle_in_transaction_session_timeout={idle_ms}"
         try:
-            conn = psycopg.connect(self.conninfo, **self._kwargs())
+            conn = psycopg.connect(self.conninfo, **kwargs)
         except psycopg.Error as ex:
             raise translate(ex) from ex
         with self._lock:
@@ -330,7 +348,7 @@ class PostgresStorage:
         # the batch that saw it fail has already failed whole, so nothing is half-written.
         if held is not None and held[0] == os.getpid() and not held[1].conn.closed:
             return held[1]
-        writer = PostgresWriter(self._connect(), self.dialect, self.schema)
+        writer = PostgresWriter(self._connect(writer=True), self.dialect, self.schema)
         self._writer = (os.getpid(), writer)
         return writer
 

@@ -170,3 +170,31 @@ def test_postgres_json_functions_give_sqlites_text(tmp_path: Path) -> None:
     assert expected == [('[["m1","say \\"hi\\"\\n"],["m2","é"]]',)]
     sqlite.close()
     postgres.close()
+
+
+def test_postgres_a_writer_frozen_in_its_transaction_does_not_block_the_others(
+    tmp_path: Path,
+) -> None:
+    """A writer stopped while it holds the head row's lock is ended by the server after the
+    idle limit: its transaction rolls back and the other writers go on."""
+    url = session_cluster().url_for(tmp_path)
+    frozen = PostgresStorage(url, idle_in_transaction_s=0.5)
+    other = open_log(url, MACHINES)
+    frozen.migrate("2026-12-01T00:00:00.000000Z")
+    writer = frozen.writer()
+    writer.begin()  # ...and then nothing: the head row stays locked
+    appended: list[int] = []
+    appender = threading.Thread(
+        target=lambda: appended.append(
+            other.append("ticket:a", 0, [TicketOpened()]).first_position
+        ),
+        daemon=True,
+    )
+    appender.start()
+    appender.join(30)
+    assert appended == [1], "the other writer is still waiting for the frozen one"
+    with pytest.raises(Exception, match=r"idle|terminat|closed"):
+        writer.commit()
+    assert other.head() == 1
+    frozen.close()
+    other.close()
