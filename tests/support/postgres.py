@@ -3,7 +3,7 @@
 One cluster per test session, started on first use in a temporary folder and stopped (and
 deleted) by the session fixture in ``tests/conftest.py``. It listens on a unix socket only (the
 wheel starts it with no TCP address); as root, the wheel runs it as a system user of its own.
-Each test gets a schema of its own (``fresh_url``), so tests never see each other's logs.
+Each test gets a schema of its own (``url_for`` its folder), so tests never see each other's logs.
 
 ``Cluster`` is also what the crash test of the server itself uses: a cluster of its own that it
 kills with SIGKILL and starts again on the same data folder.
@@ -59,10 +59,6 @@ class Cluster:
     def pid(self) -> int:
         pid: int = self._server.get_pid()
         return pid
-
-    def fresh_url(self, prefix: str = "t") -> str:
-        """The server's URL with a schema no test has used yet."""
-        return with_schema(self.url, f"{prefix}{os.getpid()}_{next(self._schemas)}")
 
     def url_for(self, folder: Path) -> str:
         """A schema of its own for each test folder (the same one for the same folder)."""
