@@ -1,7 +1,7 @@
 """Cross-process and cross-host wake-ups for a log on PostgreSQL: ``LISTEN``, not polling.
 
 Every commit that appends sends ``NOTIFY`` on the log's channel (``engine.postgres_storage``);
-PostgreSQL delivers it after the commit to every listening session, on any host. This thread
+PostgreSQL delivers it after the commit to every listening connection, on any host. This thread
 listens on a connection of its own and, for each wake-up, does what ``engine.notifier`` does
 after a change of the data version: wakes ``Log.wait_for`` callers and sends
 ``signals.committed``. A notification is a hint, never the data: readers then read by

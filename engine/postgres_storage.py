@@ -296,7 +296,7 @@ class PostgresStorage:
         if writer:
             # A writer frozen inside its transaction (SIGSTOP, a paused VM) holds the head
             # row's lock, and every host's writes would wait behind it, the takeover's too.
-            # The server ends such a session: its transaction rolls back, nothing of it lands.
+            # The server ends such a connection: its transaction rolls back, nothing lands.
             idle_ms = int(self.idle_in_transaction_s * 1000)
             kwargs["options"] += f" -c idle_in_transaction_session_timeout={idle_ms}"
         try:

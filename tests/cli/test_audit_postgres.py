@@ -3,14 +3,31 @@ across them: a PostgreSQL log and its SQLite copy are the same log."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import subprocess
 from pathlib import Path
 
+from adapters.cli import main
 from engine import FixedClock
 from engine.domain import commands as c
 from projections import open_engine
-from tests.cli.test_audit import foldline, make_log
+from tests.cli.test_audit import make_log
 from tests.support.postgres import session_cluster
+
+
+def foldline(*args: str) -> subprocess.CompletedProcess[str]:
+    """The CLI in this process (a Python start per call would triple the test's time); the
+    subprocess runs of every command are ``tests/cli/test_audit.py``'s, on files."""
+    out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
+    err = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(args))
+        out.flush()
+    text = out.buffer.getvalue().decode()  # type: ignore[attr-defined]
+    return subprocess.CompletedProcess(list(args), code, text, err.getvalue())
+
 
 RAW = ("history", "state", "export", "tail")
 

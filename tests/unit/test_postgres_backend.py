@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from engine import InvalidArgument, NotALog, open_log, open_notifier
+from engine import InvalidArgument, NotALog, SchemaTooNew, open_log, open_notifier
 from engine.log import open_log_readonly
 from engine.pg_dialect import Dialect
 from engine.postgres_schema import LATEST as PG_LATEST
@@ -198,3 +198,18 @@ def test_postgres_a_writer_frozen_in_its_transaction_does_not_block_the_others(
     assert other.head() == 1
     frozen.close()
     other.close()
+
+
+def test_postgres_log_of_a_newer_release_is_refused_untouched(tmp_path: Path) -> None:
+    url = session_cluster().url_for(tmp_path)
+    open_log(url, MACHINES).close()
+    storage = PostgresStorage(url)
+    storage.connection().execute(
+        "INSERT INTO schema_migrations VALUES (?, ?, ?)", (LATEST + 1, "from the future", "-")
+    )
+    storage.close()
+    with pytest.raises(SchemaTooNew):
+        open_log(url, MACHINES)
+    reader = PostgresStorage(url, readonly=True)
+    assert reader.applied() == LATEST + 1
+    reader.close()
