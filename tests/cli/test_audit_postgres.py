@@ -29,9 +29,6 @@ def foldline(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.CompletedProcess(list(args), code, text, err.getvalue())
 
 
-RAW = ("history", "state", "export", "tail")
-
-
 def _raw_outputs(db: str) -> dict[str, str]:
     return {
         "history": foldline("history", db, "job:j1").stdout,

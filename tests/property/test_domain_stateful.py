@@ -251,7 +251,7 @@ class EngineOnPostgresVersusModel(EngineVersusModel):
 
 # Fewer runs: each opens a log in a fresh schema, and the SQLite runs cover the model's breadth.
 EngineOnPostgresVersusModel.TestCase.settings = settings(
-    max_examples=15,
+    max_examples=10,
     stateful_step_count=40,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],

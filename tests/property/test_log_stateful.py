@@ -132,7 +132,7 @@ class LogOnPostgresVersusModel(LogVersusModel):
 
 
 LogOnPostgresVersusModel.TestCase.settings = settings(
-    max_examples=15,
+    max_examples=10,
     stateful_step_count=25,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
