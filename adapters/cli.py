@@ -25,7 +25,7 @@ from engine.audit import (
 from engine.audit.anchor import encode as encode_checkpoint
 from engine.audit.anchor import load as load_checkpoint
 from engine.clock import format_time, parse_time
-from engine.log import is_postgres_url
+from engine.log import is_postgres_url, postgres_storage
 from engine.schema import LATEST
 
 
@@ -36,7 +36,9 @@ def _looks_like_sqlite(path: Path) -> bool:
 
 
 def _shown(url: str) -> str:
-    from engine.postgres_storage import redact  # the postgres extra: only for its URLs
+    """The URL without its password; a boot error without the extra or with a bad schema."""
+    postgres_storage(url).close()  # checks the URL, connects to nothing
+    from engine.postgres_storage import redact
 
     return redact(url)
 

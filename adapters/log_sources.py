@@ -15,7 +15,7 @@ import tempfile
 from collections.abc import Iterator
 
 from engine.audit import Reader, open_reader
-from engine.log import is_postgres_url
+from engine.log import is_postgres_url, postgres_storage
 from engine.log_copy import copy_log
 
 
@@ -34,7 +34,8 @@ def as_file(db: str) -> Iterator[str]:
 def open_any_reader(db: str) -> Reader:
     """A raw reader over ``db`` in place (``engine.audit.open_reader`` for a file)."""
     if is_postgres_url(db):
-        from engine.audit.postgres_source import open_postgres_reader  # the postgres extra
+        postgres_storage(db, readonly=True).close()  # a clear error without the extra
+        from engine.audit.postgres_source import open_postgres_reader
 
         return open_postgres_reader(db)
     return open_reader(db)

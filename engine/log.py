@@ -52,6 +52,21 @@ def is_postgres_url(target: str | os.PathLike[str]) -> bool:
     return isinstance(target, str) and target.startswith(("postgresql://", "postgres://"))
 
 
+def postgres_storage(url: str, *, readonly: bool = False) -> Storage:
+    """The PostgreSQL backend for ``url`` (``engine.postgres_storage``, the optional extra).
+
+    Raises:
+        InvalidArgument: the URL is malformed, or psycopg is not installed.
+    """
+    try:
+        from engine.postgres_storage import PostgresStorage
+    except ImportError as ex:
+        raise InvalidArgument(
+            f"a PostgreSQL log needs the postgres extra: pip install 'foldline[postgres]' ({ex})"
+        ) from ex
+    return PostgresStorage(url, readonly=readonly)
+
+
 class Log(LogReads):
     """An open event log. Thread-safe; use one per process and path."""
 
@@ -302,9 +317,7 @@ def open_log_readonly(
     path = os.fspath(path)
     storage: Storage
     if is_postgres_url(path):
-        from engine.postgres_storage import PostgresStorage  # the optional extra
-
-        storage = PostgresStorage(path, readonly=True)
+        storage = postgres_storage(path, readonly=True)
     elif not Path(path).is_file():
         raise NotALog(f"{path}: no such file")
     else:
@@ -350,9 +363,7 @@ def open_log(
     path = os.fspath(path)
     storage: Storage
     if is_postgres_url(path):
-        from engine.postgres_storage import PostgresStorage  # the optional extra
-
-        storage = PostgresStorage(path)
+        storage = postgres_storage(path)
     else:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         storage = SqliteStorage(path, sync, busy_timeout_ms)
@@ -380,5 +391,6 @@ __all__ = [
     "open_log",
     "open_log_readonly",
     "open_log_with",
+    "postgres_storage",
     "snapshot",
 ]

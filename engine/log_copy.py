@@ -25,7 +25,7 @@ from typing import Any
 from engine import chain
 from engine.clock import SystemClock, format_time
 from engine.errors import InvalidArgument, NotALog
-from engine.log import is_postgres_url
+from engine.log import is_postgres_url, postgres_storage
 from engine.sqlite_storage import SqliteStorage
 from engine.storage import Storage
 
@@ -71,9 +71,7 @@ def open_storage(location: str | os.PathLike[str], *, readonly: bool) -> Storage
     """The storage of a SQLite file or a PostgreSQL URL (not yet migrated or checked)."""
     text = os.fspath(location)
     if is_postgres_url(text):
-        from engine.postgres_storage import PostgresStorage  # the postgres extra
-
-        return PostgresStorage(text, readonly=readonly)
+        return postgres_storage(text, readonly=readonly)
     if readonly and not Path(text).is_file():
         raise NotALog(f"{text}: no such file")
     if not readonly:

@@ -6,6 +6,8 @@ the session's embedded cluster (``tests.support.postgres``).
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -20,6 +22,8 @@ from engine.postgres_storage import PostgresStorage, redact, split_url
 from engine.schema import LATEST
 from tests.support.postgres import session_cluster, with_schema
 from tests.support.tickets import MACHINES, TicketNoted, TicketOpened, TicketTitles
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_postgres_url_names_its_schema_and_hides_its_password() -> None:
@@ -213,3 +217,21 @@ def test_postgres_log_of_a_newer_release_is_refused_untouched(tmp_path: Path) ->
     reader = PostgresStorage(url, readonly=True)
     assert reader.applied() == LATEST + 1
     reader.close()
+
+
+def test_postgres_url_without_the_extra_is_a_clear_error(tmp_path: Path) -> None:
+    """Without psycopg installed, a PostgreSQL URL says which extra to install."""
+    script = (
+        "import sys; sys.modules['psycopg'] = None\n"
+        "from engine import open_log, EngineError\n"
+        "from tests.support.tickets import MACHINES\n"
+        "try:\n"
+        "    open_log('postgresql://localhost/db?schema=x', MACHINES)\n"
+        "except EngineError as ex:\n"
+        "    print(ex.code, ex)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=ROOT
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("invalid_argument") and "foldline[postgres]" in done.stdout
