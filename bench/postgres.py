@@ -17,7 +17,6 @@ import hashlib
 import itertools
 import shutil
 import tempfile
-import threading
 import time
 import warnings
 from pathlib import Path
@@ -26,7 +25,7 @@ from typing import Any
 import msgspec
 import psycopg
 
-from bench.run import STREAMS, WITH_SERVER_MODELS, _event, engine_appends
+from bench.run import STREAMS, WITH_SERVER_MODELS, _event, concurrent_appends, engine_appends
 from engine import open_log
 from engine.log import Log
 from projections import default_projections
@@ -146,26 +145,9 @@ def bench_pg_append(server: Server, n: int) -> dict[str, float]:
 
 def bench_pg_group_commit(server: Server, n: int, threads: int = 16) -> dict[str, float]:
     log = open_log(server.url(), WITH_SERVER_MODELS, default_projections())
+    # A quarter as many single appends: at one commit each they take most of the time.
     single = engine_appends(log, n // 4, prefix="single")
-    per_thread = max(1, n // threads)
-    start = threading.Barrier(threads + 1)
-
-    def writer(t: int) -> None:
-        start.wait()
-        versions = [0] * STREAMS
-        for i in range(per_thread):
-            k = i % STREAMS
-            log.append(f"item:t{t}-{k}", versions[k], [_event(i, versions[k])])
-            versions[k] += 1
-
-    pool = [threading.Thread(target=writer, args=(t,)) for t in range(threads)]
-    for thread in pool:
-        thread.start()
-    start.wait()
-    started = time.perf_counter()
-    for thread in pool:
-        thread.join()
-    concurrent = per_thread * threads / (time.perf_counter() - started)
+    concurrent = concurrent_appends(log, n, threads)
     log.close()
     return {
         "pg.group_commit_single_events_per_s": single,

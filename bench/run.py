@@ -137,9 +137,8 @@ def bench_append(work: Workdir, n: int, sync: Sync) -> dict[str, float]:
     }
 
 
-def bench_group_commit(work: Workdir, n: int, threads: int = 16) -> dict[str, float]:
-    log = open_log(work.path(), WITH_SERVER_MODELS, default_projections())
-    single = engine_appends(log, n, prefix="single")
+def concurrent_appends(log: Log, n: int, threads: int) -> float:
+    """Events per second for ``n`` single-event appends spread over ``threads`` threads."""
     per_thread = max(1, n // threads)
     start = threading.Barrier(threads + 1)
 
@@ -158,7 +157,13 @@ def bench_group_commit(work: Workdir, n: int, threads: int = 16) -> dict[str, fl
     started = time.perf_counter()
     for thread in pool:
         thread.join()
-    concurrent = per_thread * threads / (time.perf_counter() - started)
+    return per_thread * threads / (time.perf_counter() - started)
+
+
+def bench_group_commit(work: Workdir, n: int, threads: int = 16) -> dict[str, float]:
+    log = open_log(work.path(), WITH_SERVER_MODELS, default_projections())
+    single = engine_appends(log, n, prefix="single")
+    concurrent = concurrent_appends(log, n, threads)
     log.close()
     return {
         "group_commit.single_events_per_s": single,

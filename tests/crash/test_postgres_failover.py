@@ -13,7 +13,6 @@ import contextlib
 import json
 import os
 import signal
-import time
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ from engine.postgres_storage import PostgresStorage
 from projections import default_projections
 from tests.support.postgres import session_cluster
 from tests.support.server import Server, read_events, serve
+from tests.support.server import poll_invocation as _poll
 
 pytestmark = [pytest.mark.crash, pytest.mark.server, pytest.mark.slow]
 
@@ -59,18 +59,6 @@ def _kill_everything(server: Server, url: str) -> None:
     for (pid,) in runs:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pid, signal.SIGKILL)
-
-
-def _poll(server: Server, key: str, until: str, limit: float = 30) -> dict[str, Any]:
-    deadline = time.monotonic() + limit
-    body: dict[str, Any] = {}
-    while time.monotonic() < deadline:
-        status, body = server.invoke({"get": key})
-        assert status == 200
-        if body["status"] == until:
-            return body
-        time.sleep(0.1)
-    raise AssertionError(f"{key} never reached {until}: {body}")
 
 
 def _workspaces(tmp_path: Path) -> tuple[Path, Path]:
