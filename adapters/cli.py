@@ -12,13 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from adapters.declarations import ENVIRONMENT, GROUP, Declarations, load_declarations
+from adapters.log_sources import as_file, open_any_reader, reading
 from engine import EngineError, InvalidArgument, Machines, open_log, open_notifier
 from engine.audit import (
     diff,
     export_line,
     make_checkpoint,
-    open_reader,
-    reading,
     state_at,
     verify,
     verify_against,
@@ -26,6 +25,7 @@ from engine.audit import (
 from engine.audit.anchor import encode as encode_checkpoint
 from engine.audit.anchor import load as load_checkpoint
 from engine.clock import format_time, parse_time
+from engine.log import is_postgres_url, postgres_storage
 from engine.schema import LATEST
 
 
@@ -33,6 +33,14 @@ def _looks_like_sqlite(path: Path) -> bool:
     with open(path, "rb") as handle:
         header = handle.read(16)
     return header == b"SQLite format 3\x00" or header == b""
+
+
+def _shown(url: str) -> str:
+    """The URL without its password; a boot error without the extra or with a bad schema."""
+    postgres_storage(url).close()  # checks the URL, connects to nothing
+    from engine.postgres_storage import redact
+
+    return redact(url)
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -47,19 +55,21 @@ def _serve(args: argparse.Namespace) -> int:
     except ConfigError as ex:
         print(f"foldline: invalid configuration: {ex}", file=sys.stderr)
         return 2
-    if args.db:
-        config = replace(config, db=Path(args.db).resolve())
+    if args.db and is_postgres_url(args.db):
+        config = replace(config, db_url=args.db)
+    elif args.db:
+        config = replace(config, db=Path(args.db).resolve(), db_url=None)
     # Lazy activation (SPEC §4.2): nothing under the workspace is created or opened here; on
     # AgentCore the volume is mounted at the first invocation, and a log made before that
     # would live on the microVM's own disk. A file already there is checked by its header
     # only, so a wrong --db is still a boot error.
-    if config.db.is_file() and not _looks_like_sqlite(config.db):
+    if config.db_url is None and config.db.is_file() and not _looks_like_sqlite(config.db):
         print(f"foldline: not_a_log: {config.db} is not a SQLite database", file=sys.stderr)
         return 2
     print(
         json.dumps(
             {
-                "db": str(config.db),
+                "db": _shown(config.db_url) if config.db_url else str(config.db),
                 "log": "opened at the first request that needs it",
                 "schema": LATEST,
                 "bind": config.bind,
@@ -82,9 +92,10 @@ def _console(args: argparse.Namespace) -> int:
     except ConfigError as ex:
         print(f"foldline: {ex}", file=sys.stderr)
         return 2
-    db = Path(args.db).resolve()
+    db: Path | str = args.db if is_postgres_url(args.db) else Path(args.db).resolve()
     head = check_log(db)
-    print(json.dumps({"db": str(db), "head": head, "bind": bind, "read_only": True}), flush=True)
+    shown = _shown(args.db) if is_postgres_url(args.db) else str(db)
+    print(json.dumps({"db": shown, "head": head, "bind": bind, "read_only": True}), flush=True)
     ConsoleServer(db, bind).run()
     return 0
 
@@ -130,14 +141,15 @@ def _verify(args: argparse.Namespace) -> int:
         except OSError as ex:
             raise InvalidArgument(f"--against {args.against}: {ex.strerror}") from ex
     declared = _declarations(args)
-    report = verify(args.db, declared.machines, declared.projections, _progress)
-    violations = list(report.violations)
-    extends = None
-    if anchor is not None:
-        refused = verify_against(args.db, anchor, violations)
-        extends = refused is None
-        if refused is not None:
-            violations.append(refused)
+    with as_file(args.db) as path:
+        report = verify(path, declared.machines, declared.projections, _progress)
+        violations = list(report.violations)
+        extends = None
+        if anchor is not None:
+            refused = verify_against(path, anchor, violations)
+            extends = refused is None
+            if refused is not None:
+                violations.append(refused)
     output: dict[str, Any] = {
         "db": args.db,
         "events": report.events,
@@ -162,13 +174,16 @@ def _verify(args: argparse.Namespace) -> int:
 
 def _checkpoint(args: argparse.Namespace) -> int:
     _declarations(args)
-    sys.stdout.buffer.write(encode_checkpoint(make_checkpoint(args.db)) + b"\n")
+    with as_file(args.db) as path:
+        checkpoint = make_checkpoint(path)
+    sys.stdout.buffer.write(encode_checkpoint(checkpoint) + b"\n")
     return 0
 
 
 def _diff(args: argparse.Namespace) -> int:
     _declarations(args)
-    result = diff(args.a, args.b, args.at)
+    with as_file(args.a) as a, as_file(args.b) as b:
+        result = diff(a, b, args.at)
     heads = (result.heads["a"], result.heads["b"])
     chain = {side: [v.__dict__ for v in found] for side, found in result.chain.items()}
     if args.json:
@@ -248,7 +263,7 @@ def _export(args: argparse.Namespace) -> int:
 
 def _tail(args: argparse.Namespace) -> int:
     _declarations(args)
-    reader = open_reader(args.db)
+    reader = open_any_reader(args.db)
     notifier = open_notifier(reader.log) if args.follow else None
     try:
         after = max(0, reader.head() - args.lines)
@@ -266,6 +281,15 @@ def _tail(args: argparse.Namespace) -> int:
         if notifier is not None:
             notifier.stop()
         reader.close()
+
+
+def _copy(args: argparse.Namespace) -> int:
+    """Copy a log between backends with its chain; exit 1 if the copy's chain does not verify."""
+    from engine.log_copy import copy_log
+
+    report = copy_log(args.source, args.target)
+    print(json.dumps(report.__dict__, indent=2))
+    return 0 if report.chain_ok else 1
 
 
 def _rebuild(args: argparse.Namespace) -> int:
@@ -290,7 +314,10 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="example: foldline serve --workspace ./my-workspace --bind 127.0.0.1:8080",
     )
     serve.add_argument("--workspace", help="workspace folder (default: $FOLDLINE_WORKSPACE or .)")
-    serve.add_argument("--db", help="log file (default: <workspace>/.foldline/foldline.db)")
+    serve.add_argument(
+        "--db",
+        help="log file or postgresql://...?schema=S (default: <workspace>/.foldline/foldline.db)",
+    )
     serve.add_argument("--bind", help="HOST:PORT (default: $FOLDLINE_BIND or 127.0.0.1:8080)")
     serve.add_argument("--workers", type=int, help="worker processes (default 2)")
     serve.add_argument("--threads", type=int, help="threads per worker (default 32)")
@@ -384,6 +411,14 @@ def build_parser() -> argparse.ArgumentParser:
     tail_cmd.add_argument("db")
     tail_cmd.add_argument("--lines", type=int, default=10)
     tail_cmd.add_argument("--follow", action="store_true")
+    copy_cmd = command(
+        "copy",
+        "copy a log between backends (SQLite file, postgresql:// URL) with its chain",
+        "foldline copy .foldline/foldline.db 'postgresql://host/db?schema=ws1'",
+        _copy,
+    )
+    copy_cmd.add_argument("source")
+    copy_cmd.add_argument("target")
     rebuild_cmd = command(
         "rebuild",
         "drop and refold every projection (writes the file)",

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from adapters.agents import Agents, default_agents, load_agents
 from adapters.config_error import ConfigError
+from engine.log import is_postgres_url
 
 __all__ = ["ConfigError", "ServerConfig", "load_config"]
 
@@ -32,7 +33,8 @@ def demo_runner() -> str:
 @dataclass(frozen=True)
 class ServerConfig:
     workspace: Path
-    db: Path
+    db: Path  # the SQLite log file (unused when ``db_url`` names a PostgreSQL log)
+    db_url: str | None = None  # FOLDLINE_DB=postgresql://...: the log on PostgreSQL
     bind: str = "127.0.0.1:8080"
     workers: int = 2
     threads: int = 32
@@ -60,6 +62,11 @@ class ServerConfig:
     def command_of(self, agent: str) -> str:
         """The command a job of ``agent`` runs (the default agent's is ``runner``)."""
         return self.runner if agent == "" else self.agents.command(agent)
+
+    @property
+    def log_target(self) -> str | Path:
+        """What ``open_log`` opens: the PostgreSQL URL, else the file."""
+        return self.db_url if self.db_url is not None else self.db
 
     @property
     def local_url(self) -> str:
@@ -113,11 +120,13 @@ def load_config(
     root = Path(workspace or env.get("FOLDLINE_WORKSPACE") or ".").resolve()
     if not root.is_dir():
         raise ConfigError(f"workspace {str(root)!r} is not a directory")
-    db = Path(env["FOLDLINE_DB"]) if env.get("FOLDLINE_DB") else root / ".foldline" / "foldline.db"
+    location = env.get("FOLDLINE_DB") or ""
+    db_url = location if is_postgres_url(location) else None
+    db = Path(location) if location and db_url is None else root / ".foldline" / "foldline.db"
     sync = env.get("FOLDLINE_SYNC", "full")
     if sync not in ("full", "normal"):
         raise ConfigError(f"FOLDLINE_SYNC={sync!r}: expected full or normal")
-    config = ServerConfig(workspace=root, db=db.resolve(), sync=sync)
+    config = ServerConfig(workspace=root, db=db.resolve(), db_url=db_url, sync=sync)
     updates: dict[str, object] = {
         "bind": _bind(bind or env.get("FOLDLINE_BIND") or config.bind),
         "runner": env.get("FOLDLINE_RUNNER") or config.runner,

@@ -33,7 +33,7 @@ from projections import default_projections
 
 @dataclass(frozen=True)
 class ReadOnlyConfig:
-    db: Path
+    db: Path | str  # a log file, or a postgresql:// URL
     sse_keepalive_s: float = 15.0
     token: str | None = None  # nothing to authorize: no control is mounted
 
@@ -86,7 +86,7 @@ class ReadOnlyRuntime:
         self._engine = None
 
 
-def check_log(db: Path) -> int:
+def check_log(db: Path | str) -> int:
     """Open the file read-only once, before serving; returns its head.
 
     Raises:
@@ -123,7 +123,9 @@ def create_readonly_app(runtime: ReadOnlyRuntime) -> falcon.App[falcon.Request, 
 class ConsoleServer(BaseApplication):  # type: ignore[misc]
     """One gthread worker: auditors are few, and each open events feed holds a thread."""
 
-    def __init__(self, db: Path, bind: str, threads: int = 16, keepalive_s: float = 15.0) -> None:
+    def __init__(
+        self, db: Path | str, bind: str, threads: int = 16, keepalive_s: float = 15.0
+    ) -> None:
         self.bind, self.threads = bind, threads
         self.runtime = ReadOnlyRuntime(ReadOnlyConfig(db, keepalive_s))
         super().__init__()

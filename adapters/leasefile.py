@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -59,6 +60,14 @@ class LeaseFile:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temporary, self.path)
+
+    def confirm_takeover(self, record: LeaseRecord, pause_s: float) -> bool:
+        """Write our claim, pause, and say whether it is still there (SPEC §4.2: confirm,
+        then open): a contender that wrote after us has won the file."""
+        self.replace(record)
+        time.sleep(pause_s)
+        confirmed = self.read()
+        return confirmed is not None and confirmed.holder == record.holder
 
     def remove(self, holder: str) -> None:
         """Give the file up, if it is still ``holder``'s."""

@@ -69,7 +69,7 @@ class Runtime:
             with self._open_lock:
                 if not self.is_open:
                     self._engine = open_engine(
-                        self.config.db,
+                        self.config.log_target,
                         Settings(
                             resource_groups=self.config.resource_groups,
                             lease_stale_s=self.config.lease_stale_s,

@@ -22,6 +22,7 @@ from typing import Any
 
 from adapters.config import ServerConfig
 from adapters.leasefile import LeaseFile, LeaseRecord
+from adapters.log_lease import LogLease
 from engine.clock import parse_time
 from engine.domain import commands as c
 from engine.domain.engine import DomainEngine
@@ -62,7 +63,10 @@ class Tenure:
         self._on_renewed = on_renewed
         self._stopping = stopping
         self._monotonic = monotonic
-        self.file = LeaseFile(config.db)
+        # The gate beside the log: the lease file, or on PostgreSQL the log itself.
+        self.file: LeaseFile | LogLease = (
+            LeaseFile(config.db) if config.db_url is None else LogLease(engine, LEASE)
+        )
         self.epoch: int | None = None
         self._lock = threading.Lock()
         self._seen: tuple[Any, float] | None = None
@@ -141,10 +145,8 @@ class Tenure:
         if theirs_file or theirs_log:
             self._judge_stale((on_file, row))
             # The epoch the takeover will get, for the file; the log's rule assigns it.
-            self.file.replace(self._record((row.epoch if row else 0) + 1))
-            time.sleep(self.config.lease_confirm_s)
-            confirmed = self.file.read()
-            if confirmed is None or confirmed.holder != self.holder:
+            claim = self._record((row.epoch if row else 0) + 1)
+            if not self.file.confirm_takeover(claim, self.config.lease_confirm_s):
                 raise LeaseBusy("lost the race for the lease file")
             if self._row() != row:
                 raise LeaseBusy("the lease moved while the takeover was being confirmed")

@@ -137,9 +137,8 @@ def bench_append(work: Workdir, n: int, sync: Sync) -> dict[str, float]:
     }
 
 
-def bench_group_commit(work: Workdir, n: int, threads: int = 16) -> dict[str, float]:
-    log = open_log(work.path(), WITH_SERVER_MODELS, default_projections())
-    single = engine_appends(log, n, prefix="single")
+def concurrent_appends(log: Log, n: int, threads: int) -> float:
+    """Events per second for ``n`` single-event appends spread over ``threads`` threads."""
     per_thread = max(1, n // threads)
     start = threading.Barrier(threads + 1)
 
@@ -158,7 +157,13 @@ def bench_group_commit(work: Workdir, n: int, threads: int = 16) -> dict[str, fl
     started = time.perf_counter()
     for thread in pool:
         thread.join()
-    concurrent = per_thread * threads / (time.perf_counter() - started)
+    return per_thread * threads / (time.perf_counter() - started)
+
+
+def bench_group_commit(work: Workdir, n: int, threads: int = 16) -> dict[str, float]:
+    log = open_log(work.path(), WITH_SERVER_MODELS, default_projections())
+    single = engine_appends(log, n, prefix="single")
+    concurrent = concurrent_appends(log, n, threads)
     log.close()
     return {
         "group_commit.single_events_per_s": single,
@@ -305,6 +310,9 @@ def main() -> int:
             "console": 10_000,
             "sync_s": 3,
             "memory": (10_000, 100_000),
+            "pg_append": 300,
+            "pg_group": 1600,
+            "pg_rebuild": 50_000,
         }
     else:
         sizes = {
@@ -320,6 +328,9 @@ def main() -> int:
             "console": 100_000,
             "sync_s": 8,
             "memory": (10_000, 1_000_000),
+            "pg_append": 3000,
+            "pg_group": 9600,
+            "pg_rebuild": 300_000,
         }
     cases: dict[str, Callable[[Workdir], dict[str, float]]] = {
         "append_full": lambda w: bench_append(w, sizes["full"], "full"),
@@ -335,6 +346,9 @@ def main() -> int:
         "console": lambda w: bench_console(sizes["console"], 11),
         "memory": lambda w: bench_memory(sizes["memory"]),
     }
+    from bench.postgres import cases as postgres_cases  # imports this module: not at the top
+
+    cases.update(postgres_cases(sizes))
     print(
         f"machine: {os.cpu_count()} cpus, {platform.machine()}, python "
         f"{platform.python_version()}, sqlite {apsw.sqlite_lib_version()}, apsw "
@@ -348,7 +362,7 @@ def main() -> int:
         runs = (
             1
             if name in ("audit", "console", "memory")
-            or (name in ("rebuild", "ready", "http", "invocation") and args.quick)
+            or (name in ("rebuild", "ready", "http", "invocation", "pg_rebuild") and args.quick)
             else (args.runs)
         )
         results: dict[str, list[float]] = {}

@@ -47,6 +47,26 @@ from engine.transaction import (
 T = TypeVar("T")
 
 
+def is_postgres_url(target: str | os.PathLike[str]) -> bool:
+    """Whether a log location is a PostgreSQL URL rather than a SQLite file."""
+    return isinstance(target, str) and target.startswith(("postgresql://", "postgres://"))
+
+
+def postgres_storage(url: str, *, readonly: bool = False) -> Storage:
+    """The PostgreSQL backend for ``url`` (``engine.postgres_storage``, the optional extra).
+
+    Raises:
+        InvalidArgument: the URL is malformed, or psycopg is not installed.
+    """
+    try:
+        from engine.postgres_storage import PostgresStorage
+    except ImportError as ex:
+        raise InvalidArgument(
+            f"a PostgreSQL log needs the postgres extra: pip install 'foldline[postgres]' ({ex})"
+        ) from ex
+    return PostgresStorage(url, readonly=readonly)
+
+
 class Log(LogReads):
     """An open event log. Thread-safe; use one per process and path."""
 
@@ -295,9 +315,13 @@ def open_log_readonly(
     from engine.errors import NotALog
 
     path = os.fspath(path)
-    if not Path(path).is_file():
+    storage: Storage
+    if is_postgres_url(path):
+        storage = postgres_storage(path, readonly=True)
+    elif not Path(path).is_file():
         raise NotALog(f"{path}: no such file")
-    storage = SqliteStorage(path, "full", 10_000, readonly=True)
+    else:
+        storage = SqliteStorage(path, "full", 10_000, readonly=True)
     log = _open(storage, machines, projections, SystemClock(), 1 << 20, 1)
     try:
         storage.check_current({p.name: p.version for p in log.projections.projections})
@@ -318,7 +342,9 @@ def open_log(
     max_payload_bytes: int = 1 << 20,
     max_batch: int = 256,
 ) -> Log:
-    """Open (creating and migrating as needed) the log at ``path``.
+    """Open (creating and migrating as needed) the log at ``path``: a SQLite file, or a
+    ``postgresql://`` URL (``engine.postgres_storage``; ``sync`` and ``busy_timeout_ms`` are
+    SQLite's).
 
     ``sync="full"`` makes every acknowledged append survive a power cut; ``"normal"`` survives
     a process crash only. Projections are installed, rebuilt if their version changed, and
@@ -335,8 +361,12 @@ def open_log(
     if busy_timeout_ms < 5000:
         raise InvalidArgument("busy_timeout_ms must be at least 5000: writers wait, never fail")
     path = os.fspath(path)
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    storage = SqliteStorage(path, sync, busy_timeout_ms)
+    storage: Storage
+    if is_postgres_url(path):
+        storage = postgres_storage(path)
+    else:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        storage = SqliteStorage(path, sync, busy_timeout_ms)
     return open_log_with(
         storage,
         machines,
@@ -357,8 +387,10 @@ __all__ = [
     "LogStats",
     "Sync",
     "Transaction",
+    "is_postgres_url",
     "open_log",
     "open_log_readonly",
     "open_log_with",
+    "postgres_storage",
     "snapshot",
 ]

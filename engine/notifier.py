@@ -48,5 +48,10 @@ class Notifier:
 
 
 def open_notifier(log: Log, interval: float = 0.005) -> Notifier:
-    """Start polling for other processes' commits; call ``stop`` when done."""
+    """Start noticing other processes' commits; call ``stop`` when done. A backend with wake-ups
+    of its own (PostgreSQL's LISTEN, ``engine.pg_notifier``) gives them instead of polling."""
+    own = getattr(log.storage, "notifier", None)
+    if own is not None:
+        started: Notifier = own(log).start()
+        return started
     return Notifier(log, interval).start()

@@ -9,6 +9,7 @@ from engine import FixedClock, Log, open_log
 from engine.domain.rules import Settings
 from engine.engine import Engine
 from projections import open_engine
+from tests.support.postgres import stop_session_cluster
 from tests.support.tickets import MACHINES, TicketTitles
 
 
@@ -38,3 +39,10 @@ def engine(tmp_path: Path, clock: FixedClock) -> Iterator[Engine]:
     )
     yield opened
     opened.log.close()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _postgres_cluster() -> Iterator[None]:
+    """Stops the session's PostgreSQL cluster if a test started one (tests.support.postgres)."""
+    yield
+    stop_session_cluster()

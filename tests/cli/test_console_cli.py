@@ -16,6 +16,7 @@ from engine.domain import MACHINES
 from engine.domain.job import JobAccepted, JobStarted
 from engine.log import open_log
 from projections import default_projections
+from tests.support.backends import BACKENDS, log_target
 from tests.support.console import get, serve_console
 from tests.support.server import read_events
 
@@ -23,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.server
 
 
-def _log(path: Path, jobs: int, first: int = 0) -> None:
+def _log(path: Path | str, jobs: int, first: int = 0) -> None:
     """Jobs ``j<first>``.. accepted and started: two events each."""
     log = open_log(path, MACHINES, default_projections())
     try:
@@ -55,8 +56,9 @@ def test_console_cli_serves_a_log_read_only_and_writes_nothing(tmp_path: Path) -
     assert _digest(db) == before  # no lease, no recovery, no migration, no checkpoint
 
 
-def test_console_cli_follows_commits_made_by_another_process(tmp_path: Path) -> None:
-    db = tmp_path / "live.db"
+@pytest.mark.parametrize("backend", sorted(BACKENDS))
+def test_console_cli_follows_commits_made_by_another_process(tmp_path: Path, backend: str) -> None:
+    db = log_target(backend, tmp_path)
     _log(db, 1)
     with serve_console(db) as port:
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)

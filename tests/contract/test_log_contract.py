@@ -15,6 +15,7 @@ import pytest
 from engine import (
     ConcurrencyError,
     Event,
+    FencedOut,
     InvalidArgument,
     InvalidEvent,
     InvalidTransition,
@@ -222,3 +223,22 @@ def test_log_two_handles_see_each_others_commits(tmp_path: Path, backend: str) -
     assert first.content_hash() == second.content_hash() == first.rebuild()
     first.close()
     second.close()
+
+
+@pytest.mark.parametrize("backend", sorted(BACKENDS))
+def test_log_an_older_epoch_from_another_handle_is_fenced_out(tmp_path: Path, backend: str) -> None:
+    """A zombie host still writing under the tenure it lost: the newer epoch another handle
+    appended under refuses every write of the older one, and nothing is appended."""
+    zombie = open_log_with(BACKENDS[backend](tmp_path), MACHINES)
+    successor = open_log_with(BACKENDS[backend](tmp_path), MACHINES)
+    zombie.fence(1)
+    zombie.append("ticket:a", 0, [TicketOpened()])
+    successor.fence(2)
+    successor.append("ticket:b", 0, [TicketOpened()])
+    with pytest.raises(FencedOut) as refused:
+        zombie.append("ticket:a", 1, [TicketStarted()])
+    assert (refused.value.fields["epoch"], refused.value.fields["current_epoch"]) == (1, 2)
+    assert zombie.head() == successor.head() == 2
+    assert [e.epoch for e in successor.read_all()] == [1, 2]
+    zombie.close()
+    successor.close()

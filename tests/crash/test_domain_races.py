@@ -12,28 +12,32 @@ import pytest
 
 from engine import EngineError
 from projections import open_engine
+from tests.support.backends import BACKENDS, log_target
 from tests.support.races import SETTINGS, attempt, prepare
 
 ROOT = Path(__file__).resolve().parents[2]
 LOSERS = {"capacity": "admission_rejected", "pointer": "conflict", "finish": "invalid_transition"}
 
 
-def _prepared(db: Path) -> None:
+def _prepared(db: str) -> None:
     engine = open_engine(db, SETTINGS)
     prepare(engine)
     engine.log.close()
 
 
-def _audit(db: Path) -> None:
+def _audit(db: str) -> None:
     engine = open_engine(db, SETTINGS)
     assert engine.log.verify_chain() == []
     assert engine.log.content_hash() == engine.log.rebuild()
     engine.log.close()
 
 
+@pytest.mark.parametrize("backend", sorted(BACKENDS))
 @pytest.mark.parametrize("race", sorted(LOSERS))
-def test_domain_race_between_threads_has_exactly_one_winner(tmp_path: Path, race: str) -> None:
-    db = tmp_path / "race.db"
+def test_domain_race_between_threads_has_exactly_one_winner(
+    tmp_path: Path, race: str, backend: str
+) -> None:
+    db = log_target(backend, tmp_path)
     _prepared(db)
     engine = open_engine(db, SETTINGS)
     start = threading.Barrier(16)
@@ -58,16 +62,17 @@ def test_domain_race_between_threads_has_exactly_one_winner(tmp_path: Path, race
 
 
 @pytest.mark.crash
+@pytest.mark.parametrize("backend", sorted(BACKENDS))
 @pytest.mark.parametrize("race", sorted(LOSERS))
 def test_domain_race_between_two_processes_has_exactly_one_winner(
-    tmp_path: Path, race: str
+    tmp_path: Path, race: str, backend: str
 ) -> None:
-    db = tmp_path / "race.db"
+    db = log_target(backend, tmp_path)
     _prepared(db)
     go = tmp_path / "go"
     children = [
         subprocess.Popen(
-            [sys.executable, "-m", "tests.support.racer", str(db), race, name, "8", str(go)],
+            [sys.executable, "-m", "tests.support.racer", db, race, name, "8", str(go)],
             cwd=ROOT,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

@@ -19,6 +19,7 @@ from engine import open_log
 from engine.domain import MACHINES
 from projections import default_projections
 from tests.support.server import Server, serve
+from tests.support.server import poll_invocation as _poll
 
 pytestmark = [pytest.mark.crash, pytest.mark.server]
 
@@ -54,18 +55,6 @@ def kill_everything(server: Server) -> None:
     for (pid,) in runs:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pid, signal.SIGKILL)
-
-
-def _poll(server: Server, key: str, until: str, limit: float = 30) -> dict[str, Any]:
-    deadline = time.monotonic() + limit
-    body: dict[str, Any] = {}
-    while time.monotonic() < deadline:
-        status, body = server.invoke({"get": key})
-        assert status == 200
-        if body["status"] == until:
-            return body
-        time.sleep(0.1)
-    raise AssertionError(f"{key} never reached {until}: {body}")
 
 
 def test_recovery_after_sigkill_finishes_the_cut_off_job_exactly_once(tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ from engine.domain.agents import DEFAULT_AGENT, AgentPolicy
 from engine.domain.rules import Settings
 from projections import open_engine
 from projections.view import SqlDomainView
+from tests.support.backends import log_target
 from tests.support.domain_model import AGENTS as MODEL_AGENTS
 from tests.support.domain_model import MAX_ACTIVE_AGENTS, DomainModel
 
@@ -47,6 +48,8 @@ RESULT_COMMANDS = st.sampled_from(
 
 
 class EngineVersusModel(RuleBasedStateMachine):
+    backend = "sqlite"  # the storage backend (tests.support.backends)
+
     def __init__(self) -> None:
         super().__init__()
         self.dir = Path(tempfile.mkdtemp(prefix="foldline-domain-"))
@@ -56,7 +59,7 @@ class EngineVersusModel(RuleBasedStateMachine):
             agents=AGENTS,
             max_active_agents=MAX_ACTIVE_AGENTS,
         )
-        self.engine = open_engine(self.dir / "d.db", settings)
+        self.engine = open_engine(log_target(self.backend, self.dir), settings)
         self.model = DomainModel(LIMITS, max_depth=2)
 
     def teardown(self) -> None:
@@ -240,3 +243,17 @@ EngineVersusModel.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow],
 )
 test_domain_engine_matches_reference_model = EngineVersusModel.TestCase
+
+
+class EngineOnPostgresVersusModel(EngineVersusModel):
+    backend = "postgres"
+
+
+# Fewer runs: each opens a log in a fresh schema, and the SQLite runs cover the model's breadth.
+EngineOnPostgresVersusModel.TestCase.settings = settings(
+    max_examples=10,
+    stateful_step_count=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+test_domain_engine_on_postgres_matches_reference_model = EngineOnPostgresVersusModel.TestCase

@@ -9,11 +9,13 @@ import tempfile
 from pathlib import Path
 
 import msgspec
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from engine import ConcurrencyError, EngineError, Event, InvalidTransition, open_log
+from tests.support.backends import BACKENDS, log_target
 from tests.support.model import ModelLog
 from tests.support.tickets import (
     MACHINES,
@@ -45,10 +47,12 @@ def _outcome(call: object) -> object:
 
 
 class LogVersusModel(RuleBasedStateMachine):
+    backend = "sqlite"  # the storage backend (tests.support.backends)
+
     def __init__(self) -> None:
         super().__init__()
         self.dir = Path(tempfile.mkdtemp(prefix="foldline-prop-"))
-        self.path = self.dir / "prop.db"
+        self.path = log_target(self.backend, self.dir)
         self.log = open_log(self.path, MACHINES, [TicketTitles()])
         self.model = ModelLog(MACHINES)
 
@@ -123,10 +127,24 @@ LogVersusModel.TestCase.settings = settings(
 test_log_matches_model_under_random_commands = LogVersusModel.TestCase
 
 
-def test_log_chain_and_projections_hold_after_random_run(tmp_path: Path) -> None:
+class LogOnPostgresVersusModel(LogVersusModel):
+    backend = "postgres"
+
+
+LogOnPostgresVersusModel.TestCase.settings = settings(
+    max_examples=10,
+    stateful_step_count=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+test_log_on_postgres_matches_model_under_random_commands = LogOnPostgresVersusModel.TestCase
+
+
+@pytest.mark.parametrize("backend", sorted(BACKENDS))
+def test_log_chain_and_projections_hold_after_random_run(tmp_path: Path, backend: str) -> None:
     """A fixed-seed long run, then the audit checks that the stateful test skips per step."""
     rng = random.Random(7)
-    log = open_log(tmp_path / "long.db", MACHINES, [TicketTitles()])
+    log = open_log(log_target(backend, tmp_path), MACHINES, [TicketTitles()])
     events = [TicketOpened(), TicketStarted(), TicketNoted(), TicketFinished(), TicketCancelled()]
     for _ in range(300):
         stream_id = f"ticket:{rng.randrange(20)}"

@@ -1,8 +1,8 @@
 """The storage backends the contract suite runs against, by name.
 
 Each entry makes a fresh, empty storage for one test in a temporary folder. A new backend
-(PostgreSQL, a later issue) adds its entry here, skipping when its server is not available;
-every contract test then runs against it unchanged.
+adds its entry here; every contract test then runs against it unchanged. PostgreSQL runs on
+the session's embedded cluster (``tests.support.postgres``), one schema per test.
 """
 
 from __future__ import annotations
@@ -19,4 +19,23 @@ def _sqlite(folder: Path) -> Storage:
     return SqliteStorage(str(folder / "contract.db"), "full", 10_000)
 
 
-BACKENDS: dict[str, Callable[[Path], Storage]] = {"sqlite": _sqlite}
+def _postgres(folder: Path) -> Storage:
+    from engine.postgres_storage import PostgresStorage
+    from tests.support.postgres import session_cluster
+
+    # One schema per test folder: two storages made for one test share the log, as two
+    # SQLite storages on one file do.
+    return PostgresStorage(session_cluster().url_for(folder))
+
+
+BACKENDS: dict[str, Callable[[Path], Storage]] = {"sqlite": _sqlite, "postgres": _postgres}
+
+
+def log_target(backend: str, folder: Path) -> str:
+    """What ``open_log`` and ``open_engine`` take for a log of ``backend`` in ``folder``: a
+    file path, or a PostgreSQL URL with a schema of its own (also for a child process)."""
+    if backend == "sqlite":
+        return str(folder / "log.db")
+    from tests.support.postgres import session_cluster
+
+    return session_cluster().url_for(folder)

@@ -24,7 +24,7 @@ def get(port: int, path: str, method: str = "GET") -> tuple[int, bytes]:
 
 
 @contextlib.contextmanager
-def serve_console(db: Path) -> Iterator[int]:
+def serve_console(db: Path | str) -> Iterator[int]:
     """Start it, wait until the overview answers (at most 30 s), yield the port, stop it."""
     port = free_port()
     process = subprocess.Popen(

@@ -103,6 +103,19 @@ def serve(
         stop(process)
 
 
+def poll_invocation(server: Server, key: str, until: str, limit: float = 30) -> dict[str, Any]:
+    """Ask for an invocation (``{"get": key}``) until its status is ``until`` (bounded)."""
+    deadline = time.monotonic() + limit
+    body: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        status, body = server.invoke({"get": key})
+        assert status == 200
+        if body["status"] == until:
+            return body
+        time.sleep(0.1)
+    raise AssertionError(f"{key} never reached {until}: {body}")
+
+
 def stop(process: subprocess.Popen[bytes], timeout: float = 20) -> None:
     if process.poll() is None:
         process.send_signal(signal.SIGTERM)

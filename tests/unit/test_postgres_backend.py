@@ -1,0 +1,237 @@
+"""What only the PostgreSQL backend has: URLs and schemas, the head row, the dialect, LISTEN.
+
+Everything the two backends share is the contract suite's (``tests/contract``); these run on
+the session's embedded cluster (``tests.support.postgres``).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from engine import InvalidArgument, NotALog, SchemaTooNew, open_log, open_notifier
+from engine.log import open_log_readonly
+from engine.pg_dialect import Dialect
+from engine.postgres_schema import LATEST as PG_LATEST
+from engine.postgres_storage import PostgresStorage, redact, split_url
+from engine.schema import LATEST
+from tests.support.postgres import session_cluster, with_schema
+from tests.support.tickets import MACHINES, TicketNoted, TicketOpened, TicketTitles
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_postgres_url_names_its_schema_and_hides_its_password() -> None:
+    conninfo, schema = split_url("postgresql://u:secret@/db?host=/run/pg&schema=ws_1")
+    assert (conninfo, schema) == ("postgresql://u:secret@/db?host=%2Frun%2Fpg", "ws_1")
+    assert split_url("postgresql://localhost/db")[1] == "foldline"
+    assert redact("postgresql://u:secret@h/db") == "postgresql://u:***@h/db"
+
+
+@pytest.mark.parametrize("schema", ["Upper", "a-b", "x;drop", "", "1abc"])
+def test_postgres_url_with_a_schema_that_is_not_a_plain_name_is_refused(schema: str) -> None:
+    with pytest.raises(InvalidArgument, match="schema"):
+        PostgresStorage(f"postgresql://localhost/db?schema={schema}")
+
+
+def test_postgres_schema_numbers_match_sqlite() -> None:
+    """A log at migration N has the same tables on either backend (audits compare them)."""
+    assert PG_LATEST == LATEST
+
+
+def test_postgres_one_server_holds_separate_logs_per_schema(tmp_path: Path) -> None:
+    cluster = session_cluster()
+    one = open_log(cluster.url_for(tmp_path / "one"), MACHINES, [TicketTitles()])
+    two = open_log(cluster.url_for(tmp_path / "two"), MACHINES, [TicketTitles()])
+    one.append("ticket:a", 0, [TicketOpened()])
+    assert two.head() == 0 and two.stream_head("ticket:a").version == 0
+    assert two.append("ticket:a", 0, [TicketOpened()]).first_position == 1
+    one.close()
+    two.close()
+
+
+def test_postgres_head_row_holds_the_tail_and_counts_commits(tmp_path: Path) -> None:
+    log = open_log(session_cluster().url_for(tmp_path), MACHINES, [TicketTitles()])
+    before = log.data_version()
+    last = log.append("ticket:a", 0, [TicketOpened(), TicketNoted()])
+    row = log.connection().execute("SELECT position, hash, epoch FROM head").fetchall()
+    assert row == [(2, bytes.fromhex(log.read_all()[-1].hash), 0)]
+    assert last.last_position == log.head() == 2
+    assert log.data_version() == before + 1
+    log.close()
+
+
+def test_postgres_events_are_append_only(tmp_path: Path) -> None:
+    log = open_log(session_cluster().url_for(tmp_path), MACHINES)
+    log.append("ticket:a", 0, [TicketOpened()])
+    with pytest.raises(Exception, match="append-only"):
+        log.connection().execute("UPDATE events SET state = 'done'")
+    log.close()
+
+
+def test_postgres_a_schema_holding_other_tables_is_not_a_log(tmp_path: Path) -> None:
+    url = session_cluster().url_for(tmp_path)
+    storage = PostgresStorage(url)
+    storage.writer().conn.execute(
+        f"CREATE SCHEMA {storage.schema}; CREATE TABLE {storage.schema}.other (x int)"
+    )
+    storage.close()
+    with pytest.raises(NotALog):
+        open_log(url, MACHINES)
+
+
+def test_postgres_read_only_open_of_a_missing_log_is_not_a_log(tmp_path: Path) -> None:
+    with pytest.raises(NotALog):
+        open_log_readonly(session_cluster().url_for(tmp_path), MACHINES)
+
+
+def test_postgres_read_only_open_writes_nothing(tmp_path: Path) -> None:
+    url = session_cluster().url_for(tmp_path)
+    open_log(url, MACHINES, [TicketTitles()]).close()
+    reader = open_log_readonly(url, MACHINES, [TicketTitles()])
+    with pytest.raises(Exception, match="read-only"):
+        reader.connection().execute("INSERT INTO ticket_titles VALUES ('x', 'y', 0)")
+    reader.close()
+
+
+def test_postgres_listen_wakes_a_waiter_on_another_handle(tmp_path: Path) -> None:
+    """A commit through another handle (another host) wakes ``wait_for`` by NOTIFY."""
+    url = session_cluster().url_for(tmp_path)
+    reader = open_log(url, MACHINES)
+    writer = open_log(url, MACHINES)
+    notifier = open_notifier(reader)
+    assert notifier.listening.wait(10)  # type: ignore[attr-defined]
+    woken: list[float] = []
+
+    def wait() -> None:
+        started = time.monotonic()
+        if reader.wait_for(0, timeout=10):
+            woken.append(time.monotonic() - started)
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    writer.append("ticket:a", 0, [TicketOpened()])
+    waiter.join(15)
+    notifier.stop()
+    assert len(woken) == 1 and woken[0] < 5
+    reader.close()
+    writer.close()
+
+
+@pytest.mark.parametrize(
+    ("sqlite", "postgres"),
+    [
+        (
+            "SELECT a FROM t WHERE b = ? AND c LIKE 'x?%'",
+            "SELECT a FROM t WHERE b = %s AND c LIKE 'x?%%'",
+        ),
+        (
+            "CREATE TABLE t (id TEXT PRIMARY KEY, text TEXT, n INTEGER, b BLOB) WITHOUT ROWID",
+            'CREATE TABLE t (id TEXT COLLATE "C" PRIMARY KEY, text TEXT COLLATE "C",'
+            " n BIGINT, b BYTEA)",
+        ),
+        ("INSERT OR IGNORE INTO t VALUES (?)", "INSERT INTO t VALUES (%s) ON CONFLICT DO NOTHING"),
+    ],
+)
+def test_postgres_dialect_translates_sqlite_statements(sqlite: str, postgres: str) -> None:
+    bound = "?" in sqlite
+    assert Dialect().translate(None, sqlite, bound) == postgres
+
+
+def test_postgres_dialect_replaces_on_the_primary_key(tmp_path: Path) -> None:
+    log = open_log(session_cluster().url_for(tmp_path), MACHINES)
+    conn = log.connection()
+    conn.execute("CREATE TABLE pairs (k TEXT PRIMARY KEY, v INTEGER NOT NULL) WITHOUT ROWID")
+    conn.execute("INSERT OR REPLACE INTO pairs VALUES (?, ?)", ("a", 1))
+    conn.execute("INSERT OR REPLACE INTO pairs VALUES (?, ?)", ("a", 2))
+    assert conn.execute("SELECT k, v FROM pairs").fetchall() == [("a", 2)]
+    assert [r[1] for r in conn.execute("PRAGMA table_info(pairs)").fetchall()] == ["k", "v"]
+    log.close()
+
+
+def test_postgres_unreachable_server_is_a_storage_error(tmp_path: Path) -> None:
+    missing = with_schema(f"postgresql://postgres@/postgres?host={tmp_path}", "x")
+    with pytest.raises(Exception, match="postgresql"):
+        open_log(missing, MACHINES)
+
+
+def test_postgres_json_functions_give_sqlites_text(tmp_path: Path) -> None:
+    """The read models' JSON columns hold the same text on both backends (audits refold a
+    PostgreSQL log's copy in SQLite and compare the rows)."""
+    sql = (
+        "SELECT json_insert(json_insert('[]', '$[#]', json_array(?, ?)), '$[#]', json_array(?, ?))"
+    )
+    params = ("m1", 'say "hi"\n', "m2", "é")
+    sqlite = open_log(tmp_path / "j.db", MACHINES)
+    postgres = open_log(session_cluster().url_for(tmp_path), MACHINES)
+    expected = sqlite.connection().execute(sql, params).fetchall()
+    assert postgres.connection().execute(sql, params).fetchall() == expected
+    assert expected == [('[["m1","say \\"hi\\"\\n"],["m2","é"]]',)]
+    sqlite.close()
+    postgres.close()
+
+
+def test_postgres_a_writer_frozen_in_its_transaction_does_not_block_the_others(
+    tmp_path: Path,
+) -> None:
+    """A writer stopped while it holds the head row's lock is ended by the server after the
+    idle limit: its transaction rolls back and the other writers go on."""
+    url = session_cluster().url_for(tmp_path)
+    frozen = PostgresStorage(url, idle_in_transaction_s=0.5)
+    other = open_log(url, MACHINES)
+    frozen.migrate("2026-12-01T00:00:00.000000Z")
+    writer = frozen.writer()
+    writer.begin()  # ...and then nothing: the head row stays locked
+    appended: list[int] = []
+    appender = threading.Thread(
+        target=lambda: appended.append(
+            other.append("ticket:a", 0, [TicketOpened()]).first_position
+        ),
+        daemon=True,
+    )
+    appender.start()
+    appender.join(30)
+    assert appended == [1], "the other writer is still waiting for the frozen one"
+    with pytest.raises(Exception, match=r"idle|terminat|closed"):
+        writer.commit()
+    assert other.head() == 1
+    frozen.close()
+    other.close()
+
+
+def test_postgres_log_of_a_newer_release_is_refused_untouched(tmp_path: Path) -> None:
+    url = session_cluster().url_for(tmp_path)
+    open_log(url, MACHINES).close()
+    storage = PostgresStorage(url)
+    storage.connection().execute(
+        "INSERT INTO schema_migrations VALUES (?, ?, ?)", (LATEST + 1, "from the future", "-")
+    )
+    storage.close()
+    with pytest.raises(SchemaTooNew):
+        open_log(url, MACHINES)
+    reader = PostgresStorage(url, readonly=True)
+    assert reader.applied() == LATEST + 1
+    reader.close()
+
+
+def test_postgres_url_without_the_extra_is_a_clear_error(tmp_path: Path) -> None:
+    """Without psycopg installed, a PostgreSQL URL says which extra to install."""
+    script = (
+        "import sys; sys.modules['psycopg'] = None\n"
+        "from engine import open_log, EngineError\n"
+        "from tests.support.tickets import MACHINES\n"
+        "try:\n"
+        "    open_log('postgresql://localhost/db?schema=x', MACHINES)\n"
+        "except EngineError as ex:\n"
+        "    print(ex.code, ex)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=ROOT
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("invalid_argument") and "foldline[postgres]" in done.stdout
