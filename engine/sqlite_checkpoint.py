@@ -10,10 +10,15 @@ on committing. Durability does not change: a commit is durable when its WAL fram
 as before; a checkpoint only moves committed pages, and a crash in the middle of one is what
 SQLite recovers from on every open.
 
-If the thread falls behind (starved of CPU, or a reader pins old frames), the committing
-writer checkpoints itself once the WAL passes ``BACKSTOP_PAGES``, so the WAL stays bounded as
-it was. One thread per log and process: it is started on the first request, never inherited
-across fork, and stopped by ``stop`` (the log's ``close``).
+A WAL starts over from its head (instead of growing, which makes every sync also write the
+file's size) only once every frame in it has been copied, and the writer keeps adding frames
+while the thread copies. So when the thread has copied all but fewer than
+``CHECKPOINT_PAGES`` frames, it leaves those to the writer: after its next COMMIT the writer
+checkpoints what is left (``finish_wanted``), and the WAL restarts at the next write. If the
+thread falls behind (starved of CPU or disk, or a reader pins old frames), the committing
+writer checkpoints itself once the WAL passes ``BACKSTOP_PAGES``, so the WAL stays bounded.
+One thread per log and process: it is started on the first request, never inherited across
+fork, and stopped by ``stop`` (the log's ``close``).
 """
 
 from __future__ import annotations
@@ -45,6 +50,8 @@ class Checkpointer:
         self._thread: threading.Thread | None = None
         self._pid = 0
         self._stopping = False
+        # Set by the thread when only a few frames are left uncopied: the writer copies them.
+        self.finish_wanted = False
         self.done = threading.Condition()
         self.completed = 0  # checkpoints the thread has run (tests wait on ``done``)
         self.thread_ident: int | None = None
@@ -82,8 +89,12 @@ class Checkpointer:
                     return
                 self._wanted.clear()
                 # Busy: another process is checkpointing; its pages are as good as ours.
+                left = CHECKPOINT_PAGES
                 with contextlib.suppress(apsw.BusyError, apsw.LockedError):
-                    conn.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_PASSIVE)
+                    in_wal, copied = conn.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_PASSIVE)
+                    left = in_wal - copied
+                if left < CHECKPOINT_PAGES:
+                    self.finish_wanted = True
                 with self.done:
                     self.completed += 1
                     self.done.notify_all()

@@ -97,12 +97,15 @@ class SqliteWriter:
             self._checkpoint()
 
     def _checkpoint(self) -> None:
-        if self._wal_pages < BACKSTOP_PAGES:
-            self._checkpoints.request()
+        checkpoints = self._checkpoints
+        if checkpoints.finish_wanted or self._wal_pages >= BACKSTOP_PAGES:
+            # The thread copied all but the last frames (or is far behind): copy the rest
+            # here, so that the WAL starts over at the next write instead of growing.
+            checkpoints.finish_wanted = False
+            with contextlib.suppress(apsw.BusyError, apsw.LockedError):
+                self._conn.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_PASSIVE)
             return
-        # The checkpoint thread is behind: catch up here, as SQLite would inside COMMIT.
-        with contextlib.suppress(apsw.BusyError, apsw.LockedError):
-            self._conn.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_PASSIVE)
+        checkpoints.request()
 
     def rollback(self) -> None:
         if self._conn.in_transaction:
