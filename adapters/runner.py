@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import codecs
 import logging
-import os
+import select
 import signal
-import subprocess
 import threading
 import time
 from collections.abc import Callable
@@ -21,11 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from adapters.processes import GatedProcess, kill_group
+from adapters.run_io import RunIO
 from engine.domain import commands as c
 from engine.domain.engine import DomainEngine
 from engine.domain.job import FileEntry
 from engine.domain.job import JobState as J
 from engine.errors import EngineError
+from engine.transaction import Transaction
 from projections import queries
 
 log = logging.getLogger("foldline.runner")
@@ -79,45 +80,6 @@ def files_manifest(result: str, workspace: Path) -> tuple[FileEntry, ...]:
     return tuple(files)
 
 
-class _Pump(threading.Thread):
-    """Drains one pipe into memory so the child never blocks on a full pipe."""
-
-    def __init__(self, fd: int) -> None:
-        super().__init__(daemon=True)
-        self.fd = fd
-        self.chunks: list[bytes] = []
-        self.lock = threading.Lock()
-        self.taken = 0
-
-    def run(self) -> None:
-        while chunk := os.read(self.fd, 65536):
-            with self.lock:
-                self.chunks.append(chunk)
-
-    def take_new(self) -> bytes:
-        with self.lock:
-            new = b"".join(self.chunks[self.taken :])
-            self.taken = len(self.chunks)
-        return new
-
-    def everything(self) -> bytes:
-        with self.lock:
-            return b"".join(self.chunks)
-
-
-def _watch_exit(process: subprocess.Popen[bytes]) -> threading.Event:
-    """An event set the moment the process ends (a thread blocked in ``wait``), so a short run
-    is recorded at once rather than at the next flush tick or poll."""
-    ended = threading.Event()
-
-    def wait() -> None:
-        process.wait()
-        ended.set()
-
-    threading.Thread(target=wait, name=f"wait-{process.pid}", daemon=True).start()
-    return ended
-
-
 def run_to_end(
     engine: DomainEngine,
     run: Run,
@@ -134,18 +96,14 @@ def run_to_end(
     recovery to resume."""
     process = run.process
     assert process.process.stdout is not None and process.process.stderr is not None
-    out = _Pump(process.process.stdout.fileno())
-    err = _Pump(process.process.stderr.fileno())
-    out.start()
-    err.start()
-    feeder = threading.Thread(target=process.open_gate, args=(run.prompt,), daemon=True)
-    feeder.start()
+    io = RunIO(process.process)
+    io.start()
+    feeder = _open_gate(process, run.prompt)
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     stopped_because, frozen = None, False
-    ended = _watch_exit(process.process)
-    while not ended.wait(flush_s):
-        _publish(engine, run.job_id, decoder.decode(out.take_new()))
+    while not io.ended.wait(flush_s):
+        _publish(engine, run.job_id, decoder.decode(io.take_new()))
         state = _job_state(engine, run.job_id)
         if (state == J.PAUSED) != frozen:  # a paused job's group is stopped, not killed
             frozen = state == J.PAUSED
@@ -158,26 +116,39 @@ def run_to_end(
             break
     exit_code = process.process.wait()
     kill_group(process.pid)  # anything the run left behind in its group
-    out.join(timeout=5)
-    err.join(timeout=5)
-    feeder.join(timeout=5)
+    io.join(timeout=5)
+    if feeder is not None:
+        feeder.join(timeout=5)
     for stream in (process.process.stdout, process.process.stderr):
         stream.close()
     if stopped_because == "shutdown" or stopping.is_set():
         return
-    _publish(engine, run.job_id, decoder.decode(out.take_new(), final=True))
-    result = out.everything().decode("utf-8", errors="replace")
+    last_output = decoder.decode(io.take_new(), final=True)
+    result = io.stdout().decode("utf-8", errors="replace")
     _record_end(
         engine,
         run,
         workspace,
         exit_code,
+        last_output,
         result,
         stopped_because,
-        err.everything()[-TAIL:].decode("utf-8", errors="replace"),
+        io.stderr()[-TAIL:].decode("utf-8", errors="replace"),
         timeout_s,
         on_finished,
     )
+
+
+def _open_gate(process: GatedProcess, prompt: bytes) -> threading.Thread | None:
+    """Let the run start with ``prompt`` on its stdin. What fits in a pipe's atomic write
+    cannot block on the fresh, empty pipe, so it is written here; a longer prompt is fed by a
+    thread while the output is read (the child may write before it has read it all)."""
+    if len(process.gated_input(prompt)) <= select.PIPE_BUF:
+        process.open_gate(prompt)
+        return None
+    feeder = threading.Thread(target=process.open_gate, args=(prompt,), daemon=True)
+    feeder.start()
+    return feeder
 
 
 def _publish(engine: DomainEngine, job_id: str, text: str) -> None:
@@ -186,6 +157,25 @@ def _publish(engine: DomainEngine, job_id: str, text: str) -> None:
             engine.handle(c.RecordJobOutput(job_id=job_id, text=text))
         except EngineError as ex:  # the job moved on (superseded, cancelled): drop the chunk
             log.debug("output of %s not recorded: %s", job_id, ex)
+
+
+def _finish(engine: DomainEngine, job_id: str, last_output: str, finish: c.FinishJob) -> None:
+    """The run's last output, then its finish, in one commit: one sync, and one wake-up of a
+    sync caller, instead of two (ADR 0027). If the log refuses either, the two steps as they
+    were: the output alone (dropped if the job moved on), then the finish, whose refusal is
+    the caller's to handle."""
+    if last_output:
+
+        def both(tx: Transaction) -> None:
+            engine.handle_in(tx, c.RecordJobOutput(job_id=job_id, text=last_output))
+            engine.handle_in(tx, finish)
+
+        try:
+            engine.log.write(both)
+            return
+        except EngineError:
+            _publish(engine, job_id, last_output)
+    engine.handle(finish)
 
 
 def _job_state(engine: DomainEngine, job_id: str) -> str | None:
@@ -197,6 +187,7 @@ def _record_end(
     run: Run,
     workspace: Path,
     exit_code: int,
+    last_output: str,
     result: str,
     stopped_because: str | None,
     stderr_tail: str,
@@ -205,6 +196,7 @@ def _record_end(
 ) -> None:
     try:
         if stopped_because in ENDED:
+            _publish(engine, run.job_id, last_output)
             if stopped_because == J.CANCELLING:
                 engine.handle(c.ConfirmJobCancelled(job_id=run.job_id))
             return
@@ -213,17 +205,16 @@ def _record_end(
         outcome = "ok" if exit_code == 0 and stopped_because is None else "error"
         if outcome == "error" and not result.strip() and stderr_tail:
             result = stderr_tail
-        engine.handle(
-            c.FinishJob(
-                job_id=run.job_id,
-                run_id=run.run_id,
-                outcome=outcome,
-                result=result[: 1 << 20],
-                files=files_manifest(result, workspace),
-                exit_code=exit_code,
-                warnings=warnings_of(result),
-            )
+        finish = c.FinishJob(
+            job_id=run.job_id,
+            run_id=run.run_id,
+            outcome=outcome,
+            result=result[: 1 << 20],
+            files=files_manifest(result, workspace),
+            exit_code=exit_code,
+            warnings=warnings_of(result),
         )
+        _finish(engine, run.job_id, last_output, finish)
     except EngineError as ex:  # first writer wins: the job ended another way meanwhile
         log.info("job %s ended elsewhere: %s", run.job_id, ex)
         if _job_state(engine, run.job_id) == "cancelling":

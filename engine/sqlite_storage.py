@@ -25,6 +25,7 @@ import apsw
 from engine import chain
 from engine.errors import NeedsMigration, NotALog, StorageError
 from engine.schema import LATEST, migrate
+from engine.sqlite_checkpoint import BACKSTOP_PAGES, CHECKPOINT_PAGES, Checkpointer
 from engine.storage import CommandOutcome, CommandRow, EventRow, HeadRow
 from engine.streams import StreamsProjection
 
@@ -65,11 +66,20 @@ def translate(ex: BaseException) -> BaseException:
 class SqliteWriter:
     """The write side on this process's writer connection (see ``engine.storage``)."""
 
-    def __init__(self, conn: Any) -> None:
+    def __init__(self, conn: Any, checkpoints: Checkpointer) -> None:
         self._conn = conn
         self._cursor = conn.cursor()
         self._execute = self._cursor.execute
         self._version_after_commit: int | None = None
+        # The WAL's size after the last commit, as its hook reports it. Setting a hook also
+        # turns SQLite's checkpoint inside COMMIT off (``engine.sqlite_checkpoint``).
+        self._wal_pages = 0
+        self._checkpoints = checkpoints
+        conn.set_wal_hook(self._note_wal)
+
+    def _note_wal(self, _conn: Any, _name: str, pages: int) -> int:
+        self._wal_pages = pages
+        return apsw.SQLITE_OK
 
     @property
     def cursor(self) -> Any:
@@ -83,6 +93,19 @@ class SqliteWriter:
     def commit(self) -> None:
         self._execute("COMMIT")
         self._version_after_commit = self._conn.data_version()
+        if self._wal_pages >= CHECKPOINT_PAGES:
+            self._checkpoint()
+
+    def _checkpoint(self) -> None:
+        checkpoints = self._checkpoints
+        if checkpoints.finish_wanted or self._wal_pages >= BACKSTOP_PAGES:
+            # The thread copied all but the last frames (or is far behind): copy the rest
+            # here, so that the WAL starts over at the next write instead of growing.
+            checkpoints.finish_wanted = False
+            with contextlib.suppress(apsw.BusyError, apsw.LockedError):
+                self._conn.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_PASSIVE)
+            return
+        checkpoints.request()
 
     def rollback(self) -> None:
         if self._conn.in_transaction:
@@ -160,14 +183,22 @@ class SqliteStorage:
         self._connections: list[tuple[int, Any]] = []
         self._lock = threading.Lock()
         self._writer: tuple[int, SqliteWriter] | None = None
+        self.checkpoints = Checkpointer(self._connect)
 
     translate = staticmethod(translate)
 
     # -- connections ---------------------------------------------------------------------
 
     def _open(self) -> Any:
+        """A connection of this process, closed by ``close``."""
         if self._closed:
             raise StorageError(f"{self.path}: the log is closed")
+        conn = self._connect()
+        with self._lock:
+            self._connections.append((os.getpid(), conn))
+        return conn
+
+    def _connect(self) -> Any:
         try:
             if self.readonly:
                 conn = apsw.Connection(
@@ -184,8 +215,6 @@ class SqliteStorage:
                 conn.execute(f"PRAGMA synchronous = {self.sync.upper()}")
         except apsw.Error as ex:
             raise translate(ex) from ex
-        with self._lock:
-            self._connections.append((os.getpid(), conn))
         return conn
 
     def connection(self) -> Any:
@@ -216,7 +245,7 @@ class SqliteStorage:
         pid = os.getpid()
         if held is not None and held[0] == pid:
             return held[1]
-        writer = SqliteWriter(self._open())
+        writer = SqliteWriter(self._open(), self.checkpoints)
         self._writer = (pid, writer)
         return writer
 
@@ -227,6 +256,7 @@ class SqliteStorage:
         next call on the log fails cleanly instead (apsw refuses to close it under its feet).
         """
         self._closed = True
+        self.checkpoints.stop()
         with self._lock:
             mine = [c for pid, c in self._connections if pid == os.getpid()]
             self._connections.clear()

@@ -141,13 +141,14 @@ def test_layers_engine_stays_free_of_edge_libraries() -> None:
 
 
 def test_layers_only_the_sqlite_backend_touches_apsw() -> None:
-    """Everything above the storage seam is backend-neutral (ADR 0022)."""
+    """Everything above the storage seam is backend-neutral (ADR 0022); the SQLite backend is
+    its storage and its checkpoint thread (ADR 0027)."""
     users = {
         p.name
         for p in (ROOT / "engine").rglob("*.py")
         if any(m.split(".")[0] == "apsw" for m in imported_modules(p))
     }
-    assert users <= {"sqlite_storage.py"}
+    assert users <= {"sqlite_storage.py", "sqlite_checkpoint.py"}
 
 
 def test_layers_only_the_postgres_backend_touches_psycopg() -> None:
