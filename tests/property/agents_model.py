@@ -29,9 +29,10 @@ class Role:
 
 ROLES = {
     "root": Role(can_spawn=("root", "w", "wr", "solo"), max_children=2),
-    "w": Role(can_spawn=("w",), max_active=2),
+    "w": Role(can_spawn=("w", "solo"), max_active=2),
     "wr": Role(writer=True),
-    "solo": Role(can_spawn=("solo",), no_ancestor_of_its_kind=True),
+    # solo -> w -> solo is refused too: the rule looks at every ancestor, not the parent only.
+    "solo": Role(can_spawn=("solo", "w"), no_ancestor_of_its_kind=True),
 }
 MAX_DEPTH = 3
 MAX_ACTIVE_AGENTS = 4  # per session
