@@ -37,7 +37,7 @@ ROLES = {
 MAX_DEPTH = 3
 MAX_ACTIVE_AGENTS = 4  # per session
 MAX_ACTIVE_WRITERS = 2  # per session
-CPU = 4  # units of the one resource group
+CPU = 3  # units of the one resource group
 
 HOLDING = {"queued", "running", "cancelling"}
 LIVE = HOLDING | {"paused", "suspended"}
@@ -88,7 +88,7 @@ class AgentsModel:
             if job["state"] in HOLDING and all(job[k] == v for k, v in match.items())
         ]
 
-    def _lineage(self, jid: str | None) -> list[str]:
+    def lineage(self, jid: str | None) -> list[str]:
         """``jid`` and every job above it."""
         chain = []
         while jid is not None:
@@ -154,7 +154,7 @@ class AgentsModel:
             if cmd.agent not in ROLES[parent["agent"]].can_spawn:
                 raise Refused("forbidden")
             if role.no_ancestor_of_its_kind and cmd.agent in {
-                self.jobs[j]["agent"] for j in self._lineage(cmd.parent_job)
+                self.jobs[j]["agent"] for j in self.lineage(cmd.parent_job)
             }:
                 raise Refused("admission_rejected", "ancestor_role")
         self._room(cmd.agent, cmd.session_id, cmd.parent_job, cmd.write_scope)
@@ -220,7 +220,7 @@ class AgentsModel:
     def CancelJob(self, cmd: c.CancelJob) -> None:
         self._cancel_one(self._job(cmd.job_id))
         for jid, job in self.jobs.items():
-            if cmd.job_id in self._lineage(jid)[1:] and job["state"] in LIVE:
+            if cmd.job_id in self.lineage(jid)[1:] and job["state"] in LIVE:
                 self._cancel_one(job)
 
     def ConfirmJobCancelled(self, cmd: c.ConfirmJobCancelled) -> None:
@@ -244,7 +244,7 @@ class AgentsModel:
                 raise Refused("unauthorized")
             if caller["session"] != job["session"]:
                 raise Refused("forbidden")
-            if needs_ancestor and cmd.caller_job not in self._lineage(cmd.job_id)[1:]:
+            if needs_ancestor and cmd.caller_job not in self.lineage(cmd.job_id)[1:]:
                 raise Refused("forbidden")
         name = type(cmd).__name__
         if name == "IntegrateJobResult" and self.sessions[job["session"]]["tainted"]:

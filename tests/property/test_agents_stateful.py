@@ -32,7 +32,9 @@ AGENT = st.sampled_from(["root", "root", "w", "w", "w", "wr", "wr", "wr", "solo"
 WRITE_SCOPE = st.sampled_from(
     [("src",), ("src/a",), ("src/b",), ("src/ab",), ("docs",), ("tests",), ("src/b", "docs")]
 )
-GROUP = st.sampled_from([None, None, None, "cpu"])
+GROUP = st.sampled_from([None, None, "cpu"])
+# Scopes that overlap no other scope any draw can name.
+FREE_SCOPES = [("lib",), ("bin",), ("etc",)]
 # Most top-level work goes to s1, so that its per-session counts fill up.
 SESSION = st.sampled_from(["s1", "s1", "s1", "s2"])
 UNITS = st.sampled_from([1, 1, 2])
@@ -47,6 +49,7 @@ SELDOM = st.sampled_from([False] * 15 + [True])
 MOSTLY = st.sampled_from([True] * 5 + [False])
 JUDGE = st.sampled_from(["read", "accept", "reject", "integrate"])
 HOLDING = frozenset(m.HOLDING)
+CHAIN_AGENT = st.sampled_from(["root", "w", "w", "solo", "solo"])
 
 
 @st.composite
@@ -285,19 +288,90 @@ class AgentsVersusModel(RuleBasedStateMachine):
 
     @rule(pick=PICK, step=JUDGE, caller=PICK, token=TOKEN, other=PICK)
     def judge(self, pick: int, step: str, caller: int, token: str, other: int) -> None:
+        # Any caller: a live run that may not be an ancestor, a stale token, another's.
         by = None if token == "operator" else self.job(caller, frozenset({"running"}))
         digest_ = self.token(token, by, other) if by else None
         self.run(judgement(step, self.job(pick, frozenset(m.FINISHED)), by, digest_))
 
-    @rule(pick=PICK, caller=PICK, reject=RARELY)
-    def parent_judges(self, pick: int, caller: int, reject: bool) -> None:
-        # Most judgements come from the parent's run: walk one result down its whole path.
+    @rule(
+        pick=PICK,
+        by_parent=MOSTLY,
+        steps=st.lists(JUDGE, min_size=1, max_size=4) | st.just(["read", "accept", "integrate"]),
+    )
+    def judge_in_turn(self, pick: int, by_parent: bool, steps: list[str]) -> None:
+        # One judge (the parent's live run, else the operator) takes one result through steps
+        # in any order: the right order walks it down, any other must be refused.
         jid = self.job(pick, frozenset(m.FINISHED))
-        by = self.model.jobs.get(jid, {}).get("parent") or self.job(caller)
-        token = self.token("live", by, 0)
-        for step in ("read", "reject" if reject else "accept", "integrate"):
-            if self.run(judgement(step, jid, by, token)) != "ok":
+        parent = self.model.jobs.get(jid, {}).get("parent")
+        by = parent if by_parent else None
+        token = self.token("live", by, 0) if by else None
+        for step in steps:
+            self.run(judgement(step, jid, by, token))
+
+    @rule(
+        pick=PICK, suspend=MOSTLY, twins=st.integers(min_value=1, max_value=2), same=st.booleans()
+    )
+    def relaunch_after_others_took_the_place(
+        self, pick: int, suspend: bool, twins: int, same: bool
+    ) -> None:
+        # A suspended (or paused) job gave its place back; jobs like it take the place (the
+        # same write scope, or a free one); relaunching it must be admitted like new work.
+        jid = self.job(pick, HOLDING)
+        job = self.model.jobs.get(jid)
+        if job is None or self.run((c.SuspendJob if suspend else c.PauseJob)(job_id=jid)) != "ok":
+            return
+        for n in range(twins):
+            scope = job["scope"] if same or not job["scope"] else FREE_SCOPES[n]
+            twin = self.item(
+                self.new_id(pick + n),
+                job["session"],
+                job["parent"],
+                job["agent"],
+                scope,
+                job["group"],
+                job["units"],
+                None,
+            )
+            if self.spawn(twin):
+                self.start_run(twin.job_id)
+        if suspend:
+            self.start_run(jid)
+        else:
+            self.run(c.ContinueJob(job_id=jid))
+
+    @rule(parent=PICK, chain=st.lists(CHAIN_AGENT, min_size=2, max_size=3))
+    def runs_spawn_a_chain(self, parent: int, chain: list[str]) -> None:
+        # Each new job's own run spawns the next one: depth, ancestor roles, deep subtrees.
+        pid = self.job(parent, frozenset({"running"}))
+        for agent in chain:
+            job = self.model.jobs.get(pid)
+            if job is None or job["state"] != "running":
                 return
+            jid = self.new_id(parent)
+            token = self.token("live", pid, 0)
+            if not self.spawn(self.item(jid, job["session"], pid, agent, (), None, 1, token)):
+                return
+            self.start_run(jid)
+            pid = jid
+
+    @rule(pick=PICK)
+    def cancel_a_deep_subtree(self, pick: int) -> None:
+        # Cancel a job with live work two or more levels below it, when there is one.
+        deep = [
+            j
+            for j in self.ids
+            for k, below in self.model.jobs.items()
+            if below["state"] in m.LIVE and j in self.model.lineage(k)[2:]
+        ]
+        self.run(c.CancelJob(job_id=deep[pick % len(deep)] if deep else self.job(pick)))
+
+    @rule(sid=SESSION, scopes=st.permutations(FREE_SCOPES), count=st.integers(1, 3))
+    def writers_fill_a_session(self, sid: str, scopes: list[tuple[str, ...]], count: int) -> None:
+        # Writers with scopes that do not overlap, so the writer count is what refuses.
+        for scope in scopes[:count]:
+            jid = self.new_id(0)
+            if self.spawn(self.item(jid, sid, None, "wr", scope, None, 1, None)):
+                self.start_run(jid)
 
     @rule(sid=st.sampled_from(SESSIONS), rarely=SELDOM)
     def taint(self, sid: str, rarely: bool) -> None:
