@@ -295,17 +295,26 @@ class AgentsVersusModel(RuleBasedStateMachine):
 
     @rule(
         pick=PICK,
-        by_parent=MOSTLY,
-        steps=st.lists(JUDGE, min_size=1, max_size=4) | st.just(["read", "accept", "integrate"]),
+        who=st.sampled_from(["parent", "parent", "parent", "operator", "sibling"]),
+        walked=st.integers(min_value=0, max_value=3),
+        reject=RARELY,
+        then=st.lists(JUDGE, max_size=2),
     )
-    def judge_in_turn(self, pick: int, by_parent: bool, steps: list[str]) -> None:
-        # One judge (the parent's live run, else the operator) takes one result through steps
-        # in any order: the right order walks it down, any other must be refused.
+    def judge_in_turn(
+        self, pick: int, who: str, walked: int, reject: bool, then: list[str]
+    ) -> None:
+        # One judge takes one result part of the way down its path (read, accept or reject,
+        # integrate), then tries any steps after it: a second accept, a reject after an
+        # accept, an integration from read or twice must each be refused. The judge is the
+        # parent's live run, the operator, or a live run of the session that is no ancestor.
         jid = self.job(pick, frozenset(m.FINISHED))
-        parent = self.model.jobs.get(jid, {}).get("parent")
-        by = parent if by_parent else None
+        job = self.model.jobs.get(jid, {})
+        by = job.get("parent") if who == "parent" else None
+        if who == "sibling":
+            by = self.job(pick + 1, frozenset({"running"}))
         token = self.token("live", by, 0) if by else None
-        for step in steps:
+        path = ["read", "reject" if reject else "accept", "integrate"][:walked]
+        for step in path + then:
             self.run(judgement(step, jid, by, token))
 
     @rule(
