@@ -348,10 +348,20 @@ class AgentsVersusModel(RuleBasedStateMachine):
         else:
             self.run(c.ContinueJob(job_id=jid))
 
-    @rule(parent=PICK, chain=st.lists(CHAIN_AGENT, min_size=2, max_size=3))
-    def runs_spawn_a_chain(self, parent: int, chain: list[str]) -> None:
-        # Each new job's own run spawns the next one: depth, ancestor roles, deep subtrees.
+    @rule(
+        parent=PICK,
+        top=st.one_of(st.none(), CHAIN_AGENT),
+        chain=st.lists(CHAIN_AGENT, min_size=2, max_size=3),
+    )
+    def runs_spawn_a_chain(self, parent: int, top: str | None, chain: list[str]) -> None:
+        # Each new job's own run spawns the next one: depth, ancestor roles (solo -> w -> solo
+        # needs room below the top), deep subtrees. ``top``: the operator starts the chain.
         pid = self.job(parent, frozenset({"running"}))
+        if top is not None:
+            pid = self.new_id(parent)
+            if not self.spawn(self.item(pid, "s1", None, top, (), None, 1, None)):
+                return
+            self.start_run(pid)
         for agent in chain:
             job = self.model.jobs.get(pid)
             if job is None or job["state"] != "running":
