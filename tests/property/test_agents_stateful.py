@@ -392,6 +392,23 @@ class AgentsVersusModel(RuleBasedStateMachine):
             if self.spawn(self.item(jid, sid, None, "wr", scope, None, 1, None)):
                 self.start_run(jid)
 
+    @rule(sid=SESSION, units=st.lists(UNITS, min_size=2, max_size=4))
+    def group_fills_up(self, sid: str, units: list[int]) -> None:
+        # Read-only jobs of the one resource group until its capacity refuses one.
+        for n in units:
+            jid = self.new_id(0)
+            if not self.spawn(self.item(jid, sid, None, "root", (), "cpu", n, None)):
+                return
+
+    @rule(pick=PICK, rarely=RARELY)
+    def taint_then_integrate(self, pick: int, rarely: bool) -> None:
+        # An accepted result of a session that is then tainted is never integrated.
+        accepted = [j for j in self.ids if self.model.jobs[j]["result"] == "accepted"]
+        if rarely and accepted:
+            jid = accepted[pick % len(accepted)]
+            self.run(c.TaintSession(session_id=self.model.jobs[jid]["session"], reason="bad"))
+            self.run(judgement("integrate", jid, None, None))
+
     @rule(sid=st.sampled_from(SESSIONS), rarely=SELDOM)
     def taint(self, sid: str, rarely: bool) -> None:
         if rarely:
