@@ -400,11 +400,11 @@ class AgentsVersusModel(RuleBasedStateMachine):
             if not self.spawn(self.item(jid, sid, None, "root", (), "cpu", n, None)):
                 return
 
-    @rule(pick=PICK, rarely=RARELY)
-    def taint_then_integrate(self, pick: int, rarely: bool) -> None:
+    @rule(pick=PICK)
+    def taint_then_integrate(self, pick: int) -> None:
         # An accepted result of a session that is then tainted is never integrated.
         accepted = [j for j in self.ids if self.model.jobs[j]["result"] == "accepted"]
-        if rarely and accepted:
+        if accepted:
             jid = accepted[pick % len(accepted)]
             self.run(c.TaintSession(session_id=self.model.jobs[jid]["session"], reason="bad"))
             self.run(judgement("integrate", jid, None, None))
