@@ -348,6 +348,10 @@ class AgentsVersusModel(RuleBasedStateMachine):
         else:
             self.run(c.ContinueJob(job_id=jid))
 
+    @rule(pick=PICK)
+    def solo_under_its_own_grandparent(self, pick: int) -> None:
+        self.runs_spawn_a_chain(pick, "solo", ["w", "solo"])  # the last must be refused
+
     @rule(
         parent=PICK,
         top=st.one_of(st.none(), CHAIN_AGENT),
