@@ -101,25 +101,38 @@ class StreamsProjection(Projection):
         return Folder(feed, lambda: cursor.executemany(self.upsert_sql, list(rows.values())))
 
 
+def fold_head(
+    heads: dict[str, list[Any]],
+    stream_id: str,
+    version: int,
+    state: str | None,
+    position: int,
+    recorded_at: str,
+) -> None:
+    """Fold one event into ``heads`` (stream id -> the ``streams`` row as a list), as
+    ``StreamsProjection.apply`` would: the first event opens the row, later ones move it on."""
+    head = heads.get(stream_id)
+    if head is None:
+        kind = stream_id.partition(":")[0]
+        heads[stream_id] = [
+            stream_id,
+            kind,
+            version,
+            state,
+            position,
+            position,
+            recorded_at,
+            recorded_at,
+        ]
+    else:
+        head[2], head[3], head[5], head[7] = version, state, position, recorded_at
+
+
 def head_rows(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     """The ``streams`` rows for a run of event rows (``engine.chain.Row``), one per stream:
     the same rows ``StreamsProjection.apply`` leaves after each event in turn (the write path
     upserts them once per batch instead of once per event)."""
     heads: dict[str, list[Any]] = {}
     for position, stream_id, version, _, recorded_at, _, _, state, *_ in rows:
-        head = heads.get(stream_id)
-        if head is None:
-            kind = stream_id.partition(":")[0]
-            heads[stream_id] = [
-                stream_id,
-                kind,
-                version,
-                state,
-                position,
-                position,
-                recorded_at,
-                recorded_at,
-            ]
-        else:
-            head[2], head[3], head[5], head[7] = version, state, position, recorded_at
+        fold_head(heads, stream_id, version, state, position, recorded_at)
     return [tuple(head) for head in heads.values()]

@@ -47,7 +47,7 @@ from engine.log import open_log
 from engine.machines import Machines, MachineSpec, StreamHead
 from engine.projection import Folder, Projection, ProjectionSet
 from engine.schema import LATEST
-from engine.streams import StreamsProjection
+from engine.streams import StreamsProjection, fold_head
 
 Progress = Callable[[str, int, int], None]
 """``progress(stage, done, total)``, called now and then during long audits."""
@@ -333,20 +333,7 @@ def _replay_share(path: str, part: int, parts: int, fold: Sequence[str], fast: b
             if found.unfoldable:
                 continue
             if keep_heads:  # `StreamsProjection.replay_folder`, inline
-                row = heads_rows.get(stream_id)
-                if row is None:
-                    heads_rows[stream_id] = [
-                        stream_id,
-                        stream_id.partition(":")[0],
-                        version,
-                        state,
-                        position,
-                        position,
-                        recorded_at,
-                        recorded_at,
-                    ]
-                else:
-                    row[2], row[3], row[5], row[7] = version, state, position, recorded_at
+                fold_head(heads_rows, stream_id, version, state, position, recorded_at)
             if event is None:  # only the envelope is known: only `streams` can fold it
                 feeds = envelope_only
             else:

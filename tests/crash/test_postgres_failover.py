@@ -24,22 +24,13 @@ from engine.domain import MACHINES
 from engine.postgres_storage import PostgresStorage
 from projections import default_projections
 from tests.support.postgres import session_cluster
-from tests.support.server import Server, read_events, serve
+from tests.support.server import RECOVERY_ENV, RECOVERY_RUNNER, Server, read_events, serve
 from tests.support.server import poll_invocation as _poll
 
 pytestmark = [pytest.mark.crash, pytest.mark.server, pytest.mark.slow]
 
-RUNNER = (
-    'read -r p; case "$p" in '
-    'slow*) sleep 3; echo "done: $p resumed=$FOLDLINE_RESUMED";; '
-    '*) echo "echo: $p";; esac'
-)
-ENV = {
-    "FOLDLINE_RUNNER": RUNNER,
-    "FOLDLINE_LEASE_RENEW_S": "0.5",
-    "FOLDLINE_LEASE_STALE_S": "2",
-    "FOLDLINE_LEASE_CONFIRM_S": "0.2",
-}
+RUNNER = RECOVERY_RUNNER
+ENV = RECOVERY_ENV
 
 
 def _rows(url: str, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:

@@ -18,22 +18,13 @@ from adapters.config import LEASE_BUSY_TEXT
 from engine import open_log
 from engine.domain import MACHINES
 from projections import default_projections
-from tests.support.server import Server, serve
+from tests.support.server import RECOVERY_ENV, RECOVERY_RUNNER, Server, serve
 from tests.support.server import poll_invocation as _poll
 
 pytestmark = [pytest.mark.crash, pytest.mark.server]
 
-RUNNER = (
-    'read -r p; case "$p" in '
-    'slow*) sleep 3; echo "done: $p resumed=$FOLDLINE_RESUMED";; '
-    '*) echo "echo: $p";; esac'
-)
-ENV = {
-    "FOLDLINE_RUNNER": RUNNER,
-    "FOLDLINE_LEASE_RENEW_S": "0.5",
-    "FOLDLINE_LEASE_STALE_S": "2",
-    "FOLDLINE_LEASE_CONFIRM_S": "0.2",
-}
+RUNNER = RECOVERY_RUNNER
+ENV = RECOVERY_ENV
 
 
 def _db(workspace: Path) -> apsw.Connection:

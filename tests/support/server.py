@@ -148,3 +148,18 @@ def read_events(answer: http.client.HTTPResponse, limit: float = 30) -> Iterator
         else:
             name, _, value = text.partition(": ")
             block[name] = value
+
+
+# A runner whose "slow ..." prompts outlive a SIGKILLed server (and say whether they were
+# resumed), and lease timings short enough for a takeover within a test's patience.
+RECOVERY_RUNNER = (
+    'read -r p; case "$p" in '
+    'slow*) sleep 3; echo "done: $p resumed=$FOLDLINE_RESUMED";; '
+    '*) echo "echo: $p";; esac'
+)
+RECOVERY_ENV = {
+    "FOLDLINE_RUNNER": RECOVERY_RUNNER,
+    "FOLDLINE_LEASE_RENEW_S": "0.5",
+    "FOLDLINE_LEASE_STALE_S": "2",
+    "FOLDLINE_LEASE_CONFIRM_S": "0.2",
+}
