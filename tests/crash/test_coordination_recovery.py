@@ -4,12 +4,14 @@ root and its workers, the batch stays whole, and the resumed root judges each re
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+import apsw
 import pytest
 
 from engine import open_log
@@ -87,3 +89,95 @@ def test_kill_9_while_a_batch_runs_then_recovery_finishes_it_whole(tmp_path: Pat
     assert log.verify_chain() == []
     assert log.content_hash() == log.rebuild()
     log.close()
+
+
+# The spawned worker: its first run blocks until the kill; a resumed run says so and ends.
+SLOW_WORKER = (
+    'read -r p; if [ "$FOLDLINE_RESUMED" = 1 ]; then echo "done $p resumed=1"; '
+    "else echo started; sleep 120; fi"
+)
+SPAWNER = (
+    CALL
+    + """
+status, body = call("POST", "/v1/jobs", {"agent": "worker", "prompt": "w"})
+print(status, body["job_id"])
+"""
+)
+
+
+def test_kill_9_while_a_spawned_worker_is_paused_then_continue_relaunches_it(
+    tmp_path: Path,
+) -> None:
+    """Goal 7, "relaunch of a suspended worker": a worker spawned by a root through ``/v1/jobs``
+    is paused, the server is killed, the next server records the worker ``job.suspended`` (its
+    process is gone), and the operator's continue gives it one new, resumed run that ends ok."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "spawner.py").write_text(SPAWNER)
+    agents = tmp_path / "agents.toml"
+    agents.write_text(
+        "[agents.root]\n"
+        f"command = {json.dumps(f'{shlex.quote(sys.executable)} spawner.py')}\n"
+        'can_spawn = ["worker"]\n'
+        "[agents.worker]\n"
+        f"command = {json.dumps(SLOW_WORKER)}\n"
+    )
+    env = {**ENV, "FOLDLINE_AGENTS_FILE": str(agents)}
+    db = workspace / ".foldline" / "foldline.db"
+    with serve(workspace, env, workers=2) as first:
+        _, receipt = first.invoke({"prompt": "go", "agent": "root", "id": "s1", "async": True})
+        root = receipt["invocation"]
+        deadline = time.monotonic() + 30
+        while not (children := _children(first, root)) or children[0]["state"] != "running":
+            assert time.monotonic() < deadline, f"the worker never ran: {children}"
+            first.request("GET", f"/v1/jobs/wait?ids={root}&timeout=1")
+        (child,) = children
+        worker = child["job_id"]
+        assert child["parent_job"] == root, child
+        status, _, raw = first.request("POST", f"/v1/jobs/{worker}/pause")
+        assert status == 200 and json.loads(raw)["state"] == "paused", raw
+        query = "SELECT pid FROM runs WHERE entity_id = ?"
+        ((orphan,),) = apsw.Connection(str(db)).execute(query, (worker,)).fetchall()
+        kill_everything(first)  # the paused worker's group outlives its server
+    with serve(workspace, env, workers=2) as second:
+        # /v1 reads take no lease: a get on /invocations is what wakes the takeover, and its
+        # recovery records the worker suspended (the worker's process died with the server).
+        deadline = time.monotonic() + 30
+        while (state := _job(second, worker)["state"]) != "suspended":
+            assert state == "paused", state
+            assert time.monotonic() < deadline, "the worker was never recorded suspended"
+            assert second.invoke({"get": "s1"})[0] == 200
+            second.request("GET", f"/v1/jobs/wait?ids={worker}&timeout=1")
+        with pytest.raises(ProcessLookupError):  # killed as an orphan, whole group
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                os.killpg(orphan, 0)
+                time.sleep(0.05)
+        status, _, raw = second.request("POST", f"/v1/jobs/{worker}/continue")
+        assert status == 200 and json.loads(raw)["state"] == "running", raw
+        deadline = time.monotonic() + 30
+        while not (job := _job(second, worker))["finished_at"]:
+            assert time.monotonic() < deadline, f"the continued worker never finished: {job}"
+            second.request("GET", f"/v1/jobs/wait?ids={worker}&timeout=2")
+        assert job["state"] == "ok" and job["result"] == "done w resumed=1\n", job
+    log = open_log(db, MACHINES, default_projections())
+    assert log.verify_chain() == []
+    assert log.content_hash() == log.rebuild()
+    log.close()
+    rows = apsw.Connection(str(db)).execute(
+        "SELECT event_type, payload FROM events WHERE stream_id = ? ORDER BY version",
+        (f"job:{worker}",),
+    )
+    events = [(kind, json.loads(payload)) for kind, payload in rows]
+    kinds = [kind for kind, _ in events]
+    assert kinds[:3] == ["job.accepted", "job.started", "job.paused"], kinds
+    assert events[0][1]["parent_job"] == root, events[0]
+    assert kinds.count("job.suspended") == 1 and kinds.count("job.started") == 2, kinds
+    assert kinds.index("job.suspended") < len(kinds) - 1 - kinds[::-1].index("job.started")
+    assert kinds.count("job.finished") == 1 and kinds[-1] == "job.finished", kinds
+
+
+def _job(server: Server, job_id: str) -> dict[str, Any]:
+    status, _, raw = server.request("GET", f"/v1/jobs/{job_id}")
+    assert status == 200, raw
+    return json.loads(raw)  # type: ignore[no-any-return]
