@@ -25,9 +25,15 @@ from typing import Any
 import msgspec
 import psycopg
 
-from bench.run import STREAMS, WITH_SERVER_MODELS, _event, concurrent_appends, engine_appends
+from bench.run import (
+    STREAMS,
+    WITH_SERVER_MODELS,
+    _event,
+    build_log,
+    concurrent_appends,
+    engine_appends,
+)
 from engine import open_log
-from engine.log import Log
 from projections import default_projections
 
 _RAW_DDL = """
@@ -156,24 +162,8 @@ def bench_pg_group_commit(server: Server, n: int, threads: int = 16) -> dict[str
     }
 
 
-def _build(url: str, n: int, streams: int = 10_000) -> Log:
-    log = open_log(url, WITH_SERVER_MODELS, default_projections())
-    versions = [0] * streams
-    batch = 5000
-    for first in range(0, n, batch):
-
-        def work(tx: Any, first: int = first) -> None:
-            for i in range(first, min(first + batch, n)):
-                k = i % streams
-                tx.append(f"item:b{k}", versions[k], [_event(i, versions[k])])
-                versions[k] += 1
-
-        log.write(work)
-    return log
-
-
 def bench_pg_rebuild(server: Server, n: int) -> dict[str, float]:
-    log = _build(server.url(), n)
+    log = build_log(server.url(), n)
     started = time.perf_counter()
     count = sum(1 for _ in log.iter_all())
     scan = count / (time.perf_counter() - started)

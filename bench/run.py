@@ -172,8 +172,9 @@ def bench_group_commit(work: Workdir, n: int, threads: int = 16) -> dict[str, fl
     }
 
 
-def build_log(path: Path, n: int, streams: int = 10_000) -> Log:
-    """A log of ``n`` events over ``streams`` streams, written in large transactions."""
+def build_log(path: Path | str, n: int, streams: int = 10_000) -> Log:
+    """A log of ``n`` events over ``streams`` streams, written in large transactions, at a
+    SQLite path (synchronous NORMAL: the build is not what is measured) or a PostgreSQL URL."""
     log = open_log(path, WITH_SERVER_MODELS, default_projections(), sync="normal")
     versions = [0] * streams
     batch = 5000

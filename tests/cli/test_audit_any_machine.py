@@ -4,13 +4,11 @@ a space in it."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
 import subprocess
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -20,65 +18,11 @@ from engine.domain import commands as c
 from projections import open_engine
 from tests.cli.test_audit import foldline as run_cli
 from tests.cli.test_audit import tamper
+from tests.support import doors
 
 ROOT = Path(__file__).resolve().parents[2]
 
-DOORS = """
-from typing import Any
-
-from engine import NEW, Event, MachineSpec, Transition
-from engine.projection import DispatchProjection, handles
-
-
-class DoorInstalled(Event, tag="door.installed"):
-    where: str = ""
-
-
-class DoorOpened(Event, tag="door.opened"):
-    by: str = ""
-
-
-class DoorClosed(Event, tag="door.closed"):
-    pass
-
-
-DOOR = MachineSpec(
-    kind="door",
-    states=["closed", "open"],
-    initial="closed",
-    terminal=frozenset(),
-    transitions=[
-        Transition(DoorInstalled, NEW, "closed"),
-        Transition(DoorOpened, ["closed"], "open"),
-        Transition(DoorClosed, ["open"], "closed"),
-    ],
-)
-
-
-class DoorsProjection(DispatchProjection):
-    name = "doors"
-    version = 1
-    tables = ("doors",)
-    ddl = "CREATE TABLE doors (door_id TEXT PRIMARY KEY, state TEXT NOT NULL, opened INT)"
-
-    @handles(DoorInstalled)
-    def on_door_installed(self, cur: Any, e: Any) -> None:
-        cur.execute("INSERT INTO doors VALUES (?, ?, 0)", (e.stream_id[5:], e.state))
-
-    @handles(DoorOpened)
-    def on_door_opened(self, cur: Any, e: Any) -> None:
-        cur.execute(
-            "UPDATE doors SET state = ?, opened = opened + 1 WHERE door_id = ?",
-            (e.state, e.stream_id[5:]),
-        )
-
-    @handles(DoorClosed)
-    def on_door_closed(self, cur: Any, e: Any) -> None:
-        cur.execute("UPDATE doors SET state = ? WHERE door_id = ?", (e.state, e.stream_id[5:]))
-
-
-DECLARATIONS = [DOOR, DoorsProjection]
-"""
+DOORS = Path(__file__).resolve().parents[1] / "support" / "doors.py"
 
 
 @pytest.fixture
@@ -87,20 +31,12 @@ def plugin(tmp_path: Path) -> Path:
     in ``foldline.machines`` names it."""
     site = tmp_path / "site"
     site.mkdir()
-    (site / "doors.py").write_text(DOORS)
+    shutil.copy(DOORS, site / "doors.py")
     info = site / "doors_plugin-1.0.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: doors-plugin\nVersion: 1.0\n")
     (info / "entry_points.txt").write_text("[foldline.machines]\ndoors = doors:DECLARATIONS\n")
     return site
-
-
-def _module(site: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location("doors_for_tests", site / "doors.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def foldline(
@@ -113,8 +49,7 @@ def foldline(
     return run_cli(*args, env={**environ, **(env or {})})
 
 
-def door_log(site: Path, path: Path) -> None:
-    doors = _module(site)
+def door_log(path: Path) -> None:
     log = open_log(path, [doors.DOOR], [doors.DoorsProjection()], clock=FixedClock())
     for name in ("front", "back"):
         log.append(f"door:{name}", 0, [doors.DoorInstalled(where="hall")])
@@ -139,7 +74,7 @@ def test_audit_door_log_verifies_with_declarations_from_each_source(
     plugin: Path, odd_folder: Path
 ) -> None:
     db = odd_folder / "doors log.db"
-    door_log(plugin, db)
+    door_log(db)
     before = db.read_bytes()
     bare = foldline("verify", str(db))
     report = _json(bare)
@@ -165,7 +100,7 @@ def test_audit_door_log_through_every_raw_command_without_declarations(
     plugin: Path, odd_folder: Path
 ) -> None:
     db = odd_folder / "doors log.db"
-    door_log(plugin, db)
+    door_log(db)
     history = foldline("history", str(db), "door:front")
     assert history.returncode == 0, history.stderr
     assert [json.loads(line)["event"]["type"] for line in history.stdout.splitlines()] == [
@@ -195,7 +130,6 @@ def test_audit_door_log_through_every_raw_command_without_declarations(
 
 
 def test_audit_log_mixing_door_and_built_in_streams(plugin: Path, tmp_path: Path) -> None:
-    doors = _module(plugin)
     db = tmp_path / "mixed.db"
     engine = open_engine(
         db,

@@ -10,42 +10,14 @@ import msgspec
 import pytest
 
 from engine import (
-    NEW,
     Context,
     Engine,
     EngineError,
-    Event,
     InvalidArgument,
     InvalidTransition,
-    MachineSpec,
-    Transition,
     open_log,
 )
-
-
-class DoorInstalled(Event, tag="door.installed"):
-    where: str = ""
-
-
-class DoorOpened(Event, tag="door.opened"):
-    by: str = ""
-
-
-class DoorClosed(Event, tag="door.closed"):
-    pass
-
-
-DOOR = MachineSpec(
-    kind="door",
-    states=["closed", "open"],
-    initial="closed",
-    terminal=frozenset(),
-    transitions=[
-        Transition(DoorInstalled, NEW, "closed"),
-        Transition(DoorOpened, ["closed"], "open"),
-        Transition(DoorClosed, ["open"], "closed"),
-    ],
-)
+from tests.support.doors import DOOR, DoorClosed, DoorInstalled, DoorOpened
 
 
 class OpenDoor(msgspec.Struct, frozen=True, kw_only=True):
