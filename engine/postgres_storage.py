@@ -33,7 +33,14 @@ from psycopg import errors as pg_errors
 from psycopg_pool import ConnectionPool
 
 from engine import chain
-from engine.errors import InvalidArgument, NeedsMigration, NotALog, SchemaTooNew, StorageError
+from engine.errors import (
+    InvalidArgument,
+    InvalidEvent,
+    NeedsMigration,
+    NotALog,
+    SchemaTooNew,
+    StorageError,
+)
 from engine.pg_dialect import Dialect, PgConnection, PgCursor
 from engine.postgres_schema import LATEST, MIGRATIONS
 from engine.storage import CommandOutcome, CommandRow, EventRow, HeadRow
@@ -100,6 +107,12 @@ def translate(ex: BaseException) -> BaseException:
     """The one place psycopg errors become engine errors; anything else is returned unchanged."""
     if isinstance(ex, pg_errors.UndefinedTable):
         return NotALog(f"not a foldline log: {ex}")
+    if isinstance(ex, psycopg.DataError) and "NUL (0x00)" in str(ex):
+        # psycopg refuses, before sending, a str with U+0000 for a text column of a read model
+        # (PostgreSQL text cannot hold it; the payload itself is bytea): the event's fault.
+        return InvalidEvent(
+            "PostgreSQL cannot store the NUL character (U+0000) in a read model's text"
+        )
     if isinstance(ex, psycopg.Error):
         return StorageError(f"postgresql: {type(ex).__name__}: {str(ex).strip()}")
     return ex

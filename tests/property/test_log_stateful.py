@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import random
 import shutil
 import tempfile
@@ -129,6 +130,25 @@ test_log_matches_model_under_random_commands = LogVersusModel.TestCase
 
 class LogOnPostgresVersusModel(LogVersusModel):
     backend = "postgres"
+
+    def _both(
+        self, stream_id: str, expected: int, events: list[Event], command_id: str | None
+    ) -> object:
+        # PostgreSQL text cannot hold U+0000: an append the model accepts whose title
+        # ticket_titles would store with one is refused whole instead (README, "Running on
+        # PostgreSQL"); a repeated command answers its first outcome and stores nothing new.
+        nul = any(isinstance(e, TicketOpened) and "\x00" in e.title for e in events)
+        if not nul or command_id in self.model.commands:
+            return super()._both(stream_id, expected, events, command_id)
+        before = copy.deepcopy(self.model)
+        model = _outcome(lambda: self.model.append(stream_id, expected, events, command_id))
+        real = _outcome(lambda: self.log.append(stream_id, expected, events, command_id))
+        if isinstance(model, str):  # refused for its own reason first: the same one
+            assert real == model
+        else:
+            self.model = before
+            assert real == "InvalidEvent", real
+        return real
 
 
 LogOnPostgresVersusModel.TestCase.settings = settings(

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from engine import InvalidArgument, NotALog, SchemaTooNew, open_log, open_notifier
+from engine import InvalidArgument, InvalidEvent, NotALog, SchemaTooNew, open_log, open_notifier
 from engine.log import open_log_readonly
 from engine.pg_dialect import Dialect
 from engine.postgres_schema import LATEST as PG_LATEST
@@ -235,3 +235,16 @@ def test_postgres_url_without_the_extra_is_a_clear_error(tmp_path: Path) -> None
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("invalid_argument") and "foldline[postgres]" in done.stdout
+
+
+def test_postgres_nul_in_a_read_models_text_is_a_clear_refusal_that_appends_nothing(
+    tmp_path: Path,
+) -> None:
+    # PostgreSQL text cannot hold U+0000 (SQLite's can): the event is refused as invalid, the
+    # log is left as it was, and the next append goes on.
+    log = open_log(session_cluster().url_for(tmp_path), MACHINES, [TicketTitles()])
+    with pytest.raises(InvalidEvent, match="NUL"):
+        log.append("ticket:a", 0, [TicketOpened(title="a\x00b")])
+    assert log.head() == 0 and log.read_all() == []
+    assert log.append("ticket:a", 0, [TicketOpened(title="ab")]).last_position == 1
+    log.close()
