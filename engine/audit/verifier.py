@@ -30,7 +30,7 @@ import multiprocessing
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,7 +39,9 @@ from typing import Any
 import msgspec
 
 from engine import chain
+from engine.audit import tables
 from engine.audit.source import Reader, copy_log, open_reader, ranges
+from engine.audit.tables import share_of
 from engine.chain import Violation
 from engine.errors import EngineError, InvalidTransition, UnknownStreamKind
 from engine.events import RecordedEvent
@@ -93,41 +95,6 @@ class _Part:
 _CONTEXT: dict[str, Any] = {}
 
 
-def _differing_rows(conn: Any, table: str) -> int:
-    """How many rows of ``fold.<table>`` (a worker's refold) are not in the stored table with
-    the same content, joined on the primary key (one B-tree search per row, in SQLite)."""
-    columns = conn.execute(f"PRAGMA fold.table_info({table})").fetchall()
-    names = [f'"{c[1]}"' for c in columns]
-    keys = [f'"{c[1]}"' for c in sorted(columns, key=lambda c: c[5]) if c[5]]
-    if not keys:  # no primary key: a set difference
-        listed = ", ".join(names)
-        sql = (
-            f"SELECT count(*) FROM (SELECT {listed} FROM fold.{table}"
-            f" EXCEPT SELECT {listed} FROM main.{table})"
-        )
-    else:
-        on = " AND ".join(f"m.{k} = f.{k}" for k in keys)
-        different = " OR ".join(f"m.{n} IS NOT f.{n}" for n in names)
-        sql = (
-            f"SELECT count(*) FROM fold.{table} f LEFT JOIN main.{table} m ON {on}"
-            f" WHERE m.{keys[0]} IS NULL OR {different}"
-        )
-    return int(conn.execute(sql).fetchall()[0][0])
-
-
-def _partition(parts: int) -> str:
-    """A SQL condition spreading streams over ``parts`` workers (``?1`` is the part). It reads
-    the last two characters of the stream id only (cheap for SQLite), which end in the
-    entity's id: ``order:o7`` and ``invoice:o7`` (a read model may fold both into one row for
-    ``o7``) meet in the same share."""
-    if parts == 1:
-        return "1"
-    return (
-        "(unicode(substr(e.stream_id, -1)) + 7 * unicode(substr(e.stream_id, -2, 1)))"
-        f" % {parts} = ?1"
-    )
-
-
 def _check_chain(path: str, lo: int, hi: int) -> list[Violation]:
     reader = open_reader(path)
     try:
@@ -179,12 +146,13 @@ def _replay_share(path: str, part: int, parts: int, fold: Sequence[str], fast: b
     reader = open_reader(path)
     reader.query("ATTACH DATABASE 'file:fold?mode=memory' AS fold")
     # Pages read through a memory map rather than one read() each, with a cache large enough
-    # for the stored read models the comparison joins against.
+    # for the stored read models the comparison reads.
     reader.query(f"PRAGMA main.mmap_size = {MMAP_BYTES}")
     reader.query(f"PRAGMA main.cache_size = -{CACHE_KIB}")
     # One read transaction for the scan and the comparison: on a live log the stored tables
     # must be those of the very events replayed.
-    reader.log.connection().execute("BEGIN")
+    connection = reader.log.connection()
+    connection.execute("BEGIN")
     scratch = open_log(  # the log adds its own `streams`
         ":memory:",
         machines,
@@ -215,11 +183,13 @@ def _replay_share(path: str, part: int, parts: int, fold: Sequence[str], fast: b
         ]
         keep_heads = fast and any(isinstance(p, StreamsProjection) for p in projections)
         envelope_only = [
-            f.feed for p, f in folders if isinstance(p, StreamsProjection) and not fast
+            _routed(f.feed) for p, f in folders if isinstance(p, StreamsProjection) and not fast
         ]
-        routes: dict[str, list[Callable[[RecordedEvent], None]]] = {}
+        routes: dict[str, list[Callable[[RecordedEvent, str], None]]] = {}
         codec = scratch.codec
-        heads: dict[str, tuple[Any, int, str | None]] = {}
+        # stream id -> [machine, its unguarded transitions, last version, last state]
+        heads: dict[str, list[Any]] = {}
+        simple: dict[int, dict[tuple[str | None, str], str | None]] = {}
         # The fast pass also reads the hash stored just before each row, to check its link.
         rows = reader.rows(
             "SELECT e.position, e.stream_id, e.version, e.event_type, e.recorded_at, e.epoch,"
@@ -229,7 +199,7 @@ def _replay_share(path: str, part: int, parts: int, fold: Sequence[str], fast: b
                 if fast
                 else "NULL FROM events e"
             )
-            + f" WHERE {_partition(parts)} ORDER BY e.position",
+            + f" WHERE {share_of('e.stream_id', parts)} ORDER BY e.position",
             (part,) if parts > 1 else (),
         )
         if fast:  # in the snapshot of the scan
@@ -239,7 +209,8 @@ def _replay_share(path: str, part: int, parts: int, fold: Sequence[str], fast: b
         # The typed decoders straight, as `codec.decode` calls them; any failure goes through
         # `codec.decode` again, which words it.
         decoders = {tag: d.decode for tag, d in codec._decoders.items()}
-        link = chain.link
+        link, genesis, head_of = chain.link, chain.GENESIS, heads.get
+        seen = 0
         for (
             position,
             stream_id,
@@ -254,9 +225,9 @@ def _replay_share(path: str, part: int, parts: int, fold: Sequence[str], fast: b
             previous,
         ) in rows:
             if fast:
-                found.rows += 1
+                seen += 1
                 if previous is None:  # the first row, or a gap before this one
-                    previous = chain.GENESIS if position == 1 else None
+                    previous = genesis if position == 1 else None
                 try:
                     linked = digest == link(
                         previous,
@@ -274,15 +245,15 @@ def _replay_share(path: str, part: int, parts: int, fold: Sequence[str], fast: b
                     linked = False
                 if not linked:
                     found.chain_doubted = True
-            known = heads.get(stream_id)
+            known = head_of(stream_id)
             if known is None:
                 try:
                     machine: Any = machines.for_stream(stream_id)
                 except UnknownStreamKind:
                     machine = None
-                known = (machine, 0, None)
-            machine, last_version, last_state = known
-            heads[stream_id] = (machine, version, state)
+                known = heads[stream_id] = [machine, _unguarded(simple, machine), 0, None]
+            machine, unguarded, last_version, last_state = known
+            known[2], known[3] = version, state
             if version != last_version + 1:
                 found.violations.append(
                     Violation(
@@ -293,21 +264,21 @@ def _replay_share(path: str, part: int, parts: int, fold: Sequence[str], fast: b
                 )
             event: Any = None
             if machine is None:
-                seen = found.undeclared.setdefault(stream_id.partition(":")[0], [position, 0])
-                seen[1] += 1
+                kind = found.undeclared.setdefault(stream_id.partition(":")[0], [position, 0])
+                kind[1] += 1
             else:
                 try:
                     try:
                         event = decoders[event_type](payload)
                     except (KeyError, msgspec.DecodeError):
                         event = codec.decode(event_type, payload)
-                    rules = machine.table.get((last_state, event_type))
-                    if rules is not None and len(rules) == 1 and rules[0].guard is None:
-                        expected = last_state if rules[0].dest is None else rules[0].dest
-                    else:  # guards to run, or a refusal to word: the machine's own path
+                    expected = unguarded.get((last_state, event_type), _GUARDED)
+                    if expected is _GUARDED:  # guards to run, or a refusal to word
                         expected = machine.next_state(
                             StreamHead(stream_id, last_version, last_state), event, event_type
                         )
+                    elif expected is None:  # a transition that keeps the state
+                        expected = last_state
                     if expected != state:
                         found.violations.append(
                             Violation(
@@ -340,7 +311,7 @@ def _replay_share(path: str, part: int, parts: int, fold: Sequence[str], fast: b
                 feeds = routes.get(event_type)  # type: ignore[assignment]
                 if feeds is None:
                     feeds = routes[event_type] = [
-                        f.feed
+                        _route(f, event_type)
                         for _, f in folders
                         if f.event_types is None or event_type in f.event_types
                     ]
@@ -358,9 +329,10 @@ def _replay_share(path: str, part: int, parts: int, fold: Sequence[str], fast: b
                 event=event,
                 hash=digest.hex(),
             )
+            entity = stream_id.partition(":")[2]
             try:
                 for feed in feeds:
-                    feed(recorded)
+                    feed(recorded, entity)
             except Exception as ex:  # a tampered log can break a read model's own rules
                 if fast:  # or a memory fold is wrong: the exact fold says which
                     raise _Doubt from ex
@@ -368,43 +340,82 @@ def _replay_share(path: str, part: int, parts: int, fold: Sequence[str], fast: b
                     Violation(position, "projection_unverifiable", f"refolding failed: {ex}")
                 )
                 found.unfoldable = True
+        found.rows = seen
         if found.unfoldable:
             cursor.execute("ROLLBACK")
+            connection.execute("COMMIT")
             return found
-        for _, folder in folders:
-            folder.finish()
+        # Rows a fold keeps in memory are compared as they are; the other folds write theirs.
+        kept = {
+            p.name: in_memory
+            for p, f in folders
+            if f.rows is not None and _comparable(connection, p, in_memory := f.rows())
+        }
+        for p, folder in folders:
+            if p.name not in kept:
+                folder.finish()
         cursor.execute("COMMIT")
-        found.compared = _compare(reader, cursor.connection.serialize("main"), projections)
+        found.compared = {
+            name: tables.compare_rows(connection, rows_of, part, parts)
+            for name, rows_of in kept.items()
+        }
+        written = {p.name: p.tables for p in projections if p.name not in kept}
+        if written:
+            image = cursor.connection.serialize("main")
+            found.compared.update(tables.compare_image(connection, image, written))
+        connection.execute("COMMIT")
         return found
     finally:
         scratch.close()
         reader.close()
 
 
+def _route(folder: Folder, event_type: str) -> Callable[[RecordedEvent, str], None]:
+    """What folds an event of this type into ``folder``: its own route when it has one."""
+    route = folder.routes.get(event_type) if folder.routes is not None else None
+    return route if route is not None else _routed(folder.feed)
+
+
+def _routed(feed: Callable[[RecordedEvent], None]) -> Callable[[RecordedEvent, str], None]:
+    return lambda event, _entity: feed(event)
+
+
+_GUARDED = object()  # no unguarded transition: the machine's own `next_state` decides
+
+
+def _unguarded(
+    cache: dict[int, dict[tuple[str | None, str], str | None]], machine: Any
+) -> dict[tuple[str | None, str], str | None]:
+    """A machine's transitions that need no guard, (state, event type) -> the next state (None:
+    the state is kept), built once per machine: replaying those is one dictionary lookup."""
+    if machine is None:
+        return {}
+    table = cache.get(id(machine))
+    if table is None:
+        table = cache[id(machine)] = {
+            key: rules[0].dest
+            for key, rules in machine.table.items()
+            if len(rules) == 1 and rules[0].guard is None
+        }
+    return table
+
+
+def _comparable(connection: Any, projection: Projection, rows: Mapping[str, Any]) -> bool:
+    """Rows kept in memory for every table of the projection, each with a primary key."""
+    return set(rows) == set(projection.tables) and all(
+        tables.primary_key(connection, table) for table in projection.tables
+    )
+
+
 def _heads_folder(cursor: Any, rows: dict[str, list[Any]]) -> Folder:
     """``streams`` for the fast pass: the scan keeps the heads in ``rows`` as it goes (the
-    rows ``StreamsProjection.replay_folder`` would fold), and this writes them once."""
+    rows ``StreamsProjection.replay_folder`` would fold), compared as they are."""
     return Folder(
         lambda event: None,
         lambda: cursor.executemany(StreamsProjection.upsert_sql, list(rows.values())),
         frozenset(),
+        lambda: {"streams": rows},
     )
-
-
-def _compare(reader: Reader, image: bytes, projections: Sequence[Projection]) -> dict[str, Any]:
-    """Load the refold next to the stored tables and let SQLite compare them."""
-    conn = reader.log.connection()
-    conn.deserialize("fold", image)
-    compared = {}
-    for projection in projections:
-        differing = folded = stored = 0
-        for table in projection.tables:
-            differing += _differing_rows(conn, table)
-            folded += conn.execute(f"SELECT count(*) FROM fold.{table}").fetchall()[0][0]
-            stored += conn.execute(f"SELECT count(*) FROM main.{table}").fetchall()[0][0]
-        compared[projection.name] = (differing, folded, stored)
-    conn.execute("COMMIT")
-    return compared
 
 
 def _which_projections(
