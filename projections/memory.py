@@ -221,22 +221,18 @@ def runs_folder(cursor: Any) -> Folder:
     """``RunsProjection`` in memory: rows appear at a start and go at an end."""
     runs = Table(cursor, "runs", {})
 
+    # A start sets every column: the row in column order, built in one step.
+    columns = ("kind", "entity_id", "run_id", "pid", "start_token", "epoch", "started_at")
+    in_order = operator.itemgetter(*(columns.index(c) for c in runs.columns))
+    rows = runs.rows
+
     def start(kind: str) -> Fold:
         def fold(e: RecordedEvent, entity: str) -> None:  # INSERT OR REPLACE
             ev: Any = e.event
             if kind == "session" and ev.pid <= 0:  # sessions without a controller run nothing
                 return
-            runs.rows.pop((kind, entity), None)
-            runs.insert(
-                (kind, entity),
-                kind=kind,
-                entity_id=entity,
-                run_id=ev.run_id,
-                pid=ev.pid,
-                start_token=ev.start_token,
-                epoch=e.epoch,
-                started_at=e.recorded_at,
-            )
+            values = (kind, entity, ev.run_id, ev.pid, ev.start_token, e.epoch, e.recorded_at)
+            rows[kind, entity] = list(in_order(values))
 
         return fold
 

@@ -49,7 +49,7 @@ from engine.log import open_log
 from engine.machines import Machines, MachineSpec, StreamHead
 from engine.projection import Folder, Projection, ProjectionSet
 from engine.schema import LATEST
-from engine.streams import StreamsProjection, fold_head
+from engine.streams import StreamsProjection
 
 Progress = Callable[[str, int, int], None]
 """``progress(stage, done, total)``, called now and then during long audits."""
@@ -170,7 +170,7 @@ def _replay_share(path: str, part: int, parts: int, fold: Sequence[str], fast: b
         cursor.execute("BEGIN")
         # The scratch log holds no events: `streams` folds the replayed ones in memory instead
         # of recomputing its heads from an events table (its own bulk fold does that). The
-        # fast pass keeps those heads itself, beside the ones it replays with (see `heads`).
+        # fast pass folds the very rows it replays with (see `heads`).
         heads_rows: dict[str, list[Any]] = {}
         folders = [
             (
@@ -181,14 +181,14 @@ def _replay_share(path: str, part: int, parts: int, fold: Sequence[str], fast: b
             )
             for p in projections
         ]
-        keep_heads = fast and any(isinstance(p, StreamsProjection) for p in projections)
         envelope_only = [
             _routed(f.feed) for p, f in folders if isinstance(p, StreamsProjection) and not fast
         ]
         routes: dict[str, list[Callable[[RecordedEvent, str], None]]] = {}
         codec = scratch.codec
-        # stream id -> [machine, its unguarded transitions, last version, last state]
-        heads: dict[str, list[Any]] = {}
+        # stream id -> (machine, its unguarded transitions, the stream's `streams` row, which
+        # holds the last version and state: as `StreamsProjection.apply` leaves it)
+        heads: dict[str, tuple[Any, Any, list[Any]]] = {}
         simple: dict[int, dict[tuple[str | None, str], str | None]] = {}
         # The fast pass also reads the hash stored just before each row, to check its link.
         rows = reader.rows(
@@ -251,9 +251,13 @@ def _replay_share(path: str, part: int, parts: int, fold: Sequence[str], fast: b
                     machine: Any = machines.for_stream(stream_id)
                 except UnknownStreamKind:
                     machine = None
-                known = heads[stream_id] = [machine, _unguarded(simple, machine), 0, None]
-            machine, unguarded, last_version, last_state = known
-            known[2], known[3] = version, state
+                kind = stream_id.partition(":")[0]  # version 0, no state yet: moved below
+                opened = [stream_id, kind, 0, None, position, position, recorded_at, recorded_at]
+                heads_rows[stream_id] = opened
+                known = heads[stream_id] = (machine, _unguarded(simple, machine), opened)
+            machine, unguarded, head = known
+            last_version, last_state = head[2], head[3]
+            head[2], head[3], head[5], head[7] = version, state, position, recorded_at
             if version != last_version + 1:
                 found.violations.append(
                     Violation(
@@ -264,8 +268,8 @@ def _replay_share(path: str, part: int, parts: int, fold: Sequence[str], fast: b
                 )
             event: Any = None
             if machine is None:
-                kind = found.undeclared.setdefault(stream_id.partition(":")[0], [position, 0])
-                kind[1] += 1
+                seen_kind = found.undeclared.setdefault(stream_id.partition(":")[0], [position, 0])
+                seen_kind[1] += 1
             else:
                 try:
                     try:
@@ -303,8 +307,6 @@ def _replay_share(path: str, part: int, parts: int, fold: Sequence[str], fast: b
                         found.unfoldable = True
             if found.unfoldable:
                 continue
-            if keep_heads:  # `StreamsProjection.replay_folder`, inline
-                fold_head(heads_rows, stream_id, version, state, position, recorded_at)
             if event is None:  # only the envelope is known: only `streams` can fold it
                 feeds = envelope_only
             else:
