@@ -46,7 +46,7 @@ from engine.chain import Violation
 from engine.errors import EngineError, InvalidTransition, UnknownStreamKind
 from engine.events import RecordedEvent
 from engine.log import open_log
-from engine.machines import Machines, MachineSpec, StreamHead
+from engine.machines import STREAM_ID_PATTERN, Machines, MachineSpec, StreamHead
 from engine.projection import Folder, Projection, ProjectionSet
 from engine.schema import LATEST
 from engine.streams import StreamsProjection
@@ -187,9 +187,11 @@ def _replay_share(path: str, part: int, parts: int, fold: Sequence[str], fast: b
         routes: dict[str, list[Callable[[RecordedEvent, str], None]]] = {}
         codec = scratch.codec
         # stream id -> (machine, its unguarded transitions, the stream's `streams` row, which
-        # holds the last version and state: as `StreamsProjection.apply` leaves it)
-        heads: dict[str, tuple[Any, Any, list[Any]]] = {}
-        simple: dict[int, dict[tuple[str | None, str], str | None]] = {}
+        # holds the last version and state as `StreamsProjection.apply` leaves it, the id
+        # part of the stream id that the folds are given)
+        heads: dict[str, tuple[Any, Any, list[Any], str]] = {}
+        # kind -> (machine or None, its unguarded transitions), for well-formed stream ids
+        kinds: dict[str, tuple[Any, dict[Any, Any]]] = {}
         # The fast pass also reads the hash stored just before each row, to check its link.
         rows = reader.rows(
             "SELECT e.position, e.stream_id, e.version, e.event_type, e.recorded_at, e.epoch,"
@@ -210,6 +212,7 @@ def _replay_share(path: str, part: int, parts: int, fold: Sequence[str], fast: b
         # `codec.decode` again, which words it.
         decoders = {tag: d.decode for tag, d in codec._decoders.items()}
         link, genesis, head_of = chain.link, chain.GENESIS, heads.get
+        well_formed = STREAM_ID_PATTERN.match
         seen = 0
         for (
             position,
@@ -247,15 +250,17 @@ def _replay_share(path: str, part: int, parts: int, fold: Sequence[str], fast: b
                     found.chain_doubted = True
             known = head_of(stream_id)
             if known is None:
-                try:
-                    machine: Any = machines.for_stream(stream_id)
-                except UnknownStreamKind:
-                    machine = None
-                kind = stream_id.partition(":")[0]  # version 0, no state yet: moved below
+                kind, _, entity = stream_id.partition(":")
+                declared = kinds.get(kind) if well_formed(stream_id) else None
+                if declared is None:
+                    declared = _declared(machines, stream_id)
+                    if well_formed(stream_id):
+                        kinds[kind] = declared
+                # version 0 and no state yet: moved on below, as for every event
                 opened = [stream_id, kind, 0, None, position, position, recorded_at, recorded_at]
                 heads_rows[stream_id] = opened
-                known = heads[stream_id] = (machine, _unguarded(simple, machine), opened)
-            machine, unguarded, head = known
+                known = heads[stream_id] = (*declared, opened, entity)
+            machine, unguarded, head, entity = known
             last_version, last_state = head[2], head[3]
             head[2], head[3], head[5], head[7] = version, state, position, recorded_at
             if version != last_version + 1:
@@ -331,7 +336,6 @@ def _replay_share(path: str, part: int, parts: int, fold: Sequence[str], fast: b
                 event=event,
                 hash=digest.hex(),
             )
-            entity = stream_id.partition(":")[2]
             try:
                 for feed in feeds:
                     feed(recorded, entity)
@@ -385,21 +389,20 @@ def _routed(feed: Callable[[RecordedEvent], None]) -> Callable[[RecordedEvent, s
 _GUARDED = object()  # no unguarded transition: the machine's own `next_state` decides
 
 
-def _unguarded(
-    cache: dict[int, dict[tuple[str | None, str], str | None]], machine: Any
-) -> dict[tuple[str | None, str], str | None]:
-    """A machine's transitions that need no guard, (state, event type) -> the next state (None:
-    the state is kept), built once per machine: replaying those is one dictionary lookup."""
-    if machine is None:
-        return {}
-    table = cache.get(id(machine))
-    if table is None:
-        table = cache[id(machine)] = {
-            key: rules[0].dest
-            for key, rules in machine.table.items()
-            if len(rules) == 1 and rules[0].guard is None
-        }
-    return table
+def _declared(machines: Machines, stream_id: str) -> tuple[Any, dict[Any, Any]]:
+    """A stream's machine (None: no declaration for its kind, or a malformed id) and its
+    transitions that need no guard, (state, event type) -> the next state (None: the state is
+    kept): replaying those is one dictionary lookup."""
+    try:
+        machine = machines.for_stream(stream_id)
+    except UnknownStreamKind:
+        return None, {}
+    unguarded = {
+        key: rules[0].dest
+        for key, rules in machine.table.items()
+        if len(rules) == 1 and rules[0].guard is None
+    }
+    return machine, unguarded
 
 
 def _comparable(connection: Any, projection: Projection, rows: Mapping[str, Any]) -> bool:
