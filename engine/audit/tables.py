@@ -24,14 +24,16 @@ Compared = tuple[int, int, int]
 
 def share_of(column: str, parts: int) -> str:
     """A SQL condition putting ``column``'s value in one of ``parts`` shares (``?1`` is the
-    share). It reads the last two characters only (cheap for SQLite), which end in the
-    entity's id: the events of ``order:o7`` and ``invoice:o7`` (a read model may fold both into
-    one row for ``o7``) and that row's key ``o7`` all land in the same share."""
+    share). It reads the last two characters of ``:`` and the value only (cheap for SQLite),
+    which end in the entity's id: the events of ``order:o7`` and ``invoice:o7`` (a read model
+    may fold both into one row for ``o7``) and that row's key ``o7`` all land in one share, and
+    so do ``job:a`` and ``a``."""
     if parts == 1:
         return "1"
+    text = f"(':' || {column})"
     return (
-        f"(coalesce(unicode(substr({column}, -1)), 0)"
-        f" + 7 * coalesce(unicode(substr({column}, -2, 1)), 0)) % {parts} = ?1"
+        f"(coalesce(unicode(substr({text}, -1)), 0)"
+        f" + 7 * coalesce(unicode(substr({text}, -2, 1)), 0)) % {parts} = ?1"
     )
 
 
