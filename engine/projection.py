@@ -43,7 +43,7 @@ class Folder:
     # stored tables as they are, and does not call ``finish`` to write them anywhere.
     rows: Callable[[], Mapping[str, Mapping[Any, Sequence[Any]]]] | None = None
     # What ``feed`` does, by event type, given the event and the id part of its stream id
-    # (``j1`` of ``job:j1``): the audit calls these straight, one call per fold and event.
+    # (``o7`` of ``order:o7``): the audit calls these straight, one call per fold and event.
     routes: Mapping[str, Callable[[RecordedEvent, str], None]] | None = None
 
 

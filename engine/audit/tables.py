@@ -27,7 +27,7 @@ def share_of(column: str, parts: int) -> str:
     share). It reads the last two characters of ``:`` and the value only (cheap for SQLite),
     which end in the entity's id: the events of ``order:o7`` and ``invoice:o7`` (a read model
     may fold both into one row for ``o7``) and that row's key ``o7`` all land in one share, and
-    so do ``job:a`` and ``a``."""
+    so do ``order:a`` and ``a``."""
     if parts == 1:
         return "1"
     text = f"(':' || {column})"
