@@ -5,10 +5,10 @@ stream's events, so the work splits by stream: each worker scans its share of th
 and, per row, checks the row's chain link from the hash stored at the position before it (every
 row carries the previous hash, so no other row is needed), replays it through its machine, and
 folds it into memory (``Projection.memory_folder``: the domain read models fold into Python
-lists and write each row once). It then loads that fold beside the stored tables on its
-read-only connection and lets SQLite join them on the primary key, in the read transaction of
-its scan. Every refolded row stored as it is, and as many stored rows as refolded ones over all
-shares, means the tables equal the fold.
+lists). It then compares that fold with its share of the stored tables, in the read
+transaction of its scan (``engine.audit.tables``: rows kept in memory row by row as they are,
+a fold written to a scratch database joined by SQLite). Every refolded row stored as it is,
+and as many stored rows as refolded ones over all shares, means the tables equal the fold.
 
 That pass can only prove a log right. Whatever it doubts is checked again the exact way, which
 words the findings as before: a link that does not check, or positions that are not exactly
