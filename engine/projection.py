@@ -54,6 +54,11 @@ class Projection:
     version: ClassVar[int]
     tables: ClassVar[tuple[str, ...]]
     ddl: ClassVar[str]
+    # True when every row is folded only from the events of streams whose id part is the
+    # row's id (``o7`` from ``order:o7`` and ``invoice:o7``): the audit may then refold it by
+    # shares of the streams and compare share by share. Otherwise it compares the tables with
+    # a refold in one piece only (a share alone could miss what another share's events do).
+    folds_by_entity: ClassVar[bool] = False
 
     def apply(self, cursor: Any, event: RecordedEvent) -> None:
         """Fold one event into the tables. Pure SQL on ``cursor``: no other IO, no clock."""
