@@ -14,7 +14,7 @@ the whole log; one that is behind (added later, or written by a process without 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
@@ -38,6 +38,13 @@ class Folder:
     finish: Callable[[], None]
     # The event types ``feed`` wants; None: all of them. Lets a rebuild skip the rest.
     event_types: frozenset[str] | None = None
+    # A memory fold may keep its rows itself: table -> {primary key (a tuple for several
+    # columns) -> row in the table's column order}. The audit then compares them with the
+    # stored tables as they are, and does not call ``finish`` to write them anywhere.
+    rows: Callable[[], Mapping[str, Mapping[Any, Sequence[Any]]]] | None = None
+    # What ``feed`` does, by event type, given the event and the id part of its stream id
+    # (``o7`` of ``order:o7``): the audit calls these straight, one call per fold and event.
+    routes: Mapping[str, Callable[[RecordedEvent, str], None]] | None = None
 
 
 class Projection:
@@ -47,6 +54,11 @@ class Projection:
     version: ClassVar[int]
     tables: ClassVar[tuple[str, ...]]
     ddl: ClassVar[str]
+    # True when every row is folded only from the events of streams whose id part is the
+    # row's id (``o7`` from ``order:o7`` and ``invoice:o7``): the audit may then refold it by
+    # shares of the streams and compare share by share. Otherwise it compares the tables with
+    # a refold in one piece only (a share alone could miss what another share's events do).
+    folds_by_entity: ClassVar[bool] = False
 
     def apply(self, cursor: Any, event: RecordedEvent) -> None:
         """Fold one event into the tables. Pure SQL on ``cursor``: no other IO, no clock."""
@@ -61,9 +73,10 @@ class Projection:
     def memory_folder(self, cursor: Any) -> Folder:
         """A fold into empty tables that nothing reads before ``finish`` (the audit's refold
         into a scratch database): override to fold in memory and write each row once, instead
-        of one statement per event. Its rows must be the same as ``apply`` after each event in
-        turn; the audit folds again through ``folder`` before it reports a disagreement, so a
-        mistake here costs time, never a wrong finding. Default: ``folder``."""
+        of one statement per event (or keep the rows and hand them over as ``Folder.rows``).
+        Its rows must be the same as ``apply`` after each event in turn; the audit folds again
+        through ``folder`` before it reports a disagreement, so a mistake here costs time,
+        never a wrong finding. Default: ``folder``."""
         return self.folder(cursor)
 
     def handled_events(self) -> dict[str, type[Event]] | None:

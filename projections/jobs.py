@@ -41,6 +41,7 @@ class JobsProjection(DispatchProjection):
     name = "jobs"
     version = 3  # 2: task_id column; 3: run token digest and result disposition
     tables = ("jobs",)
+    folds_by_entity = True  # every row from its own entity's streams
     ddl = """
         CREATE TABLE jobs (
             job_id            TEXT    PRIMARY KEY,

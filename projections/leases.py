@@ -15,6 +15,7 @@ class LeasesProjection(DispatchProjection):
     name = "leases"
     version = 1
     tables = ("leases",)
+    folds_by_entity = True  # every row from its own entity's streams
     ddl = """
         CREATE TABLE leases (
             name        TEXT    PRIMARY KEY,

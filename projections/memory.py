@@ -10,6 +10,7 @@ refolds through the SQL handlers before it reports a disagreement.
 from __future__ import annotations
 
 import json
+import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -73,7 +74,7 @@ def _folder(table: Table, folds: dict[str, Fold]) -> Folder:
         if fold is not None:
             fold(e, e.stream_id.partition(":")[2])
 
-    return Folder(feed, table.finish, frozenset(folds))
+    return Folder(feed, table.finish, frozenset(folds), lambda: {table.name: table.rows}, folds)
 
 
 def jobs_folder(cursor: Any) -> Folder:
@@ -93,59 +94,62 @@ def jobs_folder(cursor: Any) -> Folder:
         at["started_at"],
         at["runs"],
     )
-    accepted_columns = [
-        at[c]
-        for c in (
-            "job_id", "session_id", "state", "version", "accepted_position", "agent",
-            "prompt_file", "command_id", "parent_job", "depth", "batch", "resource_group",
-            "units", "write_scope", "task_id", "created_at", "updated_at",
-        )
-    ]  # fmt: skip
-    started_columns = [
+    # `job.accepted` fills a new row: its values, then the blank row's, picked in column order.
+    accepted_columns = (
+        "job_id", "session_id", "state", "version", "accepted_position", "agent",
+        "prompt_file", "command_id", "parent_job", "depth", "batch", "resource_group",
+        "units", "write_scope", "task_id", "created_at", "updated_at",
+    )  # fmt: skip
+    blank = tuple(jobs.blank)
+    width = len(accepted_columns)
+    picked = {at[c]: i for i, c in enumerate(accepted_columns)}
+    new_row = operator.itemgetter(*(picked.get(c, width + c) for c in range(len(blank))))
+    run_id, pid, start_token, epoch, token_digest, paused_by = (
         at[c] for c in ("run_id", "pid", "start_token", "epoch", "token_digest", "paused_by")
-    ]
-    finished_columns = [
+    )
+    result_column, files, exit_code, warnings, finished_at, result_state = (
         at[c] for c in ("result", "files", "exit_code", "warnings", "finished_at", "result_state")
-    ]
+    )
+    rows = jobs.rows
 
     def accepted(e: RecordedEvent, entity: str) -> None:
         ev: Any = e.event
-        job = entity
-        if job in jobs.rows:
-            raise ValueError(f"UNIQUE constraint failed: jobs.job_id {job!r}")
-        row = list(jobs.blank)
+        if entity in rows:
+            raise ValueError(f"UNIQUE constraint failed: jobs.job_id {entity!r}")
+        at = e.recorded_at
         values = (
-            job, ev.session, e.state, e.version, e.position, ev.agent, ev.prompt_file,
+            entity, ev.session, e.state, e.version, e.position, ev.agent, ev.prompt_file,
             e.command_id, ev.parent_job, ev.depth, ev.batch, ev.resource_group, ev.units,
-            _json_list(ev.write_scope), ev.task, e.recorded_at, e.recorded_at,
+            _json_list(ev.write_scope), ev.task, at, at,
         )  # fmt: skip
-        for column, value in zip(accepted_columns, values, strict=True):
-            row[column] = value
-        jobs.rows[job] = row
+        rows[entity] = list(new_row(values + blank))
 
     def started(e: RecordedEvent, entity: str) -> None:
-        row = jobs.rows.get(entity)
+        row = rows.get(entity)
         if row is None:
             return
         ev: Any = e.event
         row[state], row[version], row[updated] = e.state, e.version, e.recorded_at
-        values = (ev.run_id, ev.pid, ev.start_token, ev.epoch, ev.token_digest, None)
-        for column, value in zip(started_columns, values, strict=True):
-            row[column] = value
+        row[run_id], row[pid], row[start_token], row[epoch], row[token_digest], row[paused_by] = (
+            ev.run_id, ev.pid, ev.start_token, ev.epoch, ev.token_digest, None,
+        )  # fmt: skip
         row[runs] += 1
         if row[started_at] is None:
             row[started_at] = e.recorded_at
 
     def finished(e: RecordedEvent, entity: str) -> None:
-        row = jobs.rows.get(entity)
+        row = rows.get(entity)
         if row is None:
             return
         ev: Any = e.event
-        row[state], row[version], row[updated] = e.state, e.version, e.recorded_at
-        files = "[]" if not ev.files else _files(ev.files).decode()
-        values = (ev.result, files, ev.exit_code, _json_list(ev.warnings), e.recorded_at, UNREAD)
-        for column, value in zip(finished_columns, values, strict=True):
-            row[column] = value
+        at = e.recorded_at
+        row[state], row[version], row[updated] = e.state, e.version, at
+        row[result_column], row[files], row[exit_code] = (
+            ev.result,
+            "[]" if not ev.files else _files(ev.files).decode(),
+            ev.exit_code,
+        )
+        row[warnings], row[finished_at], row[result_state] = _json_list(ev.warnings), at, UNREAD
 
     def resume_failed(e: RecordedEvent, entity: str) -> None:
         reason = e.event.reason  # type: ignore[attr-defined]
@@ -217,22 +221,18 @@ def runs_folder(cursor: Any) -> Folder:
     """``RunsProjection`` in memory: rows appear at a start and go at an end."""
     runs = Table(cursor, "runs", {})
 
+    # A start sets every column: the row in column order, built in one step.
+    columns = ("kind", "entity_id", "run_id", "pid", "start_token", "epoch", "started_at")
+    in_order = operator.itemgetter(*(columns.index(c) for c in runs.columns))
+    rows = runs.rows
+
     def start(kind: str) -> Fold:
         def fold(e: RecordedEvent, entity: str) -> None:  # INSERT OR REPLACE
             ev: Any = e.event
             if kind == "session" and ev.pid <= 0:  # sessions without a controller run nothing
                 return
-            runs.rows.pop((kind, entity), None)
-            runs.insert(
-                (kind, entity),
-                kind=kind,
-                entity_id=entity,
-                run_id=ev.run_id,
-                pid=ev.pid,
-                start_token=ev.start_token,
-                epoch=e.epoch,
-                started_at=e.recorded_at,
-            )
+            values = (kind, entity, ev.run_id, ev.pid, ev.start_token, e.epoch, e.recorded_at)
+            rows[kind, entity] = list(in_order(values))
 
         return fold
 

@@ -28,6 +28,7 @@ class RunsProjection(DispatchProjection):
     name = "runs"
     version = 2  # 2: session runs only for a controller process
     tables = ("runs",)
+    folds_by_entity = True  # every row from its own entity's streams
     ddl = """
         CREATE TABLE runs (
             kind        TEXT    NOT NULL,

@@ -33,6 +33,7 @@ class SessionsProjection(DispatchProjection):
     name = "sessions"
     version = 1
     tables = ("sessions",)
+    folds_by_entity = True  # every row from its own entity's streams
     ddl = """
         CREATE TABLE sessions (
             session_id     TEXT    PRIMARY KEY,

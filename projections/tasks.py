@@ -24,6 +24,7 @@ class TasksProjection(DispatchProjection):
     name = "tasks"
     version = 3  # 2: follow-ups (ADR 0024); 3: a completed task's status text is its warnings
     tables = ("tasks",)
+    folds_by_entity = True  # every row from its own entity's streams
     ddl = """
         CREATE TABLE tasks (
             task_id     TEXT    PRIMARY KEY,

@@ -5,10 +5,10 @@ stream's events, so the work splits by stream: each worker scans its share of th
 and, per row, checks the row's chain link from the hash stored at the position before it (every
 row carries the previous hash, so no other row is needed), replays it through its machine, and
 folds it into memory (``Projection.memory_folder``: the domain read models fold into Python
-lists and write each row once). It then loads that fold beside the stored tables on its
-read-only connection and lets SQLite join them on the primary key, in the read transaction of
-its scan. Every refolded row stored as it is, and as many stored rows as refolded ones over all
-shares, means the tables equal the fold.
+lists). It then compares that fold with its share of the stored tables, in the read
+transaction of its scan (``engine.audit.tables``: rows kept in memory row by row as they are,
+a fold written to a scratch database joined by SQLite). Every refolded row stored as it is,
+and as many stored rows as refolded ones over all shares, means the tables equal the fold.
 
 That pass can only prove a log right. Whatever it doubts is checked again the exact way, which
 words the findings as before: a link that does not check, or positions that are not exactly
@@ -30,7 +30,7 @@ import multiprocessing
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,15 +39,17 @@ from typing import Any
 import msgspec
 
 from engine import chain
+from engine.audit import tables
 from engine.audit.source import Reader, copy_log, open_reader, ranges
+from engine.audit.tables import share_of
 from engine.chain import Violation
 from engine.errors import EngineError, InvalidTransition, UnknownStreamKind
 from engine.events import RecordedEvent
 from engine.log import open_log
-from engine.machines import Machines, MachineSpec, StreamHead
+from engine.machines import STREAM_ID_PATTERN, Machines, MachineSpec, StreamHead
 from engine.projection import Folder, Projection, ProjectionSet
 from engine.schema import LATEST
-from engine.streams import StreamsProjection, fold_head
+from engine.streams import StreamsProjection
 
 Progress = Callable[[str, int, int], None]
 """``progress(stage, done, total)``, called now and then during long audits."""
@@ -91,41 +93,6 @@ class _Part:
 # Set before the workers fork, read by them: machines and projections are objects (user
 # declarations among them), not something to pickle.
 _CONTEXT: dict[str, Any] = {}
-
-
-def _differing_rows(conn: Any, table: str) -> int:
-    """How many rows of ``fold.<table>`` (a worker's refold) are not in the stored table with
-    the same content, joined on the primary key (one B-tree search per row, in SQLite)."""
-    columns = conn.execute(f"PRAGMA fold.table_info({table})").fetchall()
-    names = [f'"{c[1]}"' for c in columns]
-    keys = [f'"{c[1]}"' for c in sorted(columns, key=lambda c: c[5]) if c[5]]
-    if not keys:  # no primary key: a set difference
-        listed = ", ".join(names)
-        sql = (
-            f"SELECT count(*) FROM (SELECT {listed} FROM fold.{table}"
-            f" EXCEPT SELECT {listed} FROM main.{table})"
-        )
-    else:
-        on = " AND ".join(f"m.{k} = f.{k}" for k in keys)
-        different = " OR ".join(f"m.{n} IS NOT f.{n}" for n in names)
-        sql = (
-            f"SELECT count(*) FROM fold.{table} f LEFT JOIN main.{table} m ON {on}"
-            f" WHERE m.{keys[0]} IS NULL OR {different}"
-        )
-    return int(conn.execute(sql).fetchall()[0][0])
-
-
-def _partition(parts: int) -> str:
-    """A SQL condition spreading streams over ``parts`` workers (``?1`` is the part). It reads
-    the last two characters of the stream id only (cheap for SQLite), which end in the
-    entity's id: ``order:o7`` and ``invoice:o7`` (a read model may fold both into one row for
-    ``o7``) meet in the same share."""
-    if parts == 1:
-        return "1"
-    return (
-        "(unicode(substr(e.stream_id, -1)) + 7 * unicode(substr(e.stream_id, -2, 1)))"
-        f" % {parts} = ?1"
-    )
 
 
 def _check_chain(path: str, lo: int, hi: int) -> list[Violation]:
@@ -179,12 +146,13 @@ def _replay_share(path: str, part: int, parts: int, fold: Sequence[str], fast: b
     reader = open_reader(path)
     reader.query("ATTACH DATABASE 'file:fold?mode=memory' AS fold")
     # Pages read through a memory map rather than one read() each, with a cache large enough
-    # for the stored read models the comparison joins against.
+    # for the stored read models the comparison reads.
     reader.query(f"PRAGMA main.mmap_size = {MMAP_BYTES}")
     reader.query(f"PRAGMA main.cache_size = -{CACHE_KIB}")
     # One read transaction for the scan and the comparison: on a live log the stored tables
     # must be those of the very events replayed.
-    reader.log.connection().execute("BEGIN")
+    connection = reader.log.connection()
+    connection.execute("BEGIN")
     scratch = open_log(  # the log adds its own `streams`
         ":memory:",
         machines,
@@ -202,7 +170,7 @@ def _replay_share(path: str, part: int, parts: int, fold: Sequence[str], fast: b
         cursor.execute("BEGIN")
         # The scratch log holds no events: `streams` folds the replayed ones in memory instead
         # of recomputing its heads from an events table (its own bulk fold does that). The
-        # fast pass keeps those heads itself, beside the ones it replays with (see `heads`).
+        # fast pass folds the very rows it replays with (see `heads`).
         heads_rows: dict[str, list[Any]] = {}
         folders = [
             (
@@ -213,13 +181,17 @@ def _replay_share(path: str, part: int, parts: int, fold: Sequence[str], fast: b
             )
             for p in projections
         ]
-        keep_heads = fast and any(isinstance(p, StreamsProjection) for p in projections)
         envelope_only = [
-            f.feed for p, f in folders if isinstance(p, StreamsProjection) and not fast
+            _routed(f.feed) for p, f in folders if isinstance(p, StreamsProjection) and not fast
         ]
-        routes: dict[str, list[Callable[[RecordedEvent], None]]] = {}
+        routes: dict[str, list[Callable[[RecordedEvent, str], None]]] = {}
         codec = scratch.codec
-        heads: dict[str, tuple[Any, int, str | None]] = {}
+        # stream id -> (machine, its unguarded transitions, the stream's `streams` row, which
+        # holds the last version and state as `StreamsProjection.apply` leaves it, the id
+        # part of the stream id that the folds are given)
+        heads: dict[str, tuple[Any, Any, list[Any], str]] = {}
+        # kind -> (machine or None, its unguarded transitions), for well-formed stream ids
+        kinds: dict[str, tuple[Any, dict[Any, Any]]] = {}
         # The fast pass also reads the hash stored just before each row, to check its link.
         rows = reader.rows(
             "SELECT e.position, e.stream_id, e.version, e.event_type, e.recorded_at, e.epoch,"
@@ -229,7 +201,7 @@ def _replay_share(path: str, part: int, parts: int, fold: Sequence[str], fast: b
                 if fast
                 else "NULL FROM events e"
             )
-            + f" WHERE {_partition(parts)} ORDER BY e.position",
+            + f" WHERE {share_of('e.stream_id', parts)} ORDER BY e.position",
             (part,) if parts > 1 else (),
         )
         if fast:  # in the snapshot of the scan
@@ -239,7 +211,9 @@ def _replay_share(path: str, part: int, parts: int, fold: Sequence[str], fast: b
         # The typed decoders straight, as `codec.decode` calls them; any failure goes through
         # `codec.decode` again, which words it.
         decoders = {tag: d.decode for tag, d in codec._decoders.items()}
-        link = chain.link
+        link, genesis, head_of = chain.link, chain.GENESIS, heads.get
+        well_formed = STREAM_ID_PATTERN.match
+        seen = 0
         for (
             position,
             stream_id,
@@ -254,9 +228,9 @@ def _replay_share(path: str, part: int, parts: int, fold: Sequence[str], fast: b
             previous,
         ) in rows:
             if fast:
-                found.rows += 1
+                seen += 1
                 if previous is None:  # the first row, or a gap before this one
-                    previous = chain.GENESIS if position == 1 else None
+                    previous = genesis if position == 1 else None
                 try:
                     linked = digest == link(
                         previous,
@@ -274,15 +248,21 @@ def _replay_share(path: str, part: int, parts: int, fold: Sequence[str], fast: b
                     linked = False
                 if not linked:
                     found.chain_doubted = True
-            known = heads.get(stream_id)
+            known = head_of(stream_id)
             if known is None:
-                try:
-                    machine: Any = machines.for_stream(stream_id)
-                except UnknownStreamKind:
-                    machine = None
-                known = (machine, 0, None)
-            machine, last_version, last_state = known
-            heads[stream_id] = (machine, version, state)
+                kind, _, entity = stream_id.partition(":")
+                declared = kinds.get(kind) if well_formed(stream_id) else None
+                if declared is None:
+                    declared = _declared(machines, stream_id)
+                    if well_formed(stream_id):
+                        kinds[kind] = declared
+                # version 0 and no state yet: moved on below, as for every event
+                opened = [stream_id, kind, 0, None, position, position, recorded_at, recorded_at]
+                heads_rows[stream_id] = opened
+                known = heads[stream_id] = (*declared, opened, entity)
+            machine, unguarded, head, entity = known
+            last_version, last_state = head[2], head[3]
+            head[2], head[3], head[5], head[7] = version, state, position, recorded_at
             if version != last_version + 1:
                 found.violations.append(
                     Violation(
@@ -293,21 +273,21 @@ def _replay_share(path: str, part: int, parts: int, fold: Sequence[str], fast: b
                 )
             event: Any = None
             if machine is None:
-                seen = found.undeclared.setdefault(stream_id.partition(":")[0], [position, 0])
-                seen[1] += 1
+                seen_kind = found.undeclared.setdefault(stream_id.partition(":")[0], [position, 0])
+                seen_kind[1] += 1
             else:
                 try:
                     try:
                         event = decoders[event_type](payload)
                     except (KeyError, msgspec.DecodeError):
                         event = codec.decode(event_type, payload)
-                    rules = machine.table.get((last_state, event_type))
-                    if rules is not None and len(rules) == 1 and rules[0].guard is None:
-                        expected = last_state if rules[0].dest is None else rules[0].dest
-                    else:  # guards to run, or a refusal to word: the machine's own path
+                    expected = unguarded.get((last_state, event_type), _GUARDED)
+                    if expected is _GUARDED:  # guards to run, or a refusal to word
                         expected = machine.next_state(
                             StreamHead(stream_id, last_version, last_state), event, event_type
                         )
+                    elif expected is None:  # a transition that keeps the state
+                        expected = last_state
                     if expected != state:
                         found.violations.append(
                             Violation(
@@ -332,15 +312,13 @@ def _replay_share(path: str, part: int, parts: int, fold: Sequence[str], fast: b
                         found.unfoldable = True
             if found.unfoldable:
                 continue
-            if keep_heads:  # `StreamsProjection.replay_folder`, inline
-                fold_head(heads_rows, stream_id, version, state, position, recorded_at)
             if event is None:  # only the envelope is known: only `streams` can fold it
                 feeds = envelope_only
             else:
                 feeds = routes.get(event_type)  # type: ignore[assignment]
                 if feeds is None:
                     feeds = routes[event_type] = [
-                        f.feed
+                        _route(f, event_type)
                         for _, f in folders
                         if f.event_types is None or event_type in f.event_types
                     ]
@@ -360,7 +338,7 @@ def _replay_share(path: str, part: int, parts: int, fold: Sequence[str], fast: b
             )
             try:
                 for feed in feeds:
-                    feed(recorded)
+                    feed(recorded, entity)
             except Exception as ex:  # a tampered log can break a read model's own rules
                 if fast:  # or a memory fold is wrong: the exact fold says which
                     raise _Doubt from ex
@@ -368,43 +346,81 @@ def _replay_share(path: str, part: int, parts: int, fold: Sequence[str], fast: b
                     Violation(position, "projection_unverifiable", f"refolding failed: {ex}")
                 )
                 found.unfoldable = True
+        found.rows = seen
         if found.unfoldable:
             cursor.execute("ROLLBACK")
+            connection.execute("COMMIT")
             return found
-        for _, folder in folders:
-            folder.finish()
+        # Rows a fold keeps in memory are compared as they are; the other folds write theirs.
+        kept = {
+            p.name: in_memory
+            for p, f in folders
+            if f.rows is not None and _comparable(connection, p, in_memory := f.rows())
+        }
+        for p, folder in folders:
+            if p.name not in kept:
+                folder.finish()
         cursor.execute("COMMIT")
-        found.compared = _compare(reader, cursor.connection.serialize("main"), projections)
+        found.compared = {
+            name: tables.compare_rows(connection, rows_of, part, parts)
+            for name, rows_of in kept.items()
+        }
+        written = {p.name: p.tables for p in projections if p.name not in kept}
+        if written:
+            image = cursor.connection.serialize("main")
+            found.compared.update(tables.compare_image(connection, image, written))
+        connection.execute("COMMIT")
         return found
     finally:
         scratch.close()
         reader.close()
 
 
+def _route(folder: Folder, event_type: str) -> Callable[[RecordedEvent, str], None]:
+    """What folds an event of this type into ``folder``: its own route when it has one."""
+    route = folder.routes.get(event_type) if folder.routes is not None else None
+    return route if route is not None else _routed(folder.feed)
+
+
+def _routed(feed: Callable[[RecordedEvent], None]) -> Callable[[RecordedEvent, str], None]:
+    return lambda event, _entity: feed(event)
+
+
+_GUARDED = object()  # no unguarded transition: the machine's own `next_state` decides
+
+
+def _declared(machines: Machines, stream_id: str) -> tuple[Any, dict[Any, Any]]:
+    """A stream's machine (None: no declaration for its kind, or a malformed id) and its
+    transitions that need no guard, (state, event type) -> the next state (None: the state is
+    kept): replaying those is one dictionary lookup."""
+    try:
+        machine = machines.for_stream(stream_id)
+    except UnknownStreamKind:
+        return None, {}
+    unguarded = {
+        key: rules[0].dest
+        for key, rules in machine.table.items()
+        if len(rules) == 1 and rules[0].guard is None
+    }
+    return machine, unguarded
+
+
+def _comparable(connection: Any, projection: Projection, rows: Mapping[str, Any]) -> bool:
+    """Rows kept in memory for every table of the projection, each with a primary key."""
+    return set(rows) == set(projection.tables) and all(
+        tables.primary_key(connection, table) for table in projection.tables
+    )
+
+
 def _heads_folder(cursor: Any, rows: dict[str, list[Any]]) -> Folder:
     """``streams`` for the fast pass: the scan keeps the heads in ``rows`` as it goes (the
-    rows ``StreamsProjection.replay_folder`` would fold), and this writes them once."""
+    rows ``StreamsProjection.replay_folder`` would fold), compared as they are."""
     return Folder(
         lambda event: None,
         lambda: cursor.executemany(StreamsProjection.upsert_sql, list(rows.values())),
         frozenset(),
+        lambda: {"streams": rows},
     )
-
-
-def _compare(reader: Reader, image: bytes, projections: Sequence[Projection]) -> dict[str, Any]:
-    """Load the refold next to the stored tables and let SQLite compare them."""
-    conn = reader.log.connection()
-    conn.deserialize("fold", image)
-    compared = {}
-    for projection in projections:
-        differing = folded = stored = 0
-        for table in projection.tables:
-            differing += _differing_rows(conn, table)
-            folded += conn.execute(f"SELECT count(*) FROM fold.{table}").fetchall()[0][0]
-            stored += conn.execute(f"SELECT count(*) FROM main.{table}").fetchall()[0][0]
-        compared[projection.name] = (differing, folded, stored)
-    conn.execute("COMMIT")
-    return compared
 
 
 def _which_projections(
@@ -471,12 +487,15 @@ def verify(
     # Each share of the streams is refolded in memory (and copied once to be compared):
     # enough shares that none holds much more than two million events.
     shares = max(count, -(-head // EVENTS_PER_SHARE))
+    # A read model that folds across entities is only compared with a refold in one piece
+    # (`_compare_projections`): the shares need not fold it.
+    by_share = fold if shares == 1 else [name for name in fold if name in _by_entity()]
     try:
         if pool is None:
-            parts = [_replay(text, part, shares, fold) for part in range(shares)]
+            parts = [_replay(text, part, shares, by_share) for part in range(shares)]
         else:
             replays: list[Future[_Part]] = [
-                pool.submit(_replay, text, part, shares, fold) for part in range(shares)
+                pool.submit(_replay, text, part, shares, by_share) for part in range(shares)
             ]
             parts = [future.result() for future in replays]
         chains: list[list[Violation]] = []
@@ -534,13 +553,27 @@ def _agrees(parts: Sequence[_Part], name: str) -> bool:
     return differing == 0 and stored == {folded}
 
 
+def _by_entity() -> set[str]:
+    """The projections whose rows each fold from their own entity's streams only."""
+    return {
+        p.name
+        for p in _CONTEXT["projections"]
+        if p.folds_by_entity or isinstance(p, StreamsProjection)
+    }
+
+
 def _compare_projections(
     path: str, fold: Sequence[str], parts: Sequence[_Part], head: int
 ) -> list[Violation]:
     if any(p.unfoldable for p in parts):  # said where, by the part that could not
         return []
-    suspects = [name for name in fold if not _agrees(parts, name)]
-    if suspects and (len(parts) > 1 or parts[0].fast):
+    split = len(parts) > 1
+    # Shares that each agree prove nothing for a read model that folds across entities (its
+    # rows may depend on events of another share), so the shares do not fold it at all.
+    suspects = [
+        name for name in fold if (split and name not in _by_entity()) or not _agrees(parts, name)
+    ]
+    if suspects and (split or parts[0].fast):
         # A fold across streams, a write meanwhile, or a memory fold that is wrong? Once more
         # in one piece, in one snapshot, through the folds that wrote the tables.
         whole = _replay(path, 0, 1, suspects, fast=False)

@@ -11,6 +11,7 @@ from typing import Any
 import apsw
 import pytest
 
+from engine.audit import tables
 from engine.domain import job as j
 from engine.domain import lease as le
 from engine.domain import result as r
@@ -198,3 +199,42 @@ def test_memory_fold_refuses_a_second_accept_as_sql_does(tmp_path: Path) -> None
     folder.feed(accepted)
     with pytest.raises(ValueError, match="UNIQUE"):
         folder.feed(accepted)
+
+
+def _kept_rows(projection: Projection) -> Any:
+    """Fold through the folder's own routes (as the audit does) and return the rows it keeps
+    in memory, never written."""
+    conn = apsw.Connection(":memory:")
+    conn.execute(projection.ddl)
+    folder = projection.memory_folder(conn.cursor())
+    assert folder.rows is not None and folder.routes is not None
+    for event in _recorded():
+        route = folder.routes.get(event.event_type)
+        if route is not None:
+            route(event, event.stream_id.partition(":")[2])
+    assert conn.execute(f"SELECT count(*) FROM {projection.tables[0]}").fetchall() == [(0,)]
+    return folder.rows()
+
+
+@pytest.mark.parametrize("projection", FOLDED, ids=str)
+def test_memory_fold_rows_equal_the_stored_rows_as_they_are(
+    tmp_path: Path, projection: Projection
+) -> None:
+    """The rows kept in memory compare equal, value for value, with the rows the SQL handlers
+    stored (types as SQLite returns them), in one share or split in two; one edited stored
+    row is one difference."""
+    by_sql = tmp_path / "sql.db"
+    stored = _fold(by_sql, projection, memory=False)
+    kept = _kept_rows(projection)
+    conn = apsw.Connection(str(by_sql))
+    assert tables.compare_rows(conn, kept, 0, 1) == (0, len(stored), len(stored))
+    halves = [tables.compare_rows(conn, kept, part, 2) for part in (0, 1)]
+    matched = sum(folded - differing for differing, folded, _ in halves)
+    assert matched == len(stored) and {h[2] for h in halves} == {len(stored)}
+    (table,) = projection.tables
+    key = [name for _, name in tables.primary_key(conn, table)]
+    first = conn.execute(f"SELECT {', '.join(key)} FROM {table} LIMIT 1").fetchall()[0]
+    where = " AND ".join(f"{name} = ?" for name in key)
+    last = conn.execute(f"PRAGMA table_info({table})").fetchall()[-1][1]
+    conn.execute(f"UPDATE {table} SET {last} = 'edited' WHERE {where}", first)
+    assert tables.compare_rows(conn, kept, 0, 1) == (1, len(stored), len(stored))

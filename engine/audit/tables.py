@@ -1,0 +1,118 @@
+"""How ``verify`` compares a worker's refold with the stored read models, in the read
+transaction of its scan.
+
+Two ways, one answer per projection: ``(rows of the refold not stored exactly so, rows of the
+refold, rows stored)``, summed over tables. A refold written into the worker's scratch database
+(a projection without rows of its own in memory) is loaded next to the stored tables and SQLite
+joins them on the primary key. A refold kept in memory (``Folder.rows``) is compared with one
+scan of the stored table, narrowed to the worker's share of the keys: it is not written
+anywhere first, which was most of the cost of the comparison.
+
+Over all workers, the stored tables equal the refold when no refolded row is missing or
+different and as many rows are stored as refolded. With the in-memory way that holds because
+the shares of the keys are disjoint (a function of the key's value): each stored row is matched
+by one worker at most, so as many matches as stored rows is a one-to-one match.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+Compared = tuple[int, int, int]
+
+
+def share_of(column: str, parts: int) -> str:
+    """A SQL condition putting ``column``'s value in one of ``parts`` shares (``?1`` is the
+    share). It reads the last two characters of ``:`` and the value only (cheap for SQLite),
+    which end in the entity's id: the events of ``order:o7`` and ``invoice:o7`` (a read model
+    may fold both into one row for ``o7``) and that row's key ``o7`` all land in one share, and
+    so do ``order:a`` and ``a``."""
+    if parts == 1:
+        return "1"
+    text = f"(':' || {column})"
+    return (
+        f"(coalesce(unicode(substr({text}, -1)), 0)"
+        f" + 7 * coalesce(unicode(substr({text}, -2, 1)), 0)) % {parts} = ?1"
+    )
+
+
+def differing_rows(conn: Any, table: str) -> int:
+    """How many rows of ``fold.<table>`` (a worker's refold) are not in the stored table with
+    the same content, joined on the primary key (one B-tree search per row, in SQLite)."""
+    columns = conn.execute(f"PRAGMA fold.table_info({table})").fetchall()
+    names = [f'"{c[1]}"' for c in columns]
+    keys = [f'"{c[1]}"' for c in sorted(columns, key=lambda c: c[5]) if c[5]]
+    if not keys:  # no primary key: a set difference
+        listed = ", ".join(names)
+        sql = (
+            f"SELECT count(*) FROM (SELECT {listed} FROM fold.{table}"
+            f" EXCEPT SELECT {listed} FROM main.{table})"
+        )
+    else:
+        on = " AND ".join(f"m.{k} = f.{k}" for k in keys)
+        different = " OR ".join(f"m.{n} IS NOT f.{n}" for n in names)
+        sql = (
+            f"SELECT count(*) FROM fold.{table} f LEFT JOIN main.{table} m ON {on}"
+            f" WHERE m.{keys[0]} IS NULL OR {different}"
+        )
+    return int(conn.execute(sql).fetchall()[0][0])
+
+
+def compare_image(
+    conn: Any, image: bytes, tables: Mapping[str, Sequence[str]]
+) -> dict[str, Compared]:
+    """Load a scratch database (``image``, serialized) as ``fold`` beside the stored tables and
+    let SQLite compare each projection's ``tables``."""
+    conn.deserialize("fold", image)
+    compared = {}
+    for name, names in tables.items():
+        differing = folded = stored = 0
+        for table in names:
+            differing += differing_rows(conn, table)
+            folded += conn.execute(f"SELECT count(*) FROM fold.{table}").fetchall()[0][0]
+            stored += conn.execute(f"SELECT count(*) FROM main.{table}").fetchall()[0][0]
+        compared[name] = (differing, folded, stored)
+    return compared
+
+
+def primary_key(conn: Any, table: str) -> list[tuple[int, str]]:
+    """The stored table's primary key columns, in key order, as (index, name); empty when it
+    has none (then only the scratch database's comparison applies)."""
+    columns = conn.execute(f"PRAGMA main.table_info({table})").fetchall()
+    return [(c[0], c[1]) for c in sorted(columns, key=lambda c: c[5]) if c[5]]
+
+
+def compare_rows(
+    conn: Any,
+    tables: Mapping[str, Mapping[Any, Sequence[Any]]],
+    part: int,
+    parts: int,
+) -> Compared:
+    """Compare refolded rows kept in memory (table -> key -> row in column order) with the
+    stored tables, scanning only the stored rows of this worker's share of the keys."""
+    differing = folded = stored = 0
+    for table, rows in tables.items():
+        key = primary_key(conn, table)
+        share = share_of(f'"{key[-1][1]}"', parts)
+        found = rows.get
+        matched = 0
+        scan = conn.execute(
+            f"SELECT * FROM main.{table} WHERE {share}", (part,) if parts > 1 else ()
+        )
+        if len(key) == 1:
+            ((at, _),) = key
+            for row in scan:
+                mine = found(row[at])
+                if mine is not None and tuple(mine) == row:
+                    matched += 1
+        else:
+            at_all = [at for at, _ in key]
+            for row in scan:
+                mine = found(tuple([row[at] for at in at_all]))
+                if mine is not None and tuple(mine) == row:
+                    matched += 1
+        differing += len(rows) - matched
+        folded += len(rows)
+        stored += conn.execute(f"SELECT count(*) FROM main.{table}").fetchall()[0][0]
+    return differing, folded, stored
