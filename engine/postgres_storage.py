@@ -71,6 +71,7 @@ _COMMAND = (
     " JOIN events l ON l.position = c.last_position WHERE c.command_id = %s"
 )
 _HEAD = "SELECT version, state FROM streams WHERE stream_id = %s"
+_HEADS = "SELECT stream_id, version, state FROM streams WHERE stream_id = ANY(%s)"
 _UPSERT_HEAD = StreamsProjection.upsert_sql.replace("?", "%s")
 
 
@@ -195,6 +196,11 @@ class PostgresWriter:
     def stream_head(self, stream_id: str) -> tuple[int, str] | None:
         row = self._execute(_HEAD, (stream_id,)).fetchone()
         return (row[0], row[1]) if row else None
+
+    def stream_heads(self, stream_ids: Sequence[str]) -> dict[str, tuple[int, str]]:
+        """``stream_head`` of many streams in one round trip (absent: not in the result)."""
+        rows = self._execute(_HEADS, (list(stream_ids),)).fetchall()
+        return {stream_id: (version, state) for stream_id, version, state in rows}
 
     def command_outcome(self, command_id: str) -> CommandOutcome | None:
         row = self._execute(_COMMAND, (command_id,)).fetchone()

@@ -161,6 +161,8 @@ class Transaction:
         self._rows: list[EventRow] = []
         self._command_rows: list[CommandRow] = []
         self._heads: dict[str, StreamHead] = {}
+        # Heads of the batch's streams as the database had them when the batch began.
+        self._read: dict[str, StreamHead] = {}
         self._commands: dict[str, AppendResult] = {}
         # The current work (set by ``start_work``). Its rows follow the batch's in ``_rows``
         # from ``_work_start``; ``_in_sql``: it has flushed and writes straight through;
@@ -218,6 +220,23 @@ class Transaction:
         """Say that this batch rewrote the projections or heads (rebuilds, installs): the
         next batch reads them from the database again."""
         self.invalidated = True
+
+    def read_heads(self, stream_ids: Sequence[str | None]) -> None:
+        """Read at once the heads of the streams the batch's works said they append to and
+        nothing here knows yet, where a lookup is a round trip (PostgreSQL's ``stream_heads``):
+        one query instead of one per work. SQLite's lookups are in-process and stay lazy."""
+        read = getattr(self.writer, "stream_heads", None)
+        if read is None:
+            return
+        cache = self._cache
+        known = cache.heads if cache is not None else {}
+        wanted = {s for s in stream_ids if s is not None and s not in known}
+        if len(wanted) < 2:
+            return  # one lookup either way: ``head_of`` makes it when the work asks
+        found: dict[str, tuple[int, str]] = read(sorted(wanted))
+        self._read = {
+            s: StreamHead(s, *found[s]) if s in found else StreamHead(s, 0, None) for s in wanted
+        }
 
     def _event_at(self, position: int) -> RecordedEvent:
         return self.appended[position - self.start_position - 1]
@@ -286,6 +305,9 @@ class Transaction:
             head = cache.heads.get(stream_id)
             if head is not None:
                 return head
+        head = self._read.get(stream_id)
+        if head is not None:
+            return head
         row = self.writer.stream_head(stream_id)
         return StreamHead(stream_id, row[0], row[1]) if row else StreamHead(stream_id, 0, None)
 
@@ -435,6 +457,8 @@ def run_batch(log: Log, batch: list[Request]) -> None:
         writer = log.storage.writer()
         cached = writer.begin() and cache.valid
         tx = Transaction(log, writer, shared, cached)
+        if shared:
+            tx.read_heads([request.stream_id for request in batch])
         # With nothing written by anybody else since our last commit, and that commit leaving
         # every projection settled, ``prepare`` would read the checkpoints to do nothing.
         registered = (

@@ -1,0 +1,41 @@
+"""Appends from many threads made to commit as one shared batch of the group commit."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from engine import Event, Log
+
+
+def one_batch(log: Log, appends: list[tuple[str, int, Event]]) -> list[Any]:
+    """Run ``appends`` from threads of their own as one shared batch; each one's outcome.
+
+    A write holding the transaction open makes them queue behind it (white-box: the queue is
+    watched, bounded in time), so they must commit together."""
+    gate = threading.Event()
+    holder = threading.Thread(target=lambda: log.write(lambda tx: gate.wait(10)))
+    holder.start()
+    outcomes: list[Any] = [None] * len(appends)
+
+    def writer(i: int) -> None:
+        stream_id, expected, event = appends[i]
+        try:
+            outcomes[i] = log.append(stream_id, expected, [event])
+        except Exception as ex:  # collected and asserted by the caller
+            outcomes[i] = ex
+
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(len(appends))]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + 10
+    while len(log._group._queue) < len(appends) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    queued = len(log._group._queue)
+    gate.set()
+    for thread in [holder, *threads]:
+        thread.join(timeout=30)
+    assert queued == len(appends), "the writers never queued behind the held transaction"
+    assert log.stats.batch_sizes.get(len(appends)) == 1, log.stats.batch_sizes
+    return outcomes
