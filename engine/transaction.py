@@ -267,10 +267,18 @@ class Transaction:
         if commands:
             self.writer.insert_commands(commands)
 
-    def flush(self) -> None:
-        """Write whatever is still buffered (at the end of the batch)."""
-        self._write(self._rows, self._command_rows)
+    def commit(self) -> None:
+        """Write whatever is still buffered and commit. A writer that can send both at once
+        (PostgreSQL's ``commit_with``: one wait for the server instead of one per table)
+        gets the rows with the commit; any other writes them first."""
+        rows, commands = self._rows, self._command_rows
         self._rows, self._command_rows = [], []
+        commit_with = getattr(self.writer, "commit_with", None)
+        if commit_with is not None:
+            commit_with(rows, head_rows(rows) if rows else (), commands)
+            return
+        self._write(rows, commands)
+        self.writer.commit()
 
     # -- reads inside the transaction ----------------------------------------------------
 
@@ -483,10 +491,10 @@ def run_batch(log: Log, batch: list[Request]) -> None:
                     writer.rollback_to_savepoint()
             if tx.savepoint:
                 writer.release_savepoint()
-        tx.flush()
         if registered is not None and tx.appended:
+            # (Another table than the buffered rows: the order of the two does not matter.)
             projections.fence_lagging(writer.cursor, registered, tx.start_position)
-        writer.commit()
+        tx.commit()
     except BaseException as ex:
         cache.forget()
         if writer is not None:

@@ -280,3 +280,32 @@ def test_postgres_a_shared_batch_reads_its_streams_heads_in_one_query(tmp_path: 
     assert asked == [sorted(f"ticket:{i}" for i in range(16))] and one_by_one == []
     first.close()
     second.close()
+
+
+@pytest.mark.parametrize("broken", ["events", "heads"])
+def test_postgres_a_commit_whose_rows_fail_commits_none_of_them(
+    tmp_path: Path, broken: str
+) -> None:
+    """The batch's last rows go with its COMMIT (a COPY, then one pipeline): a row the server
+    refuses, in the COPY or in the pipeline after it, must leave the log as it was."""
+    url = session_cluster().url_for(tmp_path)
+    log = open_log(url, MACHINES)
+    log.append("ticket:a", 0, [TicketOpened()])
+    storage = PostgresStorage(url)
+    writer = storage.writer()
+    writer.begin()
+    position, hash_, epoch = writer.tail()
+    row = (position + 1, "ticket:b", 1, "ticket.opened", "t", epoch, None, "open", b"{}", hash_)
+    # Two rows of one stream at one version, or a head row without its kind (NOT NULL).
+    rows = [row, (position + 2, *row[1:])] if broken == "events" else [row]
+    heads = [("ticket:b", "ticket", 1, "open", position + 1, position + 1, "t", "t")]
+    if broken == "heads":
+        heads = [("ticket:b", None, 1, "open", position + 1, position + 1, "t", "t")]
+    with pytest.raises(Exception, match=r"unique|duplicate|null"):
+        writer.commit_with(rows, heads, [])
+    writer.rollback()
+    assert log.head() == 1 and log.stream_head("ticket:b").version == 0
+    assert log.append("ticket:b", 0, [TicketOpened()]).first_position == 2
+    assert log.verify_chain() == []
+    storage.close()
+    log.close()
