@@ -1,7 +1,8 @@
 """Group commit: concurrent writers of one process share one transaction and one sync.
 
 Callers queue their work; the first caller to find nobody leading becomes the leader, takes
-the queue (up to ``max_batch``) and runs it as one batch through ``run_batch``; everybody in
+the queue (up to ``max_batch``) and runs it as one batch through ``run_batch``, which asks for
+the batch (``gather``) when it is ready for it; everybody in
 the batch is woken after it returns, that is after the single COMMIT. A caller that queued
 while a batch was committing is handed the leadership of the next batch. Backend-neutral: the
 batch itself (one transaction, one scope per caller) is ``engine.transaction.run_batch``.
@@ -44,7 +45,9 @@ class Request:
 class GroupCommit:
     """The queue and the leader hand-over. Thread-safe; reset in a forked child."""
 
-    def __init__(self, run_batch: Callable[[list[Request]], None], max_batch: int) -> None:
+    def __init__(
+        self, run_batch: Callable[[Callable[[], list[Request]]], None], max_batch: int
+    ) -> None:
         self._run_batch = run_batch
         self.max_batch = max_batch
         self._reset()
@@ -107,16 +110,26 @@ class GroupCommit:
             self._filled = None
 
     def _lead(self) -> None:
-        self._linger()
-        with self._lock:
-            batch = self._queue[: self.max_batch]
-            del self._queue[: self.max_batch]
-            self._last_batch = len(batch)
+        taken: list[Request] = []
+
+        def gather() -> list[Request]:
+            """The batch: whoever has queued once the linger is over (the same list on every
+            call). ``run_batch`` calls it when it is ready for its works, so that what it does
+            before (a round trip that opens the transaction) overlaps the callers' queueing."""
+            if not taken:
+                self._linger()
+                with self._lock:
+                    taken.extend(self._queue[: self.max_batch])
+                    del self._queue[: self.max_batch]
+                    self._last_batch = len(taken)
+            return taken
+
         started = time.perf_counter()
         try:
-            self._run_batch(batch)
+            self._run_batch(gather)
         finally:
             self._last_seconds = time.perf_counter() - started
+            batch = gather()
             with self._lock:
                 if self._queue:
                     successor = self._queue[0]

@@ -97,7 +97,7 @@ class Log(LogReads):
         self.epoch = 0  # the tenure this process appends under (set by the runtime)
         self.stats = LogStats()
         self.cache = WriterCache()
-        self._group = GroupCommit(lambda batch: run_batch(self, batch), max_batch)
+        self._group = GroupCommit(lambda gather: run_batch(self, gather), max_batch)
         self._head_changed = threading.Condition()
         self._waiting = 0
 

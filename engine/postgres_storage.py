@@ -130,6 +130,10 @@ def channel(schema: str) -> str:
 class PostgresWriter:
     """The write side on this process's writer connection (see ``engine.storage``)."""
 
+    # ``begin`` waits for the server (the head row's lock): the group commit's leader takes
+    # it while the batch's callers are still queueing (``engine.transaction.run_batch``).
+    begins_while_gathering = True
+
     def __init__(self, conn: psycopg.Connection[Any], dialect: Dialect, schema: str) -> None:
         self.conn = conn
         self._raw = conn.cursor()

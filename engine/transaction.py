@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -454,16 +454,27 @@ class Transaction:
         heads.update(self._heads)
 
 
-def run_batch(log: Log, batch: list[Request]) -> None:
-    """Run a batch of requests in one transaction; each request gets its result or error."""
+def run_batch(log: Log, gather: Callable[[], list[Request]]) -> None:
+    """Run a batch of requests in one transaction; each request gets its result or error.
+
+    ``gather`` gives the batch. A writer whose BEGIN waits for a server
+    (``begins_while_gathering``: PostgreSQL's head-row lock is a round trip) opens the
+    transaction first, while the batch's callers are still queueing; any other (SQLite's
+    in-process BEGIN) opens it once they have, holding its lock no longer than the batch."""
     started = time.perf_counter()
     projections = log.projections
     cache = log.cache
-    shared = len(batch) > 1
+    batch: list[Request] = []
     writer: Writer | None = None
     try:
         writer = log.storage.writer()
-        cached = writer.begin() and cache.valid
+        early = getattr(writer, "begins_while_gathering", False)
+        began = writer.begin() if early else False
+        batch = gather()
+        if not early:
+            began = writer.begin()
+        cached = began and cache.valid
+        shared = len(batch) > 1
         tx = Transaction(log, writer, shared, cached)
         if shared:
             tx.read_heads([request.stream_id for request in batch])
@@ -501,7 +512,7 @@ def run_batch(log: Log, batch: list[Request]) -> None:
             with contextlib.suppress(BaseException):  # the original failure is the news
                 writer.rollback()
         failure = translated(log.storage, ex)
-        for request in batch:
+        for request in batch or gather():
             request.result, request.error = None, request.error or failure
         return
     if tx.invalidated:

@@ -13,10 +13,19 @@ def one_batch(log: Log, appends: list[tuple[str, int, Event]]) -> list[Any]:
     """Run ``appends`` from threads of their own as one shared batch; each one's outcome.
 
     A write holding the transaction open makes them queue behind it (white-box: the queue is
-    watched, bounded in time), so they must commit together."""
-    gate = threading.Event()
-    holder = threading.Thread(target=lambda: log.write(lambda tx: gate.wait(10)))
+    watched, bounded in time), so they must commit together. It holds it for less than the
+    server's idle-in-transaction limit (``engine.postgres_storage``)."""
+    entered, gate = threading.Event(), threading.Event()
+
+    def hold(tx: Any) -> None:
+        entered.set()
+        gate.wait(5)
+
+    holder = threading.Thread(target=lambda: log.write(hold))
     holder.start()
+    # The writers start once the holder's batch is running its work: had they queued while
+    # it opened its transaction, they would have joined that batch.
+    assert entered.wait(10), "the holding write never ran"
     outcomes: list[Any] = [None] * len(appends)
 
     def writer(i: int) -> None:
@@ -29,7 +38,7 @@ def one_batch(log: Log, appends: list[tuple[str, int, Event]]) -> list[Any]:
     threads = [threading.Thread(target=writer, args=(i,)) for i in range(len(appends))]
     for thread in threads:
         thread.start()
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 4  # less than the holder's wait
     while len(log._group._queue) < len(appends) and time.monotonic() < deadline:
         time.sleep(0.01)
     queued = len(log._group._queue)
