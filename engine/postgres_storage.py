@@ -58,7 +58,13 @@ IDLE_IN_TRANSACTION_S = 10.0
 # a page boundary never skips a row, and no connection is held while the caller iterates.
 PAGE = 2000
 _INSERT_EVENT = "INSERT INTO events VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
-_COPY_EVENTS = f"COPY events ({COLUMNS}) FROM STDIN"
+# A batch's events as one statement, each column an array sent in binary (``%b``): one
+# execution on the server, and no text escaping of the payloads and hashes on either side.
+_INSERT_EVENTS = (
+    f"INSERT INTO events ({COLUMNS}) SELECT * FROM unnest(%b::bigint[], %b::text[],"
+    " %b::bigint[], %b::text[], %b::text[], %b::bigint[], %b::text[], %b::text[],"
+    " %b::bytea[], %b::bytea[])"
+)
 _UPDATE_HEAD = "UPDATE head SET position = %s, hash = %s, epoch = %s, changes = %s WHERE id = 1"
 _NOTIFY = "SELECT pg_notify(%s, %s)"
 _INSERT_COMMAND = "INSERT INTO commands VALUES (%s, %s, %s, %s)"
@@ -79,8 +85,8 @@ _UPSERT_HEAD = StreamsProjection.upsert_sql.replace("?", "%s")
 # The heads of a batch's streams (one row per stream) as one statement, columns as arrays: one
 # execution on the server for all of them instead of one per row.
 _UPSERT_HEADS = (
-    "INSERT INTO streams SELECT * FROM unnest(%s::text[], %s::text[], %s::bigint[],"
-    " %s::text[], %s::bigint[], %s::bigint[], %s::text[], %s::text[]) ON CONFLICT "
+    "INSERT INTO streams SELECT * FROM unnest(%b::text[], %b::text[], %b::bigint[],"
+    " %b::text[], %b::bigint[], %b::bigint[], %b::text[], %b::text[]) ON CONFLICT "
     + StreamsProjection.upsert_sql.partition(" ON CONFLICT ")[2]
 )
 
@@ -173,25 +179,21 @@ class PostgresWriter:
     def commit_with(
         self, rows: Sequence[EventRow], heads: Sequence[HeadRow], commands: Sequence[CommandRow]
     ) -> None:
-        """Write the batch's last buffered rows and commit, waiting for the server as little as
-        possible: the events of a batch go by ``COPY`` (one statement for all its rows), then
-        the stream heads, the commands, the head row, the wake-up and ``COMMIT`` go as one
-        pipeline, answered together. A failure anywhere skips the rest, ``COMMIT`` included
-        (PostgreSQL discards a pipeline's statements after an error), and is raised here."""
+        """Write the batch's last buffered rows and commit, waiting for the server once: the
+        events, the stream heads (a statement each, whatever their number), the commands, the
+        head row, the wake-up and ``COMMIT`` go as one pipeline, answered together. A failure
+        anywhere skips the rest, ``COMMIT`` included (PostgreSQL discards a pipeline's
+        statements after an error), and is raised here."""
         self._check_order(rows)
         raw = self._raw
-        if len(rows) > 1:
-            with raw.copy(_COPY_EVENTS) as copy:
-                for row in rows:
-                    copy.write_row(row)
         if rows:
             last = rows[-1]
             self._tail = (last[0], last[9], last[5])
         position, hash_, epoch = self._tail
         changes = self._head[3] + 1
         with self.conn.pipeline():
-            if len(rows) == 1:
-                raw.execute(_INSERT_EVENT, rows[0])
+            if rows:
+                self._insert_events(rows)
             if heads:
                 self._upsert_heads(heads)
             if commands:
@@ -258,12 +260,15 @@ class PostgresWriter:
         if not rows:
             return
         self._check_order(rows)
+        self._insert_events(rows)
+        last = rows[-1]
+        self._tail = (last[0], last[9], last[5])
+
+    def _insert_events(self, rows: Sequence[EventRow]) -> None:
         if len(rows) == 1:
             self._execute(_INSERT_EVENT, rows[0])
         else:
-            self._raw.executemany(_INSERT_EVENT, rows)
-        last = rows[-1]
-        self._tail = (last[0], last[9], last[5])
+            self._execute(_INSERT_EVENTS, [list(column) for column in zip(*rows, strict=True)])
 
     def _check_order(self, rows: Sequence[EventRow]) -> None:
         if rows and rows[0][0] != self._tail[0] + 1:

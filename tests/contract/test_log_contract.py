@@ -267,7 +267,8 @@ def test_log_shared_batch_checks_heads_it_did_not_know(
         + [(f"ticket:old{i}", 1, TicketStarted()) for i in range(8, 12)]  # all move on
         + [(f"ticket:old{i}", 0, TicketOpened()) for i in range(12, 16)]  # exist already
     )
-    outcomes = one_batch(first, appends)
+    commands = {8: "cmd-8", 9: "cmd-9"}  # rows with and without a command id, in one batch
+    outcomes = one_batch(first, appends, commands)
     for racers, actual in ((outcomes[0:4], 3), (outcomes[4:8], 1)):
         won = [o for o in racers if not isinstance(o, Exception)]
         assert len(won) == 1, racers
@@ -277,6 +278,9 @@ def test_log_shared_batch_checks_heads_it_did_not_know(
     assert all(isinstance(o, ConcurrencyError) and o.actual == 1 for o in outcomes[12:16])
     assert first.head() == 11 + 1 + 1 + 4
     assert first.stream_head("ticket:old").version == 3
+    for i, command_id in commands.items():  # recorded with the batch: the first outcome
+        again = second.append(appends[i][0], 1, [TicketStarted()], command_id=command_id)
+        assert again.duplicate and again.first_position == outcomes[i].first_position
     assert first.verify_chain() == [] and second.verify_chain() == []
     assert first.content_hash() == second.content_hash() == first.rebuild()
     first.close()

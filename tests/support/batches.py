@@ -9,8 +9,11 @@ from typing import Any
 from engine import Event, Log
 
 
-def one_batch(log: Log, appends: list[tuple[str, int, Event]]) -> list[Any]:
+def one_batch(
+    log: Log, appends: list[tuple[str, int, Event]], commands: dict[int, str] | None = None
+) -> list[Any]:
     """Run ``appends`` from threads of their own as one shared batch; each one's outcome.
+    ``commands``: the command id of some of them, by index.
 
     A write holding the transaction open makes them queue behind it (white-box: the queue is
     watched, bounded in time), so they must commit together. It holds it for less than the
@@ -31,7 +34,8 @@ def one_batch(log: Log, appends: list[tuple[str, int, Event]]) -> list[Any]:
     def writer(i: int) -> None:
         stream_id, expected, event = appends[i]
         try:
-            outcomes[i] = log.append(stream_id, expected, [event])
+            command_id = (commands or {}).get(i)
+            outcomes[i] = log.append(stream_id, expected, [event], command_id=command_id)
         except Exception as ex:  # collected and asserted by the caller
             outcomes[i] = ex
 

@@ -286,8 +286,8 @@ def test_postgres_a_shared_batch_reads_its_streams_heads_in_one_query(tmp_path: 
 def test_postgres_a_commit_whose_rows_fail_commits_none_of_them(
     tmp_path: Path, broken: str
 ) -> None:
-    """The batch's last rows go with its COMMIT (a COPY, then one pipeline): a row the server
-    refuses, in the COPY or in the pipeline after it, must leave the log as it was."""
+    """The batch's last rows go with its COMMIT in one pipeline: a row the server refuses,
+    an event or a stream head, must leave the log as it was."""
     url = session_cluster().url_for(tmp_path)
     log = open_log(url, MACHINES)
     log.append("ticket:a", 0, [TicketOpened()])
