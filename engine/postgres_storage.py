@@ -184,18 +184,23 @@ class PostgresWriter:
         head row, the wake-up and ``COMMIT`` go as one pipeline, answered together. A failure
         anywhere skips the rest, ``COMMIT`` included (PostgreSQL discards a pipeline's
         statements after an error), and is raised here."""
+        if len(rows) < 2:
+            # A lone event: its statements one by one and ``commit``'s one simple query
+            # measured faster than a pipeline, whose own overhead outweighs one round trip.
+            self.insert_events(rows)
+            self.upsert_heads(heads)
+            self.insert_commands(commands)
+            self.commit()
+            return
         self._check_order(rows)
         raw = self._raw
-        if rows:
-            last = rows[-1]
-            self._tail = (last[0], last[9], last[5])
+        last = rows[-1]
+        self._tail = (last[0], last[9], last[5])
         position, hash_, epoch = self._tail
         changes = self._head[3] + 1
         with self.conn.pipeline():
-            if rows:
-                self._insert_events(rows)
-            if heads:
-                self._upsert_heads(heads)
+            self._insert_events(rows)
+            self._upsert_heads(heads)
             if commands:
                 raw.executemany(_INSERT_COMMAND, commands)
             raw.execute(_UPDATE_HEAD, (position, hash_, epoch, changes))

@@ -297,10 +297,13 @@ def test_postgres_a_commit_whose_rows_fail_commits_none_of_them(
     position, hash_, epoch = writer.tail()
     row = (position + 1, "ticket:b", 1, "ticket.opened", "t", epoch, None, "open", b"{}", hash_)
     # Two rows of one stream at one version, or a head row without its kind (NOT NULL).
-    rows = [row, (position + 2, *row[1:])] if broken == "events" else [row]
-    heads = [("ticket:b", "ticket", 1, "open", position + 1, position + 1, "t", "t")]
-    if broken == "heads":
-        heads = [("ticket:b", None, 1, "open", position + 1, position + 1, "t", "t")]
+    second = (position + 2, *row[1:]) if broken == "events" else (position + 2, "ticket:c", 1)
+    rows = [row, second + row[len(second) :]]
+    kind = None if broken == "heads" else "ticket"
+    heads = [
+        (rows[0][1], "ticket", 1, "open", position + 1, position + 1, "t", "t"),
+        ("ticket:c", kind, 1, "open", position + 2, position + 2, "t", "t"),
+    ]
     with pytest.raises(Exception, match=r"unique|duplicate|null"):
         writer.commit_with(rows, heads, [])
     writer.rollback()
