@@ -476,8 +476,6 @@ def run_batch(log: Log, gather: Callable[[], list[Request]]) -> None:
         cached = began and cache.valid
         shared = len(batch) > 1
         tx = Transaction(log, writer, shared, cached)
-        if shared:
-            tx.read_heads([request.stream_id for request in batch])
         # With nothing written by anybody else since our last commit, and that commit leaving
         # every projection settled, ``prepare`` would read the checkpoints to do nothing.
         registered = (
@@ -485,6 +483,8 @@ def run_batch(log: Log, gather: Callable[[], list[Request]]) -> None:
             if cached and cache.settled
             else projections.prepare(writer.cursor, tx.events_after)
         )
+        if shared:  # (after ``prepare``, which may refold the heads' table)
+            tx.read_heads([request.stream_id for request in batch])
         for request in batch:
             tx.start_work()
             try:
