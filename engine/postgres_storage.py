@@ -58,6 +58,15 @@ IDLE_IN_TRANSACTION_S = 10.0
 # a page boundary never skips a row, and no connection is held while the caller iterates.
 PAGE = 2000
 _INSERT_EVENT = "INSERT INTO events VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
+# A batch's events as one statement, each column an array sent in binary (``%b``): one
+# execution on the server, and no text escaping of the payloads and hashes on either side.
+_INSERT_EVENTS = (
+    f"INSERT INTO events ({COLUMNS}) SELECT * FROM unnest(%b::bigint[], %b::text[],"
+    " %b::bigint[], %b::text[], %b::text[], %b::bigint[], %b::text[], %b::text[],"
+    " %b::bytea[], %b::bytea[])"
+)
+_UPDATE_HEAD = "UPDATE head SET position = %s, hash = %s, epoch = %s, changes = %s WHERE id = 1"
+_NOTIFY = "SELECT pg_notify(%s, %s)"
 _INSERT_COMMAND = "INSERT INTO commands VALUES (%s, %s, %s, %s)"
 _PAGE_AFTER = f"SELECT {COLUMNS} FROM events WHERE position > %s ORDER BY position LIMIT %s"
 _PAGE_AFTER_OF_TYPES = (
@@ -71,7 +80,15 @@ _COMMAND = (
     " JOIN events l ON l.position = c.last_position WHERE c.command_id = %s"
 )
 _HEAD = "SELECT version, state FROM streams WHERE stream_id = %s"
+_HEADS = "SELECT stream_id, version, state FROM streams WHERE stream_id = ANY(%s)"
 _UPSERT_HEAD = StreamsProjection.upsert_sql.replace("?", "%s")
+# The heads of a batch's streams (one row per stream) as one statement, columns as arrays: one
+# execution on the server for all of them instead of one per row.
+_UPSERT_HEADS = (
+    "INSERT INTO streams SELECT * FROM unnest(%b::text[], %b::text[], %b::bigint[],"
+    " %b::text[], %b::bigint[], %b::bigint[], %b::text[], %b::text[]) ON CONFLICT "
+    + StreamsProjection.upsert_sql.partition(" ON CONFLICT ")[2]
+)
 
 
 def split_url(url: str) -> tuple[str, str]:
@@ -126,6 +143,10 @@ def channel(schema: str) -> str:
 class PostgresWriter:
     """The write side on this process's writer connection (see ``engine.storage``)."""
 
+    # ``begin`` waits for the server (the head row's lock): the group commit's leader takes
+    # it while the batch's callers are still queueing (``engine.transaction.run_batch``).
+    begins_while_gathering = True
+
     def __init__(self, conn: psycopg.Connection[Any], dialect: Dialect, schema: str) -> None:
         self.conn = conn
         self._raw = conn.cursor()
@@ -154,6 +175,41 @@ class PostgresWriter:
         self._tail = (position, hash_, epoch)
         self._marks = []
         return bool(changes == self._changes_after_commit)
+
+    def commit_with(
+        self, rows: Sequence[EventRow], heads: Sequence[HeadRow], commands: Sequence[CommandRow]
+    ) -> None:
+        """Write the batch's last buffered rows and commit, waiting for the server once: the
+        events, the stream heads (a statement each, whatever their number), the commands, the
+        head row, the wake-up and ``COMMIT`` go as one pipeline, answered together. A failure
+        anywhere skips the rest, ``COMMIT`` included (PostgreSQL discards a pipeline's
+        statements after an error), and is raised here."""
+        if len(rows) < 2:
+            # A lone event: its statements one by one and ``commit``'s one simple query
+            # measured faster than a pipeline, whose own overhead outweighs one round trip.
+            self.insert_events(rows)
+            self.upsert_heads(heads)
+            self.insert_commands(commands)
+            self.commit()
+            return
+        self._check_order(rows)
+        raw = self._raw
+        last = rows[-1]
+        self._tail = (last[0], last[9], last[5])
+        position, hash_, epoch = self._tail
+        changes = self._head[3] + 1
+        with self.conn.pipeline():
+            self._insert_events(rows)
+            self._upsert_heads(heads)
+            if commands:
+                raw.executemany(_INSERT_COMMAND, commands)
+            raw.execute(_UPDATE_HEAD, (position, hash_, epoch, changes))
+            if position != self._head[0]:
+                # Delivered by PostgreSQL at COMMIT, to listeners only: a wake-up, not data.
+                raw.execute(_NOTIFY, (self._channel, str(position)))
+            raw.execute("COMMIT")
+        self._open = False
+        self._changes_after_commit = changes
 
     def commit(self) -> None:
         position, hash_, epoch = self._tail
@@ -196,6 +252,11 @@ class PostgresWriter:
         row = self._execute(_HEAD, (stream_id,)).fetchone()
         return (row[0], row[1]) if row else None
 
+    def stream_heads(self, stream_ids: Sequence[str]) -> dict[str, tuple[int, str]]:
+        """``stream_head`` of many streams in one round trip (absent: not in the result)."""
+        rows = self._execute(_HEADS, (list(stream_ids),)).fetchall()
+        return {stream_id: (version, state) for stream_id, version, state in rows}
+
     def command_outcome(self, command_id: str) -> CommandOutcome | None:
         row = self._execute(_COMMAND, (command_id,)).fetchone()
         return tuple(row) if row else None
@@ -203,23 +264,33 @@ class PostgresWriter:
     def insert_events(self, rows: Sequence[EventRow]) -> None:
         if not rows:
             return
-        if rows[0][0] != self._tail[0] + 1:
+        self._check_order(rows)
+        self._insert_events(rows)
+        last = rows[-1]
+        self._tail = (last[0], last[9], last[5])
+
+    def _insert_events(self, rows: Sequence[EventRow]) -> None:
+        if len(rows) == 1:
+            self._execute(_INSERT_EVENT, rows[0])
+        else:
+            self._execute(_INSERT_EVENTS, [list(column) for column in zip(*rows, strict=True)])
+
+    def _check_order(self, rows: Sequence[EventRow]) -> None:
+        if rows and rows[0][0] != self._tail[0] + 1:
             # A backstop under the head lock: the batch was chained from a stale tail.
             raise StorageError(
                 f"postgresql: append at position {rows[0][0]} after tail {self._tail[0]}"
             )
-        if len(rows) == 1:
-            self._execute(_INSERT_EVENT, rows[0])
-        else:
-            self._raw.executemany(_INSERT_EVENT, rows)
-        last = rows[-1]
-        self._tail = (last[0], last[9], last[5])
 
     def upsert_heads(self, rows: Sequence[HeadRow]) -> None:
+        if rows:
+            self._upsert_heads(rows)
+
+    def _upsert_heads(self, rows: Sequence[HeadRow]) -> None:
         if len(rows) == 1:
             self._execute(_UPSERT_HEAD, rows[0])
         else:
-            self._raw.executemany(_UPSERT_HEAD, rows)
+            self._execute(_UPSERT_HEADS, [list(column) for column in zip(*rows, strict=True)])
 
     def insert_commands(self, rows: Sequence[CommandRow]) -> None:
         if rows:

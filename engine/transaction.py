@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -161,6 +161,8 @@ class Transaction:
         self._rows: list[EventRow] = []
         self._command_rows: list[CommandRow] = []
         self._heads: dict[str, StreamHead] = {}
+        # Heads of the batch's streams as the database had them when the batch began.
+        self._read: dict[str, StreamHead] = {}
         self._commands: dict[str, AppendResult] = {}
         # The current work (set by ``start_work``). Its rows follow the batch's in ``_rows``
         # from ``_work_start``; ``_in_sql``: it has flushed and writes straight through;
@@ -219,6 +221,23 @@ class Transaction:
         next batch reads them from the database again."""
         self.invalidated = True
 
+    def read_heads(self, stream_ids: Sequence[str | None]) -> None:
+        """Read at once the heads of the streams the batch's works said they append to and
+        nothing here knows yet, where a lookup is a round trip (PostgreSQL's ``stream_heads``):
+        one query instead of one per work. SQLite's lookups are in-process and stay lazy."""
+        read = getattr(self.writer, "stream_heads", None)
+        if read is None:
+            return
+        cache = self._cache
+        known = cache.heads if cache is not None else {}
+        wanted = {s for s in stream_ids if s is not None and s not in known}
+        if len(wanted) < 2:
+            return  # one lookup either way: ``head_of`` makes it when the work asks
+        found: dict[str, tuple[int, str]] = read(sorted(wanted))
+        self._read = {
+            s: StreamHead(s, *found[s]) if s in found else StreamHead(s, 0, None) for s in wanted
+        }
+
     def _event_at(self, position: int) -> RecordedEvent:
         return self.appended[position - self.start_position - 1]
 
@@ -248,10 +267,18 @@ class Transaction:
         if commands:
             self.writer.insert_commands(commands)
 
-    def flush(self) -> None:
-        """Write whatever is still buffered (at the end of the batch)."""
-        self._write(self._rows, self._command_rows)
+    def commit(self) -> None:
+        """Write whatever is still buffered and commit. A writer that can send both at once
+        (PostgreSQL's ``commit_with``: one wait for the server instead of one per table)
+        gets the rows with the commit; any other writes them first."""
+        rows, commands = self._rows, self._command_rows
         self._rows, self._command_rows = [], []
+        commit_with = getattr(self.writer, "commit_with", None)
+        if commit_with is not None:
+            commit_with(rows, head_rows(rows) if rows else (), commands)
+            return
+        self._write(rows, commands)
+        self.writer.commit()
 
     # -- reads inside the transaction ----------------------------------------------------
 
@@ -286,6 +313,9 @@ class Transaction:
             head = cache.heads.get(stream_id)
             if head is not None:
                 return head
+        head = self._read.get(stream_id)
+        if head is not None:
+            return head
         row = self.writer.stream_head(stream_id)
         return StreamHead(stream_id, row[0], row[1]) if row else StreamHead(stream_id, 0, None)
 
@@ -424,16 +454,27 @@ class Transaction:
         heads.update(self._heads)
 
 
-def run_batch(log: Log, batch: list[Request]) -> None:
-    """Run a batch of requests in one transaction; each request gets its result or error."""
+def run_batch(log: Log, gather: Callable[[], list[Request]]) -> None:
+    """Run a batch of requests in one transaction; each request gets its result or error.
+
+    ``gather`` gives the batch. A writer whose BEGIN waits for a server
+    (``begins_while_gathering``: PostgreSQL's head-row lock is a round trip) opens the
+    transaction first, while the batch's callers are still queueing; any other (SQLite's
+    in-process BEGIN) opens it once they have, holding its lock no longer than the batch."""
     started = time.perf_counter()
     projections = log.projections
     cache = log.cache
-    shared = len(batch) > 1
+    batch: list[Request] = []
     writer: Writer | None = None
     try:
         writer = log.storage.writer()
-        cached = writer.begin() and cache.valid
+        early = getattr(writer, "begins_while_gathering", False)
+        began = writer.begin() if early else False
+        batch = gather()
+        if not early:
+            began = writer.begin()
+        cached = began and cache.valid
+        shared = len(batch) > 1
         tx = Transaction(log, writer, shared, cached)
         # With nothing written by anybody else since our last commit, and that commit leaving
         # every projection settled, ``prepare`` would read the checkpoints to do nothing.
@@ -442,6 +483,8 @@ def run_batch(log: Log, batch: list[Request]) -> None:
             if cached and cache.settled
             else projections.prepare(writer.cursor, tx.events_after)
         )
+        if shared:  # (after ``prepare``, which may refold the heads' table)
+            tx.read_heads([request.stream_id for request in batch])
         for request in batch:
             tx.start_work()
             try:
@@ -459,17 +502,17 @@ def run_batch(log: Log, batch: list[Request]) -> None:
                     writer.rollback_to_savepoint()
             if tx.savepoint:
                 writer.release_savepoint()
-        tx.flush()
         if registered is not None and tx.appended:
+            # (Another table than the buffered rows: the order of the two does not matter.)
             projections.fence_lagging(writer.cursor, registered, tx.start_position)
-        writer.commit()
+        tx.commit()
     except BaseException as ex:
         cache.forget()
         if writer is not None:
             with contextlib.suppress(BaseException):  # the original failure is the news
                 writer.rollback()
         failure = translated(log.storage, ex)
-        for request in batch:
+        for request in batch or gather():
             request.result, request.error = None, request.error or failure
         return
     if tx.invalidated:

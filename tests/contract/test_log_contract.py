@@ -26,6 +26,7 @@ from engine import (
 )
 from engine.log import open_log_with
 from tests.support.backends import BACKENDS
+from tests.support.batches import one_batch
 from tests.support.model import ModelLog
 from tests.support.tickets import (
     MACHINES,
@@ -242,3 +243,45 @@ def test_log_an_older_epoch_from_another_handle_is_fenced_out(tmp_path: Path, ba
     assert [e.epoch for e in successor.read_all()] == [1, 2]
     zombie.close()
     successor.close()
+
+
+@pytest.mark.parametrize("backend", sorted(BACKENDS))
+@pytest.mark.parametrize("folded", [False, True], ids=["buffered", "projection-sql"])
+def test_log_shared_batch_checks_heads_it_did_not_know(
+    tmp_path: Path, backend: str, folded: bool
+) -> None:
+    """A batch whose streams another handle wrote (so this handle has no cached heads) reads
+    them from the database, and the batch's own appends come before those reads: racers on
+    one stream get one winner, stale versions are refused, nothing else is disturbed."""
+    projections = [TicketTitles()] if folded else []
+    first = open_log_with(BACKENDS[backend](tmp_path), MACHINES, projections)
+    second = open_log_with(BACKENDS[backend](tmp_path), MACHINES, projections)
+    first.append("ticket:seen", 0, [TicketOpened()])
+    second.append("ticket:old", 0, [TicketOpened()])
+    second.append("ticket:old", 1, [TicketStarted()])
+    for i in range(8, 16):
+        second.append(f"ticket:old{i}", 0, [TicketOpened()])
+    appends: list[tuple[str, int, Event]] = (
+        [("ticket:old", 2, TicketNoted())] * 4  # one winner, three stale
+        + [("ticket:new", 0, TicketOpened())] * 4  # one creates it, three find it made
+        + [(f"ticket:old{i}", 1, TicketStarted()) for i in range(8, 12)]  # all move on
+        + [(f"ticket:old{i}", 0, TicketOpened()) for i in range(12, 16)]  # exist already
+    )
+    commands = {8: "cmd-8", 9: "cmd-9"}  # rows with and without a command id, in one batch
+    outcomes = one_batch(first, appends, commands)
+    for racers, actual in ((outcomes[0:4], 3), (outcomes[4:8], 1)):
+        won = [o for o in racers if not isinstance(o, Exception)]
+        assert len(won) == 1, racers
+        refused = [o for o in racers if isinstance(o, ConcurrencyError)]
+        assert [o.actual for o in refused] == [actual] * 3, racers
+    assert [o.state for o in outcomes[8:12]] == ["working"] * 4
+    assert all(isinstance(o, ConcurrencyError) and o.actual == 1 for o in outcomes[12:16])
+    assert first.head() == 11 + 1 + 1 + 4
+    assert first.stream_head("ticket:old").version == 3
+    for i, command_id in commands.items():  # recorded with the batch: the first outcome
+        again = second.append(appends[i][0], 1, [TicketStarted()], command_id=command_id)
+        assert again.duplicate and again.first_position == outcomes[i].first_position
+    assert first.verify_chain() == [] and second.verify_chain() == []
+    assert first.content_hash() == second.content_hash() == first.rebuild()
+    first.close()
+    second.close()

@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,6 +21,7 @@ from engine.pg_dialect import Dialect
 from engine.postgres_schema import LATEST as PG_LATEST
 from engine.postgres_storage import PostgresStorage, redact, split_url
 from engine.schema import LATEST
+from tests.support.batches import one_batch
 from tests.support.postgres import session_cluster, with_schema
 from tests.support.tickets import MACHINES, TicketNoted, TicketOpened, TicketTitles
 
@@ -247,4 +249,66 @@ def test_postgres_nul_in_a_read_models_text_is_a_clear_refusal_that_appends_noth
         log.append("ticket:a", 0, [TicketOpened(title="a\x00b")])
     assert log.head() == 0 and log.read_all() == []
     assert log.append("ticket:a", 0, [TicketOpened(title="ab")]).last_position == 1
+    log.close()
+
+
+def test_postgres_a_shared_batch_reads_its_streams_heads_in_one_query(tmp_path: Path) -> None:
+    """Each lookup is a round trip here: a batch of appends to streams this handle has not
+    seen asks for all their heads at once (white-box: the writer's lookups are counted)."""
+    url = session_cluster().url_for(tmp_path)
+    first = open_log(url, MACHINES)
+    second = open_log(url, MACHINES)
+    first.append("ticket:seen", 0, [TicketOpened()])
+    for i in range(16):
+        second.append(f"ticket:{i}", 0, [TicketOpened()])
+    writer: Any = first.storage.writer()
+    asked: list[list[str]] = []
+    one_by_one: list[str] = []
+    many, one = writer.stream_heads, writer.stream_head
+
+    def counted_many(ids: list[str]) -> Any:
+        asked.append(list(ids))
+        return many(ids)
+
+    def counted_one(stream_id: str) -> Any:
+        one_by_one.append(stream_id)
+        return one(stream_id)
+
+    writer.stream_heads, writer.stream_head = counted_many, counted_one
+    outcomes = one_batch(first, [(f"ticket:{i}", 1, TicketNoted()) for i in range(16)])
+    assert [o.last_version for o in outcomes] == [2] * 16
+    assert asked == [sorted(f"ticket:{i}" for i in range(16))] and one_by_one == []
+    first.close()
+    second.close()
+
+
+@pytest.mark.parametrize("broken", ["events", "heads"])
+def test_postgres_a_commit_whose_rows_fail_commits_none_of_them(
+    tmp_path: Path, broken: str
+) -> None:
+    """The batch's last rows go with its COMMIT in one pipeline: a row the server refuses,
+    an event or a stream head, must leave the log as it was."""
+    url = session_cluster().url_for(tmp_path)
+    log = open_log(url, MACHINES)
+    log.append("ticket:a", 0, [TicketOpened()])
+    storage = PostgresStorage(url)
+    writer = storage.writer()
+    writer.begin()
+    position, hash_, epoch = writer.tail()
+    row = (position + 1, "ticket:b", 1, "ticket.opened", "t", epoch, None, "open", b"{}", hash_)
+    # Two rows of one stream at one version, or a head row without its kind (NOT NULL).
+    second = (position + 2, *row[1:]) if broken == "events" else (position + 2, "ticket:c", 1)
+    rows = [row, second + row[len(second) :]]
+    kind = None if broken == "heads" else "ticket"
+    heads = [
+        (rows[0][1], "ticket", 1, "open", position + 1, position + 1, "t", "t"),
+        ("ticket:c", kind, 1, "open", position + 2, position + 2, "t", "t"),
+    ]
+    with pytest.raises(Exception, match=r"unique|duplicate|null"):
+        writer.commit_with(rows, heads, [])
+    writer.rollback()
+    assert log.head() == 1 and log.stream_head("ticket:b").version == 0
+    assert log.append("ticket:b", 0, [TicketOpened()]).first_position == 2
+    assert log.verify_chain() == []
+    storage.close()
     log.close()
