@@ -188,8 +188,9 @@ CHUNK = 32_768
 
 def _chunk_sql(rows: str) -> str:
     return (
-        "SELECT count(*), group_concat(kind * 2 + head_fields, ''),"
-        f" json_group_array(stream_id), json_group_array(version) FROM ({rows})"
+        "SELECT count(*), group_concat(kind * 2 + head_fields, ''), json_group_array(stream_id),"
+        " json_group_array(version), sum(typeof(stream_id) != 'text' OR typeof(version) !="
+        f" 'integer') FROM ({rows})"
     )
 
 
@@ -203,16 +204,15 @@ class _Chunk:
 def _read_chunk(reader: Reader, other: str, rows: str, prefix: int, lo: int, hi: int) -> _Chunk:
     """One position range of ``rows``, in three values (see ``CHUNK``)."""
     conn = _connection(reader, other)
-    count, codes, stream_ids, versions = conn.execute(
+    count, codes, stream_ids, versions, odd = conn.execute(
         _chunk_sql(rows), (prefix, lo, hi)
     ).fetchall()[0]
-    chunk = _Chunk(codes or "", json.loads(stream_ids), json.loads(versions))
-    # JSON holds no BLOB (it becomes null, as NULL does): a tampered row holding one (or a
-    # NULL, which the declared NOT NULL columns refuse) is read row by row, as is anything
-    # that does not add up.
-    same_length = count == len(chunk.codes) == len(chunk.stream_ids) == len(chunk.versions)
-    if same_length and None not in chunk.stream_ids and None not in chunk.versions:
-        return chunk
+    # JSON keeps text and integers exactly; a tampered row holding anything else (a BLOB,
+    # which SQLite's JSON functions would read as JSONB, a real, a NULL) is read row by row.
+    if not odd:
+        chunk = _Chunk(codes or "", json.loads(stream_ids), json.loads(versions))
+        if count == len(chunk.codes) == len(chunk.stream_ids) == len(chunk.versions):
+            return chunk
     found = conn.execute(rows, (prefix, lo, hi)).fetchall()  # row by row: always right
     return _Chunk(
         "".join(str(kind * 2 + bool(head)) for kind, _, _, head in found),
@@ -255,9 +255,32 @@ def _group_chunk(
         ids = list(itertools.compress(run_ids, taken))
         _add_runs(found[kind], kind, ids, list(itertools.compress(runs, taken)), disordered)
     # Within a run: a version lower than the one before it, where no run starts.
-    falls = map(operator.gt, map(operator.lt, versions[1:], versions[:-1]), breaks)
+    try:
+        falls = list(map(operator.gt, map(operator.lt, versions[1:], versions[:-1]), breaks))
+    except TypeError:  # versions of other types (tampered rows): compare within runs only
+        falls = [
+            not cut and _lower(version, before)
+            for version, before, cut in zip(versions[1:], versions[:-1], breaks, strict=True)
+        ]
     for i in itertools.compress(range(1, n), falls):
         disordered.add((int(codes[i]) >> 1, stream_ids[i]))
+
+
+def _lower(value: Any, before: Any) -> bool:
+    """``value < before``; values of types that do not compare (a tampered row) count as out
+    of order, so their stream is sorted by ``_in_order``."""
+    try:
+        return bool(value < before)
+    except TypeError:
+        return True
+
+
+def _in_order(values: Any) -> list[Any]:
+    """Sorted; values of types that do not compare (tampered rows) by type name first."""
+    try:
+        return sorted(values)
+    except TypeError:
+        return sorted(values, key=lambda value: (type(value).__name__, value))
 
 
 HEAD_FIELDS_DIFFER = "135"  # the codes kind * 2 + 1
@@ -286,7 +309,7 @@ def _add_runs(
     bucket.update(zip(ids, runs, strict=True))
     for stream_id, earlier in earlier_runs.items():  # streams an earlier chunk began
         run = bucket[stream_id]
-        if run[0] < earlier[-1]:
+        if _lower(run[0], earlier[-1]):
             disordered.add((kind, stream_id))
         earlier.extend(run)
         bucket[stream_id] = earlier
@@ -324,9 +347,9 @@ def _grouped(reader: Reader, other: str, rows: str, prefix: int, last: int) -> _
         if collecting:
             gc.enable()
     for kind, stream_id in disordered:
-        found[kind][stream_id].sort()
+        found[kind][stream_id] = _in_order(found[kind][stream_id])
     return _Grouped(
-        {kind: {s: streams[s] for s in sorted(streams)} for kind, streams in found.items()},
+        {kind: {s: streams[s] for s in _in_order(streams)} for kind, streams in found.items()},
         suspects,
     )
 
@@ -427,7 +450,7 @@ def _entities(
     conn = _connection(reader, other)
     last = MAX_POSITION if at is None else at
     entities = {}
-    for stream_id in sorted(streams):
+    for stream_id in _in_order(streams):
         a, b = _head(conn, "main", stream_id, last), _head(conn, "b", stream_id, last)
         if _brief(a) != _brief(b):
             entities[stream_id] = {"a": a, "b": b}
