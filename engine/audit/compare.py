@@ -238,29 +238,35 @@ def _group_chunk(
     n = len(codes)
     if not n:
         return
-    breaks = list(map(operator.ne, stream_ids[1:], stream_ids[:-1]))
+    following = itertools.islice(stream_ids, 1, None)
+    breaks = list(map(operator.ne, following, stream_ids))  # breaks[i]: a run starts at i + 1
     uniform = codes.count(codes[0]) == n  # the common case: every row of one kind
     if not uniform:
-        breaks = list(map(operator.or_, breaks, map(operator.ne, codes[1:], codes[:-1])))
+        breaks = list(map(operator.or_, breaks, map(operator.ne, codes[1:], codes)))
     starts = [0, *itertools.compress(range(1, n), breaks)]
     run_ids = list(map(stream_ids.__getitem__, starts))
-    run_codes = codes[0] * len(starts) if uniform else "".join(map(codes.__getitem__, starts))
     runs = list(map(versions.__getitem__, map(slice, starts, [*starts[1:], n])))
-    suspects.update(itertools.compress(run_ids, map(HEAD_FIELDS_DIFFER.__contains__, run_codes)))
-    for kind in sorted({int(code) >> 1 for code in set(run_codes)}):
-        if uniform:
-            _add_runs(found[kind], kind, run_ids, runs, disordered)
-            continue
-        taken = list(map(KIND_CODES[kind].__contains__, run_codes))
-        ids = list(itertools.compress(run_ids, taken))
-        _add_runs(found[kind], kind, ids, list(itertools.compress(runs, taken)), disordered)
-    # Within a run: a version lower than the one before it, where no run starts.
+    if uniform:
+        if codes[0] in HEAD_FIELDS_DIFFER:
+            suspects.update(run_ids)
+        _add_runs(found[int(codes[0]) >> 1], int(codes[0]) >> 1, run_ids, runs, disordered)
+    else:
+        run_codes = "".join(map(codes.__getitem__, starts))
+        suspects.update(
+            itertools.compress(run_ids, map(HEAD_FIELDS_DIFFER.__contains__, run_codes))
+        )
+        for kind in sorted({int(code) >> 1 for code in set(run_codes)}):
+            taken = list(map(KIND_CODES[kind].__contains__, run_codes))
+            ids = list(itertools.compress(run_ids, taken))
+            _add_runs(found[kind], kind, ids, list(itertools.compress(runs, taken)), disordered)
+    # Within a run: a version lower than the one before it (where no run starts).
+    following = itertools.islice(versions, 1, None)
     try:
-        falls = list(map(operator.gt, map(operator.lt, versions[1:], versions[:-1]), breaks))
+        falls = list(map(operator.gt, map(operator.lt, following, versions), breaks))
     except TypeError:  # versions of other types (tampered rows): compare within runs only
         falls = [
             not cut and _lower(version, before)
-            for version, before, cut in zip(versions[1:], versions[:-1], breaks, strict=True)
+            for version, before, cut in zip(versions[1:], versions, breaks, strict=False)
         ]
     for i in itertools.compress(range(1, n), falls):
         disordered.add((int(codes[i]) >> 1, stream_ids[i]))
