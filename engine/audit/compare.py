@@ -451,6 +451,31 @@ def _head(conn: Any, schema: str, stream_id: str, at: int) -> dict[str, Any] | N
     }
 
 
+_HEAD_FIELDS = ("version", "state", "event_type", "position", "recorded_at")  # as `_head`
+
+
+def _head_of(schema: str) -> str:
+    return (
+        f"(SELECT position FROM {schema}.events WHERE stream_id = s.value AND position <= ?2"
+        " ORDER BY version DESC LIMIT 1)"
+    )
+
+
+# Both sides' heads of the given streams, in one statement, only where they differ: each head is
+# one search of the (stream_id, version) index inside SQLite, not two queries from Python.
+_DIFFERENT_HEADS = (
+    "SELECT s.value, "
+    + ", ".join(f"a.{c}" for c in _HEAD_FIELDS)
+    + ", "
+    + ", ".join(f"b.{c}" for c in _HEAD_FIELDS)
+    + " FROM json_each(?1) s"
+    + f" LEFT JOIN main.events a ON a.position = {_head_of('main')}"
+    + f" LEFT JOIN b.events b ON b.position = {_head_of('b')}"
+    + " WHERE a.version IS NOT b.version OR a.state IS NOT b.state"
+    + " OR a.event_type IS NOT b.event_type"
+)
+
+
 def _entities(
     reader: Reader, other: str, streams: set[str], at: int | None
 ) -> dict[str, dict[str, Any]]:
@@ -458,12 +483,24 @@ def _entities(
     Only streams with a row that differs in one of those can have one."""
     conn = _connection(reader, other)
     last = MAX_POSITION if at is None else at
+    ordered = _in_order(streams)
     entities = {}
-    for stream_id in _in_order(streams):
+    if all(type(stream_id) is str for stream_id in ordered):
+        found = {
+            row[0]: {"a": _head_row(row[1:6]), "b": _head_row(row[6:11])}
+            for row in conn.execute(_DIFFERENT_HEADS, (json.dumps(ordered), last))
+        }
+        return {stream_id: found[stream_id] for stream_id in ordered if stream_id in found}
+    for stream_id in ordered:  # a tampered stream id that JSON cannot carry (a BLOB)
         a, b = _head(conn, "main", stream_id, last), _head(conn, "b", stream_id, last)
         if _brief(a) != _brief(b):
             entities[stream_id] = {"a": a, "b": b}
     return entities
+
+
+def _head_row(row: tuple[Any, ...]) -> dict[str, Any] | None:
+    """A head from its columns (``_HEAD_FIELDS``); none when the stream has no row there."""
+    return None if row[3] is None else dict(zip(_HEAD_FIELDS, row, strict=True))
 
 
 def _brief(head: dict[str, Any] | None) -> Any:
