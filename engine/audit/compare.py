@@ -9,14 +9,15 @@ version, type, recorded time, epoch, command, state, payload) in C, on both core
    (apsw lets go of the GIL while SQLite works), each stopping at its first differing row;
 2. per stream, after that position: versions only in A, only in B, ``changed`` (same stream
    and version, different content) and ``moved`` (same content at another position): A's
-   rows in position ranges on threads, then B's only when A's rows do not account for all of
-   B's after the fork (counted); a row is looked up by ``(stream_id, version)`` only where the
+   rows in chunks of positions read by threads and handed over in one step each (``CHUNK``),
+   grouped in runs of one stream, then B's only when A's rows do not account for all of B's
+   after the fork (counted); a row is looked up by ``(stream_id, version)`` only where the
    other side holds another event at its position;
 3. which side's chain does not verify: the stored links of the first row after the divergence
    and of the rows that differ (up to ``CHAIN_CHECKS`` per side) are recomputed; ``verify``
    proves a whole chain;
 4. the entities whose head differs (state, version, last event type), read from the rows of
-   the streams whose differing rows can change a head.
+   the streams whose differing rows can change a head, both sides in one statement.
 """
 
 from __future__ import annotations
