@@ -13,7 +13,7 @@ import apsw
 import pytest
 
 from engine import FixedClock
-from engine.audit import compare, diff
+from engine.audit import diff, grouping
 from tests.cli.test_audit import TAMPERING, forge_chain, make_log, tamper
 
 CHUNKS = (1, 2, 3, 5)  # one row a chunk, runs cut at chunk ends, streams across chunks
@@ -36,7 +36,7 @@ def _in_chunks(monkeypatch: pytest.MonkeyPatch, a: Path, b: Path) -> None:
     """The report of one chunk equals the report in chunks of every size, both ways."""
     whole = _report(a, b), _report(b, a)
     for size in CHUNKS:
-        monkeypatch.setattr(compare, "CHUNK", size)
+        monkeypatch.setattr(grouping, "CHUNK", size)
         assert (_report(a, b), _report(b, a)) == whole, size
 
 
