@@ -101,3 +101,24 @@ def test_audit_diff_of_rows_of_tampered_types(
     report = _report(clean, tampered)
     assert report["only_b"] == only_b and report["broken"] == ["b"]
     _in_chunks(monkeypatch, clean, tampered)
+
+
+def _swap(first: int, second: int) -> list[str]:
+    return [
+        f"UPDATE events SET position = -1 WHERE position = {first}",
+        f"UPDATE events SET position = {first} WHERE position = {second}",
+        f"UPDATE events SET position = {second} WHERE position = -1",
+    ]
+
+
+def test_audit_diff_sorts_a_stream_whose_rows_were_swapped_far_apart(
+    clean: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """session:s0's versions 3 and 5 trade places, with job:j1's swapped pair between them:
+    seen from the tampered log, s0's moved rows come as two runs, the later version first."""
+    tampered = tmp_path / "tampered.db"
+    shutil.copy(clean, tampered)
+    tamper(tampered, *_swap(3, 22), *_swap(11, 12))
+    moved = {"job:j1": [1, 2], "session:s0": [3, 5]}
+    assert _report(clean, tampered)["moved"] == _report(tampered, clean)["moved"] == moved
+    _in_chunks(monkeypatch, clean, tampered)
