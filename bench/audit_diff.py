@@ -67,6 +67,9 @@ def compare_floor(path_a: Path, path_b: Path) -> float:
     def count(lo: int, hi: int) -> int:
         conn = apsw.Connection(uri(path_a), flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
         try:
+            # Two read-only opens of a WAL file at once can find its index being rebuilt:
+            # wait as diff's connections do, instead of failing at once.
+            conn.set_busy_timeout(10_000)
             conn.execute("ATTACH DATABASE ? AS b", (uri(path_b),))
             for schema in ("main", "b"):
                 conn.execute(f"PRAGMA {schema}.mmap_size = {MMAP_BYTES}")
