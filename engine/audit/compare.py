@@ -152,11 +152,11 @@ _A_GROUPED = (
     " WHEN a.state IS NOT bp.state OR a.event_type IS NOT bp.event_type THEN 3 ELSE 2 END"
     " AS code, a.stream_id, a.version"
     " FROM main.events a LEFT JOIN b.events bp ON bp.position = a.position"
-    " WHERE a.position > ?1 AND a.position BETWEEN ?2 AND ?3 AND NOT ("
-    + _SAME_KEY
-    + " AND NOT ("
+    # Every row but those B holds at the same position: a row whose position holds another
+    # stream or version on B differs there too (the comparison covers those columns).
+    " WHERE a.position > ?1 AND a.position BETWEEN ?2 AND ?3 AND ("
     + _DIFFERENT.replace("b.", "bp.")
-    + "))"
+    + ")"
 )
 # B's rows that A lacks: a row whose position holds the same stream and version on A is there.
 _B_ONLY = (
