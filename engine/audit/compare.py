@@ -194,13 +194,13 @@ def _rows_after(conn: Any, schema: str, prefix: int) -> int:
     """Rows after a position, counting the shorter side of it: a count of the whole table
     reads the smallest index (nearly free), a count of a range reads every page of it."""
     table = f"{schema}.events"
-    # Two statements: SQLite counts a whole table from its smallest index only when count(*)
-    # is all the statement asks (with max() beside it, it reads every row).
-    total = conn.execute(f"SELECT count(*) FROM {table}").fetchall()[0][0]
     last = conn.execute(f"SELECT max(position) FROM {table}").fetchall()[0][0]
     if last is None or prefix > last // 2:
         after = conn.execute(f"SELECT count(*) FROM {table} WHERE position > ?", (prefix,))
         return int(after.fetchall()[0][0])
+    # Two statements: SQLite counts a whole table from its smallest index only when count(*)
+    # is all the statement asks (with max() beside it, it reads every row).
+    total = conn.execute(f"SELECT count(*) FROM {table}").fetchall()[0][0]
     before = conn.execute(f"SELECT count(*) FROM {table} WHERE position <= ?", (prefix,))
     return int(total - before.fetchall()[0][0])
 
