@@ -4,8 +4,9 @@ a plain one-process loop that scans the same rows and recomputes the chain, run 
 ``legality_floor.events_per_s`` (the cheapest verify: scan, hash and legality only, on both
 cores, no payload decoded, nothing folded: the ceiling of any verify on this machine),
 ``export.events_per_s``, and ``diff`` of two logs that part near the end
-(``diff.seconds_late_divergence``) or near the start (``diff.seconds_early_divergence``). Every
-figure includes opening the inputs, which are read in place."""
+(``diff.seconds_late_divergence``) or near the start (``diff.seconds_early_divergence``) beside
+SQLite's own compare of the rows (``bench.audit_diff``). Every figure includes opening the
+inputs, which are read in place."""
 
 from __future__ import annotations
 
@@ -16,27 +17,20 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+from bench.audit_diff import append_one, diff_figures
 from bench.ready import build
 from engine import chain
-from engine.audit import diff, export_line, reading, verify
+from engine.audit import export_line, reading, verify
 from engine.audit.source import COLUMNS
 from engine.audit.tables import share_of
 from engine.audit.verifier import MMAP_BYTES
 from engine.domain import MACHINES
-from engine.domain.job import JobAccepted
-from engine.log import open_log
 from engine.machines import Machines
 from projections import default_projections
 
 
 def _db(workspace: Path) -> Path:
     return workspace / ".foldline" / "foldline.db"
-
-
-def _append(db: Path, stream: str) -> None:
-    log = open_log(db, MACHINES, default_projections())
-    log.append(stream, 0, [JobAccepted(session="s")])
-    log.close()
 
 
 def chain_floor(db: Path) -> float:
@@ -110,14 +104,9 @@ def bench_audit(n: int) -> dict[str, float]:
         assert exported
         late = root / "late"
         shutil.copytree(a, late)
-        _append(_db(a), "job:tail-a")
-        _append(_db(late), "job:tail-late")
-        timings = {}
-        for name, other in (("late", late), ("early", early)):
-            started = time.perf_counter()
-            result = diff(_db(a), _db(other))
-            timings[name] = time.perf_counter() - started
-            assert not result.identical
+        append_one(_db(a), "job:tail-a")
+        append_one(_db(late), "job:tail-late")
+        figures = diff_figures(_db(a), _db(late), _db(early))
     return {
         "audit.events": float(n),
         "chain_floor.events_per_s": n / floor_s,
@@ -127,6 +116,5 @@ def bench_audit(n: int) -> dict[str, float]:
         "legality_floor.events_per_s": n / legality_s,
         "ratio.verify_vs_legality_floor": legality_s / verify_s,
         "export.events_per_s": n / export_s,
-        "diff.seconds_late_divergence": timings["late"],
-        "diff.seconds_early_divergence": timings["early"],
+        **figures,
     }

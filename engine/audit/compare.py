@@ -9,14 +9,15 @@ version, type, recorded time, epoch, command, state, payload) in C, on both core
    (apsw lets go of the GIL while SQLite works), each stopping at its first differing row;
 2. per stream, after that position: versions only in A, only in B, ``changed`` (same stream
    and version, different content) and ``moved`` (same content at another position): A's
-   rows in position ranges on threads, then B's only when A's rows do not account for all of
-   B's after the fork (counted); a row is looked up by ``(stream_id, version)`` only where the
+   rows in chunks of positions read by threads and handed over in one step each (``CHUNK``),
+   grouped in runs of one stream, then B's only when A's rows do not account for all of B's
+   after the fork (counted); a row is looked up by ``(stream_id, version)`` only where the
    other side holds another event at its position;
 3. which side's chain does not verify: the stored links of the first row after the divergence
    and of the rows that differ (up to ``CHAIN_CHECKS`` per side) are recomputed; ``verify``
    proves a whole chain;
 4. the entities whose head differs (state, version, last event type), read from the rows of
-   the streams whose differing rows can change a head.
+   the streams whose differing rows can change a head, both sides in one statement.
 """
 
 from __future__ import annotations
@@ -29,13 +30,13 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from engine import chain
+from engine.audit.grouping import MAX_POSITION, Grouped, grouped, in_order
 from engine.audit.source import CONTENT, Reader, open_reader, ranges, uri
 
 T = TypeVar("T")
 CHAIN_CHECKS = 1000
 MMAP_BYTES = 1 << 34  # address space only: pages come from the OS cache
 CACHE_KIB = 256 * 1024
-MAX_POSITION = (1 << 63) - 1
 
 _DIFFERENT = " OR ".join(f"a.{c} IS NOT b.{c}" for c in (*CONTENT, "payload"))
 
@@ -140,20 +141,22 @@ _A_ROWS = (
 )
 # The same rows, found faster: most rows sit at the same position on both sides, and a join on
 # the position is one B-tree search where a join on (stream_id, version) is two; only a row
-# whose position holds another event on B is looked up by stream and version.
+# whose position holds another event on B is looked up by stream and version. Each row comes
+# with its code: kind * 2, plus 1 when a field of the head (state, event type) may differ,
+# decided in one CASE (a kind and a flag in two CASEs cost SQLite a third more, measured).
 _SAME_KEY = "bp.stream_id IS a.stream_id AND bp.version IS a.version"
 _A_GROUPED = (
-    "SELECT CASE WHEN " + _SAME_KEY + " THEN 1 ELSE (SELECT CASE WHEN b.position IS NULL"
+    "SELECT CASE WHEN NOT (" + _SAME_KEY + ") THEN (SELECT CASE WHEN b.position IS NULL"
     " THEN 0 WHEN " + _DIFFERENT + " THEN 1 ELSE 2 END FROM (SELECT 1) LEFT JOIN b.events b"
-    " ON b.stream_id = a.stream_id AND b.version = a.version AND b.position > ?1) END AS kind,"
-    " a.stream_id, a.version, CASE WHEN " + _SAME_KEY + " THEN a.state IS NOT bp.state"
-    " OR a.event_type IS NOT bp.event_type ELSE 1 END AS head_fields"
+    " ON b.stream_id = a.stream_id AND b.version = a.version AND b.position > ?1) * 2 + 1"
+    " WHEN a.state IS NOT bp.state OR a.event_type IS NOT bp.event_type THEN 3 ELSE 2 END"
+    " AS code, a.stream_id, a.version"
     " FROM main.events a LEFT JOIN b.events bp ON bp.position = a.position"
-    " WHERE a.position > ?1 AND a.position BETWEEN ?2 AND ?3 AND NOT ("
-    + _SAME_KEY
-    + " AND NOT ("
+    # Every row but those B holds at the same position: a row whose position holds another
+    # stream or version on B differs there too (the comparison covers those columns).
+    " WHERE a.position > ?1 AND a.position BETWEEN ?2 AND ?3 AND ("
     + _DIFFERENT.replace("b.", "bp.")
-    + "))"
+    + ")"
 )
 # B's rows that A lacks: a row whose position holds the same stream and version on A is there.
 _B_ONLY = (
@@ -163,79 +166,11 @@ _B_ONLY = (
     " ELSE NOT EXISTS (SELECT 1 FROM main.events a WHERE a.stream_id = b.stream_id"
     " AND a.version = b.version AND a.position > ?1) END"
 )
-_B_ROWS = "SELECT 0 AS kind, b.stream_id, b.version, 1 AS head_fields" + _B_ONLY
+_B_ROWS = "SELECT 1 AS code, b.stream_id, b.version" + _B_ONLY  # only in B: kind 0
 _B_POSITIONS = "SELECT b.position AS position, NULL AS other, 0 AS kind" + _B_ONLY
 
 
-@dataclass
-class _Grouped:
-    streams: dict[int, dict[str, list[int]]]  # kind -> {stream: [versions]}
-    # Streams whose head may differ: a row on one side only, a moved row, or a changed row
-    # whose state or event type differs (a different time or payload leaves the head alone).
-    heads_may_differ: set[str]
-
-
-def _grouped_range(reader: Reader, other: str, rows: str, prefix: int, lo: int, hi: int) -> Any:
-    """One position range of ``rows``: per kind, each stream's versions in position order,
-    the streams whose versions came out of order, and the streams whose head may differ."""
-    found: list[dict[str, list[int]]] = [{}, {}, {}]
-    suspects: set[str] = set()
-    disordered: set[tuple[int, str]] = set()
-    for kind, stream_id, version, head_fields in _connection(reader, other).execute(
-        rows, (prefix, lo, hi)
-    ):
-        bucket = found[kind]
-        versions = bucket.get(stream_id)
-        if versions is None:
-            bucket[stream_id] = [version]
-        else:
-            if version < versions[-1]:  # rows out of order (a swap): sort that stream
-                disordered.add((kind, stream_id))
-            versions.append(version)
-        if head_fields:
-            suspects.add(stream_id)
-    return found, disordered, suspects
-
-
-def _grouped(reader: Reader, other: str, rows: str, prefix: int, last: int) -> _Grouped:
-    """Rows come in position order, so each stream's versions arrive sorted (unless rows were
-    swapped); only the streams need sorting (grouping in SQL sorts every row: slower, as is
-    handing the rows over as JSON text, measured). Long scans are split into position ranges
-    read by threads: SQLite compares the rows of each range on its own core."""
-    span = max(0, last - prefix)
-    parts = min(2, os.cpu_count() or 1) if span > 50_000 else 1
-    pieces = [(prefix + lo, prefix + hi) for lo, hi in ranges(span, parts)] or [
-        (prefix + 1, prefix)
-    ]
-    pieces[-1] = (pieces[-1][0], MAX_POSITION)  # and whatever lies beyond the head
-    results = _parallel(
-        [lambda r=r: _grouped_range(reader, other, rows, prefix, *r) for r in pieces]  # type: ignore[misc]
-    )
-    found: dict[int, dict[str, list[int]]] = {0: {}, 1: {}, 2: {}}
-    suspects: set[str] = set()
-    disordered: set[tuple[int, str]] = set()
-    for buckets, out_of_order, heads in results:  # in position order
-        suspects |= heads
-        disordered |= out_of_order
-        for kind, streams in enumerate(buckets):
-            merged = found[kind]
-            for stream_id, versions in streams.items():
-                earlier = merged.get(stream_id)
-                if earlier is None:
-                    merged[stream_id] = versions
-                else:
-                    if versions[0] < earlier[-1]:
-                        disordered.add((kind, stream_id))
-                    earlier.extend(versions)
-    for kind, stream_id in disordered:
-        found[kind][stream_id].sort()
-    return _Grouped(
-        {kind: {s: streams[s] for s in sorted(streams)} for kind, streams in found.items()},
-        suspects,
-    )
-
-
-def _b_holds_no_other_rows(reader: Reader, other: str, prefix: int, left: _Grouped) -> bool:
+def _b_holds_no_other_rows(reader: Reader, other: str, prefix: int, left: Grouped) -> bool:
     """Every row of A after the prefix but those only in A has its (stream, version) on B
     after the prefix, a different row each ((stream, version) is unique): when B holds no
     more rows than those there, it has none that A lacks, and needs no scan of its own."""
@@ -259,13 +194,13 @@ def _rows_after(conn: Any, schema: str, prefix: int) -> int:
     """Rows after a position, counting the shorter side of it: a count of the whole table
     reads the smallest index (nearly free), a count of a range reads every page of it."""
     table = f"{schema}.events"
-    # Two statements: SQLite counts a whole table from its smallest index only when count(*)
-    # is all the statement asks (with max() beside it, it reads every row).
-    total = conn.execute(f"SELECT count(*) FROM {table}").fetchall()[0][0]
     last = conn.execute(f"SELECT max(position) FROM {table}").fetchall()[0][0]
     if last is None or prefix > last // 2:
         after = conn.execute(f"SELECT count(*) FROM {table} WHERE position > ?", (prefix,))
         return int(after.fetchall()[0][0])
+    # Two statements: SQLite counts a whole table from its smallest index only when count(*)
+    # is all the statement asks (with max() beside it, it reads every row).
+    total = conn.execute(f"SELECT count(*) FROM {table}").fetchall()[0][0]
     before = conn.execute(f"SELECT count(*) FROM {table} WHERE position <= ?", (prefix,))
     return int(total - before.fetchall()[0][0])
 
@@ -323,6 +258,31 @@ def _head(conn: Any, schema: str, stream_id: str, at: int) -> dict[str, Any] | N
     }
 
 
+_HEAD_FIELDS = ("version", "state", "event_type", "position", "recorded_at")  # as `_head`
+
+
+def _head_of(schema: str) -> str:
+    return (
+        f"(SELECT position FROM {schema}.events WHERE stream_id = s.value AND position <= ?2"
+        " ORDER BY version DESC LIMIT 1)"
+    )
+
+
+# Both sides' heads of the given streams, in one statement, only where they differ: each head is
+# one search of the (stream_id, version) index inside SQLite, not two queries from Python.
+_DIFFERENT_HEADS = (
+    "SELECT s.value, "
+    + ", ".join(f"a.{c}" for c in _HEAD_FIELDS)
+    + ", "
+    + ", ".join(f"b.{c}" for c in _HEAD_FIELDS)
+    + " FROM json_each(?1) s"
+    + f" LEFT JOIN main.events a ON a.position = {_head_of('main')}"
+    + f" LEFT JOIN b.events b ON b.position = {_head_of('b')}"
+    + " WHERE a.version IS NOT b.version OR a.state IS NOT b.state"
+    + " OR a.event_type IS NOT b.event_type"
+)
+
+
 def _entities(
     reader: Reader, other: str, streams: set[str], at: int | None
 ) -> dict[str, dict[str, Any]]:
@@ -330,12 +290,24 @@ def _entities(
     Only streams with a row that differs in one of those can have one."""
     conn = _connection(reader, other)
     last = MAX_POSITION if at is None else at
+    ordered = in_order(streams)
     entities = {}
-    for stream_id in sorted(streams):
+    if all(type(stream_id) is str for stream_id in ordered):
+        found = {
+            row[0]: {"a": _head_row(row[1:6]), "b": _head_row(row[6:11])}
+            for row in conn.execute(_DIFFERENT_HEADS, (json.dumps(ordered), last))
+        }
+        return {stream_id: found[stream_id] for stream_id in ordered if stream_id in found}
+    for stream_id in ordered:  # a tampered stream id that JSON cannot carry (a BLOB)
         a, b = _head(conn, "main", stream_id, last), _head(conn, "b", stream_id, last)
         if _brief(a) != _brief(b):
             entities[stream_id] = {"a": a, "b": b}
     return entities
+
+
+def _head_row(row: tuple[Any, ...]) -> dict[str, Any] | None:
+    """A head from its columns (``_HEAD_FIELDS``); none when the stream has no row there."""
+    return None if row[3] is None else dict(zip(_HEAD_FIELDS, row, strict=True))
 
 
 def _brief(head: dict[str, Any] | None) -> Any:
@@ -363,12 +335,12 @@ def diff(
         if divergence is None:
             return Diff(True, head_a, heads, {}, {}, {}, {}, {}, {"a": [], "b": []})
         prefix = divergence - 1
-        left = _grouped(reader, other, _A_GROUPED, prefix, head_a)
+        left = grouped(lambda: _connection(reader, other), _A_GROUPED, prefix, head_a)
         b_lacks_none = _b_holds_no_other_rows(reader, other, prefix, left)
         right = (
-            _Grouped({0: {}, 1: {}, 2: {}}, set())
+            Grouped({0: {}, 1: {}, 2: {}}, set())
             if b_lacks_none
-            else _grouped(reader, other, _B_ROWS, prefix, head_b)
+            else grouped(lambda: _connection(reader, other), _B_ROWS, prefix, head_b)
         )
         suspects = left.heads_may_differ | right.heads_may_differ
         if at is not None:  # a moved row may sit before `at` on one side only
