@@ -1,8 +1,8 @@
 """Audit speed on large logs: ``verify.events_per_s`` (the whole verify: chain, legality by
 replay, projections equal to a fresh fold), ``ratio.verify_vs_chain_floor`` (verify's rate over
 a plain one-process loop that scans the same rows and recomputes the chain, run just before),
-``legality_floor.events_per_s`` (the cheapest verify: scan, hash and legality only, on both
-cores, no payload decoded, nothing folded: the ceiling of any verify on this machine),
+``legality_floor.events_per_s`` (a verify stripped to scan, hash and legality, on both
+cores, no payload decoded, nothing folded: the gap to it is what replay and folds cost),
 ``export.events_per_s``, and ``diff`` of two logs that part near the end
 (``diff.seconds_late_divergence``) or near the start (``diff.seconds_early_divergence``) beside
 SQLite's own compare of the rows (``bench.audit_diff``). Every figure includes opening the
@@ -112,7 +112,7 @@ def bench_audit(n: int) -> dict[str, float]:
         "chain_floor.events_per_s": n / floor_s,
         "verify.events_per_s": n / verify_s,
         "ratio.verify_vs_chain_floor": floor_s / verify_s,
-        # The ceiling of any verify here: scan, hash and legality only, on both cores.
+        # A verify stripped to scan, hash and legality, on both cores: no decode, no fold.
         "legality_floor.events_per_s": n / legality_s,
         "ratio.verify_vs_legality_floor": legality_s / verify_s,
         "export.events_per_s": n / export_s,
