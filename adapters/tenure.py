@@ -151,7 +151,11 @@ class Tenure:
             if self._row() != row:
                 raise LeaseBusy("the lease moved while the takeover was being confirmed")
         elif on_file is None and not self.file.claim(self._record(0)):
-            raise LeaseBusy("another server claimed the lease file first")
+            # Created since our read: by another worker of this instance (which then goes on
+            # as we do, the log deciding who records the acquisition), or by another server.
+            claimed = self.file.read()
+            if claimed is None or claimed.holder != self.holder:
+                raise LeaseBusy("another server claimed the lease file first")
         if row is None or row.state == LeaseState.RELEASED:
             with contextlib.suppress(LeaseBusy):  # another worker of this instance may be first
                 engine.handle(

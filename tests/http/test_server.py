@@ -143,6 +143,7 @@ def test_server_twenty_concurrent_requests_with_one_id_run_one_job(workspace: Pa
         for thread in threads:
             thread.join(timeout=60)
         assert len(answers) == 20
+        assert all("invocation" in a for a in answers), answers
         assert len({a["invocation"] for a in answers}) == 1
         assert Counter(bool(a.get("duplicate")) for a in answers)[False] <= 1
         jobs = (

@@ -68,3 +68,27 @@ def test_tenure_judges_stale_only_after_the_whole_window_on_its_own_clock(
         tenure._judge_stale(("renewed", "row"))  # any change starts it again
     now[0] += 45.5
     tenure._judge_stale(("renewed", "row"))  # past the window, unchanged: stale
+
+
+def test_tenure_goes_on_when_another_worker_of_its_instance_claims_the_file_first(
+    make_client: MakeClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two workers of one server racing for a fresh lease: both read no file, one creates it,
+    and the other's create-exclusive claim fails. The record there is its own instance's, so
+    it holds the lease too instead of answering lease-busy (a 503 the caller did not cause)."""
+    _, runtime = make_client()
+    assert runtime.lease_holder() is None  # the log is open; nothing holds the lease yet
+    tenure = runtime.tenure
+    read_file = tenure.file.read
+    raced: list[bool] = []
+
+    def read_before_the_sibling_claims() -> LeaseRecord | None:
+        if raced:
+            return read_file()
+        raced.append(True)
+        assert tenure.file.claim(LeaseRecord(runtime.holder, 0, "h", 1, 0.0))  # the sibling
+        return None  # what this worker read just before
+
+    monkeypatch.setattr(tenure.file, "read", read_before_the_sibling_claims)
+    runtime.ensure_lease()
+    assert raced and runtime.lease_holder() == (runtime.holder, 1)
