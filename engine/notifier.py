@@ -17,14 +17,17 @@ from engine.log import Log
 
 
 class Notifier:
-    """One polling thread per process and log. Start it with ``open_notifier``."""
+    """One polling thread per process and log. Start it with ``open_notifier``. A backend with
+    wake-ups of its own subclasses it and replaces ``_run`` (``engine.pg_notifier``)."""
+
+    thread_name = "foldline-notifier"
 
     def __init__(self, log: Log, interval: float = 0.005) -> None:
         self.log = log
         self.interval = interval
         self._stop = threading.Event()
         self._pid = os.getpid()
-        self._thread = threading.Thread(target=self._run, name="foldline-notifier", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=self.thread_name, daemon=True)
 
     def start(self) -> Notifier:
         self._thread.start()
@@ -42,9 +45,13 @@ class Notifier:
             if version == seen:
                 continue
             seen = version
-            self.log.wake()
-            if signals.committed.receivers:
-                signals.committed.send(self.log, position=self.log.head())
+            self._wake()
+
+    def _wake(self) -> None:
+        """Wake ``Log.wait_for`` callers and tell ``signals.committed`` subscribers."""
+        self.log.wake()
+        if signals.committed.receivers:
+            signals.committed.send(self.log, position=self.log.head())
 
 
 def open_notifier(log: Log, interval: float = 0.005) -> Notifier:

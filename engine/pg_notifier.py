@@ -12,13 +12,12 @@ reconnect the waiters are woken once anyway, for whatever was committed while no
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from typing import TYPE_CHECKING
 
 import psycopg
 
-from engine import signals
+from engine.notifier import Notifier
 
 if TYPE_CHECKING:
     from engine.log import Log
@@ -31,25 +30,15 @@ TICK_S = 0.2
 RETRY_S = 0.5
 
 
-class PgNotifier:
+class PgNotifier(Notifier):
     """One listening thread per process and log (``engine.notifier.open_notifier`` makes it)."""
 
+    thread_name = "foldline-pg-notifier"
+
     def __init__(self, log_: Log, storage: PostgresStorage) -> None:
-        self.log = log_
         self._storage = storage
-        self._stop = threading.Event()
-        self._pid = os.getpid()
-        self._thread = threading.Thread(target=self._run, name="foldline-pg-notifier", daemon=True)
         self.listening = threading.Event()  # set while LISTEN is in force (tests wait on it)
-
-    def start(self) -> PgNotifier:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._pid == os.getpid():
-            self._thread.join(timeout=5)
+        super().__init__(log_)
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -69,8 +58,3 @@ class PgNotifier:
                 self.listening.clear()
                 log.warning("LISTEN connection lost (%s); listening again", ex)
                 self._stop.wait(RETRY_S)
-
-    def _wake(self) -> None:
-        self.log.wake()
-        if signals.committed.receivers:
-            signals.committed.send(self.log, position=self.log.head())
