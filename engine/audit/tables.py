@@ -4,9 +4,10 @@ transaction of its scan.
 Two ways, one answer per projection: ``(rows of the refold not stored exactly so, rows of the
 refold, rows stored)``, summed over tables. A refold written into the worker's scratch database
 (a projection without rows of its own in memory) is loaded next to the stored tables and SQLite
-joins them on the primary key. A refold kept in memory (``Folder.rows``) is compared with one
-scan of the stored table, narrowed to the worker's share of the keys: it is not written
-anywhere first, which was most of the cost of the comparison.
+joins them on the primary key. A refold kept in memory (``Folder.rows``) is compared with the
+stored table narrowed to the worker's share of the keys, without being written anywhere first:
+both read in key order and compared pair by pair, in C, which proves them equal or proves
+nothing; then key by key, value by value, which decides what is counted as differing.
 
 Over all workers, the stored tables equal the refold when no refolded row is missing or
 different and as many rows are stored as refolded. With the in-memory way that holds because
@@ -17,6 +18,7 @@ by one worker at most, so as many matches as stored rows is a one-to-one match.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from operator import eq
 from typing import Any
 
 Compared = tuple[int, int, int]
@@ -95,24 +97,67 @@ def compare_rows(
     for table, rows in tables.items():
         key = primary_key(conn, table)
         share = share_of(f'"{key[-1][1]}"', parts)
-        found = rows.get
-        matched = 0
-        scan = conn.execute(
-            f"SELECT * FROM main.{table} WHERE {share}", (part,) if parts > 1 else ()
-        )
-        if len(key) == 1:
-            ((at, _),) = key
-            for row in scan:
-                mine = found(row[at])
-                if mine is not None and tuple(mine) == row:
-                    matched += 1
-        else:
-            at_all = [at for at, _ in key]
-            for row in scan:
-                mine = found(tuple([row[at] for at in at_all]))
-                if mine is not None and tuple(mine) == row:
-                    matched += 1
-        differing += len(rows) - matched
+        params = (part,) if parts > 1 else ()
+        ordered = _sorted_rows(rows)
+        if ordered is None or not _in_key_order(conn, table, ordered, key, share, params):
+            differing += len(rows) - _matching(conn, table, rows, key, share, params)
         folded += len(rows)
         stored += conn.execute(f"SELECT count(*) FROM main.{table}").fetchall()[0][0]
     return differing, folded, stored
+
+
+def _sorted_rows(rows: Mapping[Any, Sequence[Any]]) -> list[Sequence[Any]] | None:
+    """The rows by key as SQLite orders a primary key (BINARY collation is UTF-8 byte order,
+    which is the order of Python's str); None when the keys do not sort together."""
+    try:
+        return [rows[k] for k in sorted(rows)]
+    except TypeError:
+        return None
+
+
+def _in_key_order(
+    conn: Any,
+    table: str,
+    ordered: list[Sequence[Any]],
+    key: list[tuple[int, str]],
+    share: str,
+    params: tuple[int, ...],
+) -> bool:
+    """True only when the stored rows of the share are exactly the refold's: both in key order,
+    compared pair by pair, every step in C. A stored row equal to the refolded row beside it
+    is that row stored as it is (the key is part of the row), so all pairs equal and no row
+    left over is the proof. False proves nothing (a row missing shifts every pair after it):
+    ``_matching`` then decides, key by key."""
+    order = ", ".join(f'"{name}"' for _, name in key)
+    scan = conn.execute(f"SELECT * FROM main.{table} WHERE {share} ORDER BY {order}", params)
+    # The refold first: when it runs out, the scan's next row is still there to be seen.
+    equal = sum(map(eq, map(tuple, ordered), scan))
+    return equal == len(ordered) and next(scan, None) is None
+
+
+def _matching(
+    conn: Any,
+    table: str,
+    rows: Mapping[Any, Sequence[Any]],
+    key: list[tuple[int, str]],
+    share: str,
+    params: tuple[int, ...],
+) -> int:
+    """How many stored rows of the share equal, value for value, the refolded row of their
+    key: the comparison that decides."""
+    found = rows.get
+    matched = 0
+    scan = conn.execute(f"SELECT * FROM main.{table} WHERE {share}", params)
+    if len(key) == 1:
+        ((at, _),) = key
+        for row in scan:
+            mine = found(row[at])
+            if mine is not None and tuple(mine) == row:
+                matched += 1
+    else:
+        at_all = [at for at, _ in key]
+        for row in scan:
+            mine = found(tuple([row[at] for at in at_all]))
+            if mine is not None and tuple(mine) == row:
+                matched += 1
+    return matched

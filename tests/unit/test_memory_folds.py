@@ -238,3 +238,30 @@ def test_memory_fold_rows_equal_the_stored_rows_as_they_are(
     last = conn.execute(f"PRAGMA table_info({table})").fetchall()[-1][1]
     conn.execute(f"UPDATE {table} SET {last} = 'edited' WHERE {where}", first)
     assert tables.compare_rows(conn, kept, 0, 1) == (1, len(stored), len(stored))
+
+
+@pytest.mark.parametrize("projection", FOLDED, ids=str)
+def test_compare_rows_in_key_order_proves_nothing_when_a_row_is_extra_or_missing(
+    tmp_path: Path, projection: Projection
+) -> None:
+    """The rows compared pair by pair in key order prove the tables equal only when every pair
+    is equal and no row is left over on either side: a stored row the refold lacks (the last
+    in key order, the case a pairing that stops early would miss) or a refolded row missing
+    from the table is counted."""
+    by_sql = tmp_path / "sql.db"
+    stored = _fold(by_sql, projection, memory=False)
+    kept = _kept_rows(projection)
+    conn = apsw.Connection(str(by_sql))
+    (table,) = projection.tables
+    rows = kept[table]
+    key = tables.primary_key(conn, table)
+    ordered = tables._sorted_rows(rows)
+    assert ordered is not None and tables._in_key_order(conn, table, ordered, key, "1", ())
+    last = max(rows)
+    fewer = {k: row for k, row in rows.items() if k != last}
+    shorter = tables._sorted_rows(fewer)
+    assert shorter is not None and not tables._in_key_order(conn, table, shorter, key, "1", ())
+    assert tables.compare_rows(conn, {table: fewer}, 0, 1) == (0, len(stored) - 1, len(stored))
+    where = " AND ".join(f'"{name}" = ?' for _, name in key)
+    conn.execute(f"DELETE FROM {table} WHERE {where}", last if len(key) > 1 else (last,))
+    assert tables.compare_rows(conn, kept, 0, 1) == (1, len(stored), len(stored) - 1)
