@@ -257,6 +257,11 @@ class PostgresWriter:
         rows = self._execute(_HEADS, (list(stream_ids),)).fetchall()
         return {stream_id: (version, state) for stream_id, version, state in rows}
 
+    def collided(self, ex: BaseException) -> bool:
+        """Whether ``ex`` is a row the server refused as a duplicate key: what a stream taken
+        as new that is not (``Transaction.read_heads``) makes of the batch's commit."""
+        return isinstance(ex, pg_errors.UniqueViolation)
+
     def command_outcome(self, command_id: str) -> CommandOutcome | None:
         row = self._execute(_COMMAND, (command_id,)).fetchone()
         return tuple(row) if row else None
