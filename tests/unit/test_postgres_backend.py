@@ -24,6 +24,7 @@ from engine import (
     SchemaTooNew,
     open_log,
     open_notifier,
+    pg_arrays,
 )
 from engine.group_commit import Request
 from engine.log import open_log_readonly
@@ -291,6 +292,44 @@ def test_postgres_a_shared_batch_reads_its_streams_heads_in_one_query(tmp_path: 
     assert asked == [sorted(f"ticket:{i}" for i in range(16))] and one_by_one == []
     first.close()
     second.close()
+
+
+AWKWARD = ["", "NULL", "null", 'a"b', "a\\b", '\\"', "{a,b}", " x ", "a,b", "\n\t", "é€😀", "}"]
+
+
+def test_postgres_array_literals_carry_any_value_unchanged(tmp_path: Path) -> None:
+    """The batch's columns are sent as array literals built by hand: quotes, backslashes,
+    braces, commas, the word NULL and empty values come back as they went."""
+    log = open_log(session_cluster().url_for(tmp_path), MACHINES)
+    conn = log.connection()
+    texts: list[str | None] = [*AWKWARD, None]
+    byteas: list[bytes | None] = [b"", b'\x00\xff\\"{},', b"NULL", None]
+    ints = [0, -1, 2**63 - 1, -(2**63)]
+    row = conn.execute(
+        "SELECT CAST(? AS text[]), CAST(? AS bytea[]), CAST(? AS bigint[])",
+        (pg_arrays.texts(texts), pg_arrays.byteas(byteas), pg_arrays.bigints(ints)),
+    ).fetchall()[0]
+    assert row[0] == texts
+    assert [None if b is None else bytes(b) for b in row[1]] == byteas
+    assert row[2] == ints
+    log.close()
+
+
+def test_postgres_a_batch_stores_awkward_command_ids_exactly(tmp_path: Path) -> None:
+    """The events' text columns go through the literals: each command id is stored as given
+    (the chain, which hashes it, verifies; a repeat is known as a duplicate)."""
+    log = open_log(session_cluster().url_for(tmp_path), MACHINES)
+    appends = [(f"ticket:{i}", 0, TicketOpened(title=AWKWARD[i])) for i in range(len(AWKWARD))]
+    commands = {i: f"cmd{i}:{text}" for i, text in enumerate(AWKWARD)}
+    one_batch(log, appends, commands)
+    assert log.verify_chain() == []
+    events = {e.stream_id: e for e in log.read_all()}
+    for i, text in enumerate(AWKWARD):
+        event: Any = events[f"ticket:{i}"]
+        assert (event.command_id, event.event.title) == (commands[i], text)
+    again = log.append("ticket:1", 0, [TicketOpened()], command_id=commands[1])
+    assert again.duplicate and again.first_position == events["ticket:1"].position
+    log.close()
 
 
 def _count_lookups(log: Any) -> list[str]:
