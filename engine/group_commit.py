@@ -29,13 +29,22 @@ MAX_LINGER_S = 0.002
 class Request:
     """One caller's unit of work and, once the batch is done, its outcome."""
 
-    __slots__ = ("error", "lead", "result", "stream_id", "wake", "work")
+    __slots__ = ("error", "expected", "lead", "result", "stream_id", "wake", "work")
 
-    def __init__(self, work: Callable[[Any], Any], stream_id: str | None = None) -> None:
+    def __init__(
+        self,
+        work: Callable[[Any], Any],
+        stream_id: str | None = None,
+        expected: int | None = None,
+    ) -> None:
         self.work = work
         # The stream the work appends to, when the caller knows it: the batch reads the heads
         # of all its streams at once (``engine.transaction.run_batch``).
         self.stream_id = stream_id
+        # Set for a plain ``Log.append`` only: its expected version. Such a work appends and
+        # does nothing else, so the batch may run it again; and one at 0 says its stream is
+        # new, which a batch of them may take on trust (``Transaction.read_heads``).
+        self.expected = expected
         self.wake: Any = None  # a held lock, made only for a caller that has to wait
         self.lead = False
         self.result: Any = None
@@ -64,12 +73,18 @@ class GroupCommit:
         self._filled: Any = None
         self._target = 0
 
-    def submit(self, work: Callable[[Any], Any], stream_id: str | None = None) -> Any:
+    def submit(
+        self,
+        work: Callable[[Any], Any],
+        stream_id: str | None = None,
+        expected: int | None = None,
+    ) -> Any:
         """Run ``work`` in the next batch; returns its result (or raises its error) after the
-        batch's commit. ``stream_id``: the stream ``work`` will append to, if known."""
+        batch's commit. ``stream_id``: the stream ``work`` will append to, if known;
+        ``expected``: see ``Request``."""
         if self._pid != os.getpid():
             self._reset()
-        request = Request(work, stream_id)
+        request = Request(work, stream_id, expected)
         with self._lock:
             self._queue.append(request)
             lead = not self._leading

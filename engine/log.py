@@ -165,11 +165,13 @@ class Log(LogReads):
         machine = self.machines.for_stream(stream_id)
         encode = self.codec.encode
         encoded = [encode(event) for event in events]
-        return self.write(
+        # (With its expected version: the work only appends, so a batch may run it again.)
+        return self._submit(
             lambda tx: tx.append_encoded(
                 stream_id, expected_version, events, encoded, machine, command_id, epoch
             ),
             stream_id,
+            expected_version,
         )
 
     def write(self, work: Callable[[Transaction], T], stream_id: str | None = None) -> T:
@@ -180,9 +182,15 @@ class Log(LogReads):
         durable. ``stream_id``: the stream ``work`` appends to, when known, so that the batch
         reads the heads of its streams together (one round trip on PostgreSQL).
         """
+        return self._submit(work, stream_id, None)
+
+    def _submit(
+        self, work: Callable[[Transaction], T], stream_id: str | None, expected: int | None
+    ) -> T:
+        """``write``; ``expected``: a plain append's expected version (``Request``)."""
         if self.storage.readonly:
             raise StorageError(f"{self.path}: opened read-only")
-        result: T = self._group.submit(work, stream_id)
+        result: T = self._group.submit(work, stream_id, expected)
         return result
 
     def announce(self, position: int) -> None:

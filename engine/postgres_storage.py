@@ -32,7 +32,7 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg_pool import ConnectionPool
 
-from engine import chain
+from engine import chain, pg_arrays
 from engine.errors import (
     InvalidArgument,
     InvalidEvent,
@@ -58,12 +58,24 @@ IDLE_IN_TRANSACTION_S = 10.0
 # a page boundary never skips a row, and no connection is held while the caller iterates.
 PAGE = 2000
 _INSERT_EVENT = "INSERT INTO events VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
-# A batch's events as one statement, each column an array sent in binary (``%b``): one
-# execution on the server, and no text escaping of the payloads and hashes on either side.
+# A batch's events as one statement, each column an array literal (``engine.pg_arrays``): one
+# execution on the server, and the client builds each column with one ``str.join``.
 _INSERT_EVENTS = (
-    f"INSERT INTO events ({COLUMNS}) SELECT * FROM unnest(%b::bigint[], %b::text[],"
-    " %b::bigint[], %b::text[], %b::text[], %b::bigint[], %b::text[], %b::text[],"
-    " %b::bytea[], %b::bytea[])"
+    f"INSERT INTO events ({COLUMNS}) SELECT * FROM unnest(%s::bigint[], %s::text[],"
+    " %s::bigint[], %s::text[], %s::text[], %s::bigint[], %s::text[], %s::text[],"
+    " %s::bytea[], %s::bytea[])"
+)
+_EVENT_KINDS = (
+    pg_arrays.bigints,
+    pg_arrays.texts,
+    pg_arrays.bigints,
+    pg_arrays.texts,
+    pg_arrays.texts,
+    pg_arrays.bigints,
+    pg_arrays.texts,
+    pg_arrays.texts,
+    pg_arrays.byteas,
+    pg_arrays.byteas,
 )
 _UPDATE_HEAD = "UPDATE head SET position = %s, hash = %s, epoch = %s, changes = %s WHERE id = 1"
 _NOTIFY = "SELECT pg_notify(%s, %s)"
@@ -82,12 +94,22 @@ _COMMAND = (
 _HEAD = "SELECT version, state FROM streams WHERE stream_id = %s"
 _HEADS = "SELECT stream_id, version, state FROM streams WHERE stream_id = ANY(%s)"
 _UPSERT_HEAD = StreamsProjection.upsert_sql.replace("?", "%s")
-# The heads of a batch's streams (one row per stream) as one statement, columns as arrays: one
-# execution on the server for all of them instead of one per row.
+# The heads of a batch's streams (one row per stream) as one statement, columns as array
+# literals: one execution on the server for all of them instead of one per row.
 _UPSERT_HEADS = (
-    "INSERT INTO streams SELECT * FROM unnest(%b::text[], %b::text[], %b::bigint[],"
-    " %b::text[], %b::bigint[], %b::bigint[], %b::text[], %b::text[]) ON CONFLICT "
+    "INSERT INTO streams SELECT * FROM unnest(%s::text[], %s::text[], %s::bigint[],"
+    " %s::text[], %s::bigint[], %s::bigint[], %s::text[], %s::text[]) ON CONFLICT "
     + StreamsProjection.upsert_sql.partition(" ON CONFLICT ")[2]
+)
+_HEAD_KINDS = (
+    pg_arrays.texts,
+    pg_arrays.texts,
+    pg_arrays.bigints,
+    pg_arrays.texts,
+    pg_arrays.bigints,
+    pg_arrays.bigints,
+    pg_arrays.texts,
+    pg_arrays.texts,
 )
 
 
@@ -257,6 +279,11 @@ class PostgresWriter:
         rows = self._execute(_HEADS, (list(stream_ids),)).fetchall()
         return {stream_id: (version, state) for stream_id, version, state in rows}
 
+    def collided(self, ex: BaseException) -> bool:
+        """Whether ``ex`` is a row the server refused as a duplicate key: what a stream taken
+        as new that is not (``Transaction.read_heads``) makes of the batch's commit."""
+        return isinstance(ex, pg_errors.UniqueViolation)
+
     def command_outcome(self, command_id: str) -> CommandOutcome | None:
         row = self._execute(_COMMAND, (command_id,)).fetchone()
         return tuple(row) if row else None
@@ -273,7 +300,7 @@ class PostgresWriter:
         if len(rows) == 1:
             self._execute(_INSERT_EVENT, rows[0])
         else:
-            self._execute(_INSERT_EVENTS, [list(column) for column in zip(*rows, strict=True)])
+            self._execute(_INSERT_EVENTS, pg_arrays.columns(rows, _EVENT_KINDS))
 
     def _check_order(self, rows: Sequence[EventRow]) -> None:
         if rows and rows[0][0] != self._tail[0] + 1:
@@ -290,7 +317,7 @@ class PostgresWriter:
         if len(rows) == 1:
             self._execute(_UPSERT_HEAD, rows[0])
         else:
-            self._execute(_UPSERT_HEADS, [list(column) for column in zip(*rows, strict=True)])
+            self._execute(_UPSERT_HEADS, pg_arrays.columns(rows, _HEAD_KINDS))
 
     def insert_commands(self, rows: Sequence[CommandRow]) -> None:
         if rows:

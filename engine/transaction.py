@@ -174,6 +174,7 @@ class Transaction:
         self._in_sql: bool
         self.savepoint: bool
         self.broken: BaseException | None = None  # a flush of finished works failed
+        self.trusted = False  # some heads were taken as new unread (``read_heads``)
         self.invalidated = False  # a work rewrote tables the cache describes
 
     # -- work scopes ---------------------------------------------------------------------
@@ -221,16 +222,30 @@ class Transaction:
         next batch reads them from the database again."""
         self.invalidated = True
 
-    def read_heads(self, stream_ids: Sequence[str | None]) -> None:
+    def read_heads(self, batch: Sequence[Request], trust_new: bool) -> None:
         """Read at once the heads of the streams the batch's works said they append to and
         nothing here knows yet, where a lookup is a round trip (PostgreSQL's ``stream_heads``):
-        one query instead of one per work. SQLite's lookups are in-process and stay lazy."""
+        one query instead of one per work. SQLite's lookups are in-process and stay lazy.
+
+        ``trust_new`` (the caller has checked that every work is a plain append, which may run
+        again): when each of those streams is one its append says is new (expected version
+        0), they are taken as new without a query, and ``trusted`` is set. A stream that is
+        not new makes its first event collide with the stored one on ``UNIQUE (stream_id,
+        version)``: the batch fails whole, and ``run_batch`` runs it again reading the heads
+        (ADR 0026)."""
         read = getattr(self.writer, "stream_heads", None)
         if read is None:
             return
+        # (A writer that can tell the collision from any other failure: ``run_batch``.)
+        trust_new = trust_new and hasattr(self.writer, "collided")
         cache = self._cache
         known = cache.heads if cache is not None else {}
-        wanted = {s for s in stream_ids if s is not None and s not in known}
+        unknown = [r for r in batch if r.stream_id is not None and r.stream_id not in known]
+        wanted = {r.stream_id for r in unknown if r.stream_id is not None}
+        if trust_new and wanted and all(r.expected == 0 for r in unknown):
+            self._read = {s: StreamHead(s, 0, None) for s in wanted}
+            self.trusted = True
+            return
         if len(wanted) < 2:
             return  # one lookup either way: ``head_of`` makes it when the work asks
         found: dict[str, tuple[int, str]] = read(sorted(wanted))
@@ -457,7 +472,17 @@ class Transaction:
 def run_batch(log: Log, gather: Callable[[], list[Request]]) -> None:
     """Run a batch of requests in one transaction; each request gets its result or error.
 
-    ``gather`` gives the batch. A writer whose BEGIN waits for a server
+    ``gather`` gives the batch. A batch of plain appends only (each may run again) takes the
+    streams they say are new as new without reading them (``Transaction.read_heads``); if the
+    log proves one of them wrong, the batch is rolled back and run once more, reading."""
+    if _run_once(log, gather, trust_new=True):
+        _run_once(log, gather, trust_new=False)
+
+
+def _run_once(log: Log, gather: Callable[[], list[Request]], trust_new: bool) -> bool:
+    """``run_batch``'s one try; True when it must be made again, without ``trust_new``.
+
+    A writer whose BEGIN waits for a server
     (``begins_while_gathering``: PostgreSQL's head-row lock is a round trip) opens the
     transaction first, while the batch's callers are still queueing; any other (SQLite's
     in-process BEGIN) opens it once they have, holding its lock no longer than the batch."""
@@ -466,6 +491,7 @@ def run_batch(log: Log, gather: Callable[[], list[Request]]) -> None:
     cache = log.cache
     batch: list[Request] = []
     writer: Writer | None = None
+    trusted = False
     try:
         writer = log.storage.writer()
         early = getattr(writer, "begins_while_gathering", False)
@@ -484,7 +510,9 @@ def run_batch(log: Log, gather: Callable[[], list[Request]]) -> None:
             else projections.prepare(writer.cursor, tx.events_after)
         )
         if shared:  # (after ``prepare``, which may refold the heads' table)
-            tx.read_heads([request.stream_id for request in batch])
+            trust_new = trust_new and all(request.expected is not None for request in batch)
+            tx.read_heads(batch, trust_new)
+            trusted = tx.trusted
         for request in batch:
             tx.start_work()
             try:
@@ -497,7 +525,7 @@ def run_batch(log: Log, gather: Callable[[], list[Request]]) -> None:
                 tx.abandon_work()
                 if not shared:
                     writer.rollback()
-                    return
+                    return False
                 if tx.savepoint:
                     writer.rollback_to_savepoint()
             if tx.savepoint:
@@ -511,13 +539,17 @@ def run_batch(log: Log, gather: Callable[[], list[Request]]) -> None:
         if writer is not None:
             with contextlib.suppress(BaseException):  # the original failure is the news
                 writer.rollback()
+        if trusted and getattr(writer, "collided", _never)(ex):
+            for request in batch:  # nothing of the try is kept: the works run again
+                request.result, request.error = None, None
+            return True
         failure = translated(log.storage, ex)
         for request in batch or gather():
             request.result, request.error = None, request.error or failure
-        return
+        return False
     if tx.invalidated:
         cache.forget()
-        return
+        return False
     if registered is not None:
         cache.settled = _settled(registered, projections.names, bool(tx.appended))
     tx.remember()
@@ -528,6 +560,11 @@ def run_batch(log: Log, gather: Callable[[], list[Request]]) -> None:
         stats.commit_seconds += time.perf_counter() - started
         stats.batch_sizes[len(batch)] = stats.batch_sizes.get(len(batch), 0) + 1
         log.announce(tx.position)
+    return False
+
+
+def _never(ex: BaseException) -> bool:
+    return False
 
 
 def _settled(registered: dict[str, int | None], ours: frozenset[str], fenced: bool) -> bool:

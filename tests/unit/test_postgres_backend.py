@@ -15,12 +15,24 @@ from typing import Any
 
 import pytest
 
-from engine import InvalidArgument, InvalidEvent, NotALog, SchemaTooNew, open_log, open_notifier
+from engine import (
+    AppendResult,
+    ConcurrencyError,
+    InvalidArgument,
+    InvalidEvent,
+    NotALog,
+    SchemaTooNew,
+    open_log,
+    open_notifier,
+    pg_arrays,
+)
+from engine.group_commit import Request
 from engine.log import open_log_readonly
 from engine.pg_dialect import Dialect
 from engine.postgres_schema import LATEST as PG_LATEST
 from engine.postgres_storage import PostgresStorage, redact, split_url
 from engine.schema import LATEST
+from engine.transaction import run_batch
 from tests.support.batches import one_batch
 from tests.support.postgres import session_cluster, with_schema
 from tests.support.tickets import MACHINES, TicketNoted, TicketOpened, TicketTitles
@@ -278,6 +290,138 @@ def test_postgres_a_shared_batch_reads_its_streams_heads_in_one_query(tmp_path: 
     outcomes = one_batch(first, [(f"ticket:{i}", 1, TicketNoted()) for i in range(16)])
     assert [o.last_version for o in outcomes] == [2] * 16
     assert asked == [sorted(f"ticket:{i}" for i in range(16))] and one_by_one == []
+    first.close()
+    second.close()
+
+
+AWKWARD = ["", "NULL", "null", 'a"b', "a\\b", '\\"', "{a,b}", " x ", "a,b", "\n\t", "é€😀", "}"]
+
+
+def test_postgres_array_literals_carry_any_value_unchanged(tmp_path: Path) -> None:
+    """The batch's columns are sent as array literals built by hand: quotes, backslashes,
+    braces, commas, the word NULL and empty values come back as they went."""
+    log = open_log(session_cluster().url_for(tmp_path), MACHINES)
+    conn = log.connection()
+    # Each kind of column: awkward values, plain ones (joined whole), all NULL, none at all.
+    text_columns: list[list[str | None]] = [
+        [*AWKWARD, None],
+        ["item:a", "2026-12-01T00:00:00Z", " x "],
+        [None, None],
+        [],
+    ]
+    for texts in text_columns:
+        got = conn.execute("SELECT CAST(? AS text[])", (pg_arrays.texts(texts),)).fetchall()
+        assert got[0][0] == texts
+    bytea_columns: list[list[bytes | None]] = [
+        [b"", b'\x00\xff\\"{},', b"NULL", None],
+        [b"", b"\x01{"],
+        [],
+    ]
+    for byteas in bytea_columns:
+        got = conn.execute("SELECT CAST(? AS bytea[])", (pg_arrays.byteas(byteas),)).fetchall()
+        assert [None if b is None else bytes(b) for b in got[0][0]] == byteas
+    ints = [0, -1, 2**63 - 1, -(2**63)]
+    got = conn.execute("SELECT CAST(? AS bigint[])", (pg_arrays.bigints(ints),)).fetchall()
+    assert got[0][0] == ints
+    log.close()
+
+
+def test_postgres_a_batch_stores_awkward_command_ids_exactly(tmp_path: Path) -> None:
+    """The events' text columns go through the literals: each command id is stored as given
+    (the chain, which hashes it, verifies; a repeat is known as a duplicate)."""
+    log = open_log(session_cluster().url_for(tmp_path), MACHINES)
+    appends = [(f"ticket:{i}", 0, TicketOpened(title=AWKWARD[i])) for i in range(len(AWKWARD))]
+    commands = {i: f"cmd{i}:{text}" for i, text in enumerate(AWKWARD)}
+    one_batch(log, appends, commands)
+    assert log.verify_chain() == []
+    events = {e.stream_id: e for e in log.read_all()}
+    for i, text in enumerate(AWKWARD):
+        event: Any = events[f"ticket:{i}"]
+        assert (event.command_id, event.event.title) == (commands[i], text)
+    again = log.append("ticket:1", 0, [TicketOpened()], command_id=commands[1])
+    assert again.duplicate and again.first_position == events["ticket:1"].position
+    log.close()
+
+
+def _count_lookups(log: Any) -> list[str]:
+    """Every stream whose head the log's writer reads from the server, in order (white-box)."""
+    writer: Any = log.storage.writer()
+    looked: list[str] = []
+    many, one = writer.stream_heads, writer.stream_head
+
+    def counted_many(ids: list[str]) -> Any:
+        looked.extend(ids)
+        return many(ids)
+
+    def counted_one(stream_id: str) -> Any:
+        looked.append(stream_id)
+        return one(stream_id)
+
+    writer.stream_heads, writer.stream_head = counted_many, counted_one
+    return looked
+
+
+def test_postgres_a_shared_batch_of_creates_reads_no_heads(tmp_path: Path) -> None:
+    """Appends at expected version 0 say their streams are new: a batch of them only is
+    taken at its word, without a round trip for heads nobody here has seen."""
+    log = open_log(session_cluster().url_for(tmp_path), MACHINES)
+    looked = _count_lookups(log)
+    outcomes = one_batch(log, [(f"ticket:{i}", 0, TicketOpened()) for i in range(16)])
+    assert [o.last_version for o in outcomes] == [1] * 16
+    assert looked == []
+    assert log.verify_chain() == []
+    log.close()
+
+
+def test_postgres_a_create_of_a_stream_another_writer_made_is_refused_alone(
+    tmp_path: Path,
+) -> None:
+    """A stream taken as new that another writer has created: the batch's commit collides on
+    UNIQUE (stream_id, version), and the batch runs again reading the heads, so only that
+    append fails, with the error it would have had, and the rest commit once."""
+    url = session_cluster().url_for(tmp_path)
+    first = open_log(url, MACHINES)
+    second = open_log(url, MACHINES)
+    first.append("ticket:seen", 0, [TicketOpened()])  # the writer's cache is now valid
+    second.append("ticket:3", 0, [TicketOpened(title="theirs")])
+    looked = _count_lookups(first)
+    outcomes = one_batch(first, [(f"ticket:{i}", 0, TicketOpened()) for i in range(16)])
+    assert isinstance(outcomes[3], ConcurrencyError), outcomes[3]
+    assert all(o.last_version == 1 for i, o in enumerate(outcomes) if i != 3), outcomes
+    assert "ticket:3" in looked  # the second try read the heads
+    assert [e.event.title for e in first.read_stream("ticket:3")] == ["theirs"]  # type: ignore[attr-defined]
+    assert first.head() == 2 + 15 and first.verify_chain() == []
+    # What the retried batch left behind is true: the next append builds on it.
+    assert first.append("ticket:3", 1, [TicketNoted()]).last_version == 2
+    assert first.append("ticket:4", 1, [TicketNoted()]).last_version == 2
+    first.close()
+    second.close()
+
+
+def test_postgres_a_batch_with_any_other_work_trusts_nothing(tmp_path: Path) -> None:
+    """A work that is not a plain append may have effects of its own, so its batch is never
+    run twice: the streams it shares the batch with are read, not taken as new."""
+    url = session_cluster().url_for(tmp_path)
+    first = open_log(url, MACHINES)
+    second = open_log(url, MACHINES)
+    second.append("ticket:taken", 0, [TicketOpened()])
+    runs: list[int] = []
+
+    def other(tx: Any) -> AppendResult:
+        runs.append(1)
+        result: AppendResult = tx.append("ticket:mine", 0, [TicketOpened()])
+        return result
+
+    def create(stream_id: str) -> Request:
+        return Request(lambda tx: tx.append(stream_id, 0, [TicketOpened()]), stream_id, 0)
+
+    batch = [Request(other), create("ticket:taken"), create("ticket:new")]
+    run_batch(first, lambda: batch)
+    assert runs == [1]
+    assert batch[0].error is None and batch[0].result.last_version == 1
+    assert isinstance(batch[1].error, ConcurrencyError)
+    assert batch[2].error is None and batch[2].result.last_version == 1
+    assert first.head() == 3 and first.verify_chain() == []
     first.close()
     second.close()
 
