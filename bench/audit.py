@@ -46,6 +46,17 @@ def chain_floor(db: Path) -> float:
     return time.perf_counter() - started
 
 
+def _share_rows(reader: Any, part: int, parts: int) -> Any:
+    """The rows of one share of the streams with the hash stored before each, in position
+    order, as ``verify`` reads them."""
+    return reader.rows(
+        f"SELECT {', '.join('e.' + c for c in COLUMNS.split(', '))}, p.hash FROM events e"
+        " LEFT JOIN events p ON p.position = e.position - 1"
+        f" WHERE {share_of('e.stream_id', parts)} ORDER BY e.position",
+        (part,) if parts > 1 else (),
+    )
+
+
 def _legal_share(path: str, part: int, parts: int) -> int:
     """One share of the cheapest verify there is: the rows of its streams with the hash stored
     before each (as ``verify`` reads them), each link recomputed, each (state, event type)
@@ -60,12 +71,7 @@ def _legal_share(path: str, part: int, parts: int) -> int:
     with reading(path) as reader:
         reader.query(f"PRAGMA mmap_size = {MMAP_BYTES}")
         for (position, stream_id, version, event_type, recorded_at, epoch, command_id, state,
-             payload, digest, previous) in reader.rows(
-            f"SELECT {', '.join('e.' + c for c in COLUMNS.split(', '))}, p.hash FROM events e"
-            " LEFT JOIN events p ON p.position = e.position - 1"
-            f" WHERE {share_of('e.stream_id', parts)} ORDER BY e.position",
-            (part,) if parts > 1 else (),
-        ):  # fmt: skip
+             payload, digest, previous) in _share_rows(reader, part, parts):  # fmt: skip
             link = chain.link(
                 previous or chain.GENESIS, position, stream_id, version, event_type,
                 recorded_at, epoch, command_id, state, payload,
@@ -102,12 +108,7 @@ def _complete_share(path: str, part: int, parts: int) -> int:
         connection = reader.log.connection()
         connection.execute("BEGIN")
         for (position, stream_id, version, event_type, recorded_at, epoch, command_id, state,
-             payload, digest, previous) in reader.rows(
-            f"SELECT {', '.join('e.' + c for c in COLUMNS.split(', '))}, p.hash FROM events e"
-            " LEFT JOIN events p ON p.position = e.position - 1"
-            f" WHERE {share_of('e.stream_id', parts)} ORDER BY e.position",
-            (part,) if parts > 1 else (),
-        ):  # fmt: skip
+             payload, digest, previous) in _share_rows(reader, part, parts):  # fmt: skip
             link = chain.link(
                 previous or chain.GENESIS, position, stream_id, version, event_type,
                 recorded_at, epoch, command_id, state, payload,
