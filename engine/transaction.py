@@ -474,7 +474,8 @@ def run_batch(log: Log, gather: Callable[[], list[Request]]) -> None:
 
     ``gather`` gives the batch. A batch of plain appends only (each may run again) takes the
     streams they say are new as new without reading them (``Transaction.read_heads``); if the
-    log proves one of them wrong, the batch is rolled back and run once more, reading."""
+    log proves one of them wrong, or any of its works fails (its error may hold only for a new
+    stream), the batch is rolled back and run once more, reading."""
     if _run_once(log, gather, trust_new=True):
         _run_once(log, gather, trust_new=False)
 
@@ -521,6 +522,8 @@ def _run_once(log: Log, gather: Callable[[], list[Request]], trust_new: bool) ->
             except BaseException as ex:  # scoped to its caller, re-raised in its thread
                 if tx.broken is not None:
                     raise
+                if trusted:  # its answer may rest on a stream taken as new: ask a read
+                    raise _Untrusted from ex
                 request.error = translated(log.storage, ex)
                 tx.abandon_work()
                 if not shared:
@@ -539,7 +542,7 @@ def _run_once(log: Log, gather: Callable[[], list[Request]], trust_new: bool) ->
         if writer is not None:
             with contextlib.suppress(BaseException):  # the original failure is the news
                 writer.rollback()
-        if trusted and getattr(writer, "collided", _never)(ex):
+        if trusted and (isinstance(ex, _Untrusted) or getattr(writer, "collided", _never)(ex)):
             for request in batch:  # nothing of the try is kept: the works run again
                 request.result, request.error = None, None
             return True
@@ -565,6 +568,11 @@ def _run_once(log: Log, gather: Callable[[], list[Request]], trust_new: bool) ->
 
 def _never(ex: BaseException) -> bool:
     return False
+
+
+class _Untrusted(Exception):
+    """A work of a batch that took streams as new failed: its error (a transition the initial
+    state refuses, say) may be true only of a new stream, so the batch runs again, reading."""
 
 
 def _settled(registered: dict[str, int | None], ours: frozenset[str], fenced: bool) -> bool:

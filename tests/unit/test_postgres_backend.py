@@ -398,6 +398,29 @@ def test_postgres_a_create_of_a_stream_another_writer_made_is_refused_alone(
     second.close()
 
 
+def test_postgres_a_trusted_create_that_fails_alone_gets_the_answer_of_a_read(
+    tmp_path: Path,
+) -> None:
+    """A stream taken as new decides more than the commit's collision: its machine starts in
+    the initial state. An event that state refuses (but the stream's real state allows) must
+    not come back as that refusal: the stream exists, so the append at version 0 is a
+    ``ConcurrencyError``, as it is when the heads are read."""
+    url = session_cluster().url_for(tmp_path)
+    first = open_log(url, MACHINES)
+    second = open_log(url, MACHINES)
+    first.append("ticket:seen", 0, [TicketOpened()])  # the writer's cache is now valid
+    second.append("ticket:3", 0, [TicketOpened(title="theirs")])
+    with pytest.raises(ConcurrencyError):  # what a lone append, which reads, answers
+        second.append("ticket:3", 0, [TicketNoted()])
+    works = [(f"ticket:{i}", 0, TicketNoted() if i == 3 else TicketOpened()) for i in range(16)]
+    outcomes = one_batch(first, works)
+    assert isinstance(outcomes[3], ConcurrencyError), outcomes[3]
+    assert all(o.last_version == 1 for i, o in enumerate(outcomes) if i != 3), outcomes
+    assert first.head() == 2 + 15 and first.verify_chain() == []
+    first.close()
+    second.close()
+
+
 def test_postgres_a_batch_with_any_other_work_trusts_nothing(tmp_path: Path) -> None:
     """A work that is not a plain append may have effects of its own, so its batch is never
     run twice: the streams it shares the batch with are read, not taken as new."""
