@@ -1,8 +1,9 @@
 """The exclusive lease file beside the log (SPEC §4.2): ``<db>.lease``.
 
 On a network filesystem SQLite's WAL locking is not safe for two hosts, so the gate to writing
-is a small file every host can see: claimed create-exclusive, and afterwards only replaced
-whole (write a temporary file, fsync, rename over), never edited in place. The log records the
+is a small file every host can see: claimed create-exclusive (a whole record linked into
+place), and afterwards only replaced whole (write a temporary file, fsync, rename over), never
+edited in place. The log records the
 same tenures (``lease.*`` events) for audit and for the epoch fence.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -41,25 +43,34 @@ class LeaseFile:
             return LeaseRecord(holder="?", epoch=0, host="", pid=0, renewed_at=0.0)
 
     def claim(self, record: LeaseRecord) -> bool:
-        """Create the file if nobody has it; False if it exists already."""
+        """Create the file if nobody has it; False if it exists already.
+
+        The record is written whole to a file of our own first and then linked into place
+        (``link`` fails when the name exists): a file created empty and written after would
+        be read, for a moment, as unreadable, held by nobody known (``read``), and another
+        worker of this very instance would take it for another server's claim."""
+        temporary = self._written(record)
         try:
-            fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            os.link(temporary, self.path)
         except FileExistsError:
             return False
-        with os.fdopen(fd, "w") as handle:
-            json.dump(asdict(record), handle)
-            handle.flush()
-            os.fsync(handle.fileno())
+        finally:
+            os.unlink(temporary)
         return True
 
     def replace(self, record: LeaseRecord) -> None:
         """Write a whole new record atomically (temp file, fsync, rename)."""
-        temporary = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
+        os.replace(self._written(record), self.path)
+
+    def _written(self, record: LeaseRecord) -> Path:
+        """A file of this process's own beside the lease file, holding ``record`` on disk."""
+        name = f"{self.path.name}.{os.getpid()}.{threading.get_ident()}.tmp"
+        temporary = self.path.with_name(name)
         with open(temporary, "w") as handle:
             json.dump(asdict(record), handle)
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(temporary, self.path)
+        return temporary
 
     def confirm_takeover(self, record: LeaseRecord, pause_s: float) -> bool:
         """Write our claim, pause, and say whether it is still there (SPEC §4.2: confirm,
