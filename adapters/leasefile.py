@@ -3,8 +3,8 @@
 On a network filesystem SQLite's WAL locking is not safe for two hosts, so the gate to writing
 is a small file every host can see: claimed create-exclusive (a whole record linked into
 place), and afterwards only replaced whole (write a temporary file, fsync, rename over), never
-edited in place. The log records the
-same tenures (``lease.*`` events) for audit and for the epoch fence.
+edited in place. The log records the same tenures (``lease.*`` events) for audit and for the
+epoch fence.
 """
 
 from __future__ import annotations
