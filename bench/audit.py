@@ -29,7 +29,7 @@ from engine.audit.source import COLUMNS
 from engine.audit.tables import share_of
 from engine.audit.verifier import MMAP_BYTES
 from engine.domain import MACHINES
-from engine.machines import Machines, StreamHead
+from engine.machines import Machines, stream_head
 from projections import default_projections
 
 
@@ -123,7 +123,7 @@ def _complete_share(path: str, part: int, parts: int) -> int:
             after = unguarded.get((head[1], head[3], event_type), _GUARDED)
             if after is _GUARDED:  # the guards decide, on the decoded event
                 after = machines.by_kind[head[1]].next_state(
-                    StreamHead(stream_id, head[2], head[3]), event, event_type
+                    stream_head(stream_id, head[2], head[3]), event, event_type
                 )
             elif after is None:  # a transition that keeps the state
                 after = head[3]

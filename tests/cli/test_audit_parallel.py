@@ -13,7 +13,7 @@ import pytest
 from engine import FixedClock, RecordedEvent
 from engine.audit import verifier, verify
 from engine.domain import MACHINES
-from engine.machines import StreamHead
+from engine.machines import StreamHead, stream_head
 from engine.projection import Projection
 from projections import default_projections, open_engine
 from tests.cli.test_audit import TAMPERING, forge_chain, make_log, tamper
@@ -129,7 +129,7 @@ def test_audit_parallel_stream_head_built_fast_is_a_stream_head() -> None:
     """The replay builds a guard's ``StreamHead`` without its frozen ``__init__``: it must be
     the very value ``StreamHead(...)`` makes, field for field (a field added to the class and
     not here fails this)."""
-    made = verifier._stream_head("job:j1", 2, "running")
+    made = stream_head("job:j1", 2, "running")
     plain = StreamHead("job:j1", 2, "running")
     assert type(made) is StreamHead and made == plain and hash(made) == hash(plain)
     assert vars(made) == {f.name: getattr(plain, f.name) for f in dataclasses.fields(StreamHead)}
