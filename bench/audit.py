@@ -50,10 +50,11 @@ def _share_rows(reader: Any, part: int, parts: int) -> Any:
     """The rows of one share of the streams with the hash stored before each, in position
     order, as ``verify`` reads them."""
     return reader.rows(
-        f"SELECT {', '.join('e.' + c for c in COLUMNS.split(', '))}, p.hash FROM events e"
+        f"SELECT {', '.join('e.' + c for c in COLUMNS.split(', '))},"
+        " coalesce(p.hash, CASE WHEN e.position = 1 THEN ?2 END) FROM events e"
         " LEFT JOIN events p ON p.position = e.position - 1"
         f" WHERE {share_of('e.stream_id', parts)} ORDER BY e.position",
-        (part,) if parts > 1 else (),
+        (part, chain.GENESIS),
     )
 
 
@@ -73,7 +74,7 @@ def _legal_share(path: str, part: int, parts: int) -> int:
         for (position, stream_id, version, event_type, recorded_at, epoch, command_id, state,
              payload, digest, previous) in _share_rows(reader, part, parts):  # fmt: skip
             link = chain.link(
-                previous or chain.GENESIS, position, stream_id, version, event_type,
+                previous, position, stream_id, version, event_type,
                 recorded_at, epoch, command_id, state, payload,
             )  # fmt: skip
             kind = stream_id.partition(":")[0]
@@ -110,7 +111,7 @@ def _complete_share(path: str, part: int, parts: int) -> int:
         for (position, stream_id, version, event_type, recorded_at, epoch, command_id, state,
              payload, digest, previous) in _share_rows(reader, part, parts):  # fmt: skip
             link = chain.link(
-                previous or chain.GENESIS, position, stream_id, version, event_type,
+                previous, position, stream_id, version, event_type,
                 recorded_at, epoch, command_id, state, payload,
             )  # fmt: skip
             head = heads.get(stream_id)

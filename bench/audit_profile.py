@@ -1,0 +1,124 @@
+"""Where one share of ``verify``'s fast pass spends its CPU, on a log built once.
+
+    python -m bench.audit_profile --keep FOLDER [--events N] [--runs 3]
+
+Times, in this process, one of the two shares of the streams that ``verify`` gives each core:
+``scan`` (its rows handed to Python with the hash stored before each, nothing done with them),
+``scan+links`` (each row's chain link checked as well, as the fast pass does), ``legality``
+(``bench.audit``'s legality floor: links and a (state, event type) lookup) and ``fast_pass``
+(the whole share: links, replay, folds and the comparison with the stored tables, whose part
+is printed apart). Prints the median process CPU seconds of each and the rate two cores would
+reach if each did one share at that cost: an upper bound, since it leaves out starting the
+workers. A profile, not a goal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import statistics
+import time
+from collections.abc import Callable
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+from bench.audit import _db, _legal_share, _share_rows
+from bench.ready import build
+from engine import chain
+from engine.audit import reading, tables, verifier
+from engine.audit.verifier import CHUNK, MMAP_BYTES
+from engine.domain import MACHINES
+from engine.machines import Machines
+from engine.projection import ProjectionSet
+from engine.streams import StreamsProjection
+from projections import default_projections
+
+PARTS = 2
+
+
+def scan(path: str, part: int) -> int:
+    with reading(path) as reader:
+        reader.query(f"PRAGMA mmap_size = {MMAP_BYTES}")
+        return sum(1 for _ in _share_rows(reader, part, PARTS))
+
+
+def scan_and_links(path: str, part: int) -> int:
+    with reading(path) as reader:
+        reader.query(f"PRAGMA mmap_size = {MMAP_BYTES}")
+        rows, linked = _share_rows(reader, part, PARTS), 0
+        while chunk := list(islice(rows, CHUNK)):
+            assert chain.links_hold(chunk)
+            linked += len(chunk)
+        return linked
+
+
+def legality(path: str, part: int) -> int:
+    return _legal_share(path, part, PARTS)
+
+
+COMPARING: list[float] = []  # CPU seconds of each fast pass spent comparing with the tables
+
+
+def fast_pass(path: str, part: int) -> int:
+    projections = ProjectionSet([StreamsProjection(), *default_projections()]).projections
+    verifier._CONTEXT.update(machines=Machines(MACHINES), projections=projections)
+    compare_rows = tables.compare_rows
+    spent = 0.0
+
+    def timed(*args: Any) -> Any:
+        nonlocal spent
+        started = time.process_time()
+        try:
+            return compare_rows(*args)
+        finally:
+            spent += time.process_time() - started
+
+    tables.compare_rows = timed  # type: ignore[assignment]
+    try:
+        found = verifier._replay(path, part, PARTS, [p.name for p in projections])
+    finally:
+        tables.compare_rows = compare_rows  # type: ignore[assignment]
+    assert found.fast and not found.chain_doubted and not found.violations
+    COMPARING.append(spent)
+    return found.rows
+
+
+PHASES: dict[str, Callable[[str, int], int]] = {
+    "scan": scan,
+    "scan+links": scan_and_links,
+    "legality": legality,
+    "fast_pass": fast_pass,
+}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--keep", type=Path, required=True, help="folder for the log, reused")
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    workspace = args.keep / f"profile-{args.events}"
+    if not _db(workspace).is_file():
+        build(workspace, args.events)
+    path = str(_db(workspace))
+    gc.disable()  # as in verify's workers
+    for name, phase in PHASES.items():
+        seconds, rows = [], 0
+        for _ in range(args.runs):
+            started = time.process_time()
+            rows = phase(path, 0)
+            seconds.append(time.process_time() - started)
+        median = statistics.median(seconds)
+        shown = " ".join(f"{s:.2f}" for s in seconds)
+        print(
+            f"{name}: {median:.3f} s CPU for {rows} rows ({shown}),"
+            f" {median / rows * 1e6:.2f} us per row, two cores at most"
+            f" {PARTS * rows / median:,.0f} events/s"
+        )
+    print(f"fast_pass comparing with the stored tables: {statistics.median(COMPARING):.3f} s CPU")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
