@@ -246,7 +246,8 @@ class SqliteStorage:
                 conn.set_busy_timeout(self.busy_timeout_ms)
                 # Only takes effect when the file is created (before WAL is switched on).
                 conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")
-                use_wal(conn, self.path)
+                if self.path != ":memory:":  # a scratch log: SQLite keeps its journal in memory
+                    use_wal(conn, self.path)
                 conn.execute(f"PRAGMA synchronous = {self.sync.upper()}")
         except apsw.Error as ex:
             raise translate(ex) from ex
