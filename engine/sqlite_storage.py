@@ -63,6 +63,41 @@ def translate(ex: BaseException) -> BaseException:
     return ex
 
 
+# How often a connection asks again to switch a new file to WAL after another connection's switch
+# beat it. One switch that succeeds leaves nothing to switch, so a second try is the norm; the
+# rest is room for several processes opening one new file at once.
+WAL_SWITCH_TRIES = 8
+
+
+def use_wal(conn: Any, path: str) -> None:
+    """Put the file in WAL mode (a no-op on a file already in it), waiting out another
+    connection that is switching the same new file at this moment.
+
+    Switching writes the file's header: the PRAGMA reads it, then upgrades to a write. When
+    another connection holds the write lock for its own switch, SQLite answers SQLITE_BUSY at
+    once instead of calling the busy handler, since a reader waiting on a writer that waits
+    for that reader to finish would deadlock. So each gunicorn worker's first request, racing
+    to open a log file that no one has created yet, could fail with "database is locked".
+    ``BEGIN IMMEDIATE`` starts from no transaction, so it does wait in the busy handler, for
+    exactly the other switch's lock; after it, the header says WAL or nobody is switching.
+
+    Raises:
+        apsw.BusyError: the other connection held its lock past the busy timeout.
+        StorageError: the file stayed out of WAL mode.
+    """
+    for _ in range(WAL_SWITCH_TRIES):
+        try:
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchall()[0][0]
+        except apsw.BusyError:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("ROLLBACK")
+            continue
+        if mode != "wal":
+            raise StorageError(f"{path}: SQLite kept journal mode {mode!r} instead of WAL")
+        return
+    raise StorageError(f"{path}: no switch to WAL after {WAL_SWITCH_TRIES} tries")
+
+
 class SqliteWriter:
     """The write side on this process's writer connection (see ``engine.storage``)."""
 
@@ -211,7 +246,8 @@ class SqliteStorage:
                 conn.set_busy_timeout(self.busy_timeout_ms)
                 # Only takes effect when the file is created (before WAL is switched on).
                 conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")
-                conn.execute("PRAGMA journal_mode = WAL")
+                if self.path != ":memory:":  # a scratch log: SQLite keeps its journal in memory
+                    use_wal(conn, self.path)
                 conn.execute(f"PRAGMA synchronous = {self.sync.upper()}")
         except apsw.Error as ex:
             raise translate(ex) from ex
