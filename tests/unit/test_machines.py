@@ -1,12 +1,13 @@
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import deque
 
 import pytest
 
 from engine import NEW, Event, InvalidDeclaration, Machines, MachineSpec, StreamHead, Transition
-from engine.machines import ANY, LIVE, build_machine
+from engine.machines import ANY, LIVE, build_machine, stream_head
 from tests.support.tickets import TICKET, TicketFinished, TicketOpened, TicketStarted
 
 # (state, event_type) -> allowed, for the ticket machine; None is "stream does not exist".
@@ -180,3 +181,13 @@ def test_machine_sentinels_are_objects_not_strings() -> None:
     for sentinel in (NEW, ANY, LIVE):
         assert not isinstance(sentinel, str)
         assert sentinel not in ("*", "live", "new", (), "")
+
+
+def test_machines_stream_head_built_fast_is_a_stream_head() -> None:
+    """A replay builds a guard's ``StreamHead`` without its frozen ``__init__``: it must be the
+    very value ``StreamHead(...)`` makes, field for field (a field added to the class and not
+    to ``stream_head`` fails this)."""
+    made = stream_head("job:j1", 2, "running")
+    plain = StreamHead("job:j1", 2, "running")
+    assert type(made) is StreamHead and made == plain and hash(made) == hash(plain)
+    assert vars(made) == {f.name: getattr(plain, f.name) for f in dataclasses.fields(StreamHead)}
