@@ -7,6 +7,7 @@ Flags win over the environment. An invalid value is a boot error with a one-line
 from __future__ import annotations
 
 import os
+import pwd
 import shlex
 import sys
 from collections.abc import Mapping
@@ -17,7 +18,7 @@ from adapters.agents import Agents, default_agents, load_agents
 from adapters.config_error import ConfigError
 from engine.log import is_postgres_url
 
-__all__ = ["ConfigError", "ServerConfig", "load_config"]
+__all__ = ["ConfigError", "RunUser", "ServerConfig", "load_config"]
 
 
 LEASE_BUSY_TEXT = (
@@ -58,6 +59,18 @@ class ServerConfig:
     max_body: int = 1 << 20
     agents: Agents = field(default_factory=Agents)  # FOLDLINE_AGENTS_FILE; "" is the runner
     stop_grace_s: float = 30.0
+    # Out of the runs' reach (ADR 0029): where the anchor lives, and who runs execute as.
+    state_dir: Path = field(default_factory=lambda: default_state_dir(os.environ))
+    run_user: RunUser | None = None  # None: runs keep the server's uid (a non-root server)
+    new_log: bool = False  # --new-log: start a new log where the anchor saw history
+
+    @property
+    def operator_token_file(self) -> Path:
+        """Where the generated operator token lives (0600): beside the log, in the directory
+        runs cannot reach; for a PostgreSQL log, in the state directory."""
+        if self.db_url is not None:
+            return self.state_dir / "operator-token"
+        return self.db.with_name(self.db.name + ".token")
 
     def command_of(self, agent: str) -> str:
         """The command a job of ``agent`` runs (the default agent's is ``runner``)."""
@@ -73,6 +86,53 @@ class ServerConfig:
         """The loopback base a run calls back on (``FOLDLINE_URL``)."""
         host, _, port = self.bind.rpartition(":")
         return f"http://{'127.0.0.1' if host in ('0.0.0.0', '::', '[::]') else host}:{port}"
+
+
+@dataclass(frozen=True)
+class RunUser:
+    """Who a run executes as when the server is root (``FOLDLINE_RUN_USER``)."""
+
+    uid: int
+    gid: int
+    name: str  # as configured, for messages
+
+    @property
+    def is_root(self) -> bool:
+        return self.uid == 0
+
+
+def default_state_dir(env: Mapping[str, str]) -> Path:
+    """``FOLDLINE_STATE_DIR``, else ``/var/lib/foldline`` for root, else
+    ``$XDG_STATE_HOME/foldline`` (``~/.local/state/foldline``)."""
+    if env.get("FOLDLINE_STATE_DIR"):
+        return Path(env["FOLDLINE_STATE_DIR"]).resolve()
+    if os.geteuid() == 0:
+        return Path("/var/lib/foldline")
+    xdg = env.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(xdg).resolve() / "foldline"
+
+
+def _run_user(text: str | None) -> RunUser | None:
+    """``FOLDLINE_RUN_USER``: a user name or ``uid:gid``; default ``1000:1000`` when the server
+    is root, and no switch at all when it is not (it could not switch)."""
+    if os.geteuid() != 0:
+        if text:
+            raise ConfigError(
+                f"FOLDLINE_RUN_USER={text!r}: only a server running as root can run jobs as"
+                " another user"
+            )
+        return None
+    text = text or "1000:1000"
+    uid_text, sep, gid_text = text.partition(":")
+    if sep:
+        if not (uid_text.isdigit() and gid_text.isdigit()):
+            raise ConfigError(f"FOLDLINE_RUN_USER={text!r}: expected a user name or uid:gid")
+        return RunUser(int(uid_text), int(gid_text), text)
+    try:
+        entry = pwd.getpwnam(text)
+    except KeyError:
+        raise ConfigError(f"FOLDLINE_RUN_USER={text!r}: no such user") from None
+    return RunUser(entry.pw_uid, entry.pw_gid, text)
 
 
 def _number(name: str, text: str, kind: type = float, minimum: float = 0.0) -> float:
@@ -134,6 +194,8 @@ def load_config(
         "token": env.get("FOLDLINE_TOKEN") or None,
         "resource_groups": _groups(env.get("FOLDLINE_RESOURCE_GROUPS", "")),
         "public_url": env.get("FOLDLINE_PUBLIC_URL") or None,
+        "state_dir": default_state_dir(env),
+        "run_user": _run_user(env.get("FOLDLINE_RUN_USER")),
     }
     numbers = {
         "lease_renew_s": "FOLDLINE_LEASE_RENEW_S",

@@ -66,7 +66,17 @@ def serve(
 ) -> Iterator[Server]:
     """Start the server, wait until /ping answers (at most 30 s), stop it with SIGTERM."""
     port = port or free_port()
-    full_env = {**os.environ, "FOLDLINE_SSE_KEEPALIVE_S": "0.3", **(env or {})}
+    full_env = {
+        **os.environ,
+        "FOLDLINE_SSE_KEEPALIVE_S": "0.3",
+        # The anchor of each test's log stays beside its workspace, not in the machine's state.
+        "FOLDLINE_STATE_DIR": str(workspace.parent / f"{workspace.name}.state"),
+        # Test runners live in the test's own (root-only) temporary directory and run the venv's
+        # Python: they run as the server's user unless a test asks for the default run user
+        # (tests/http/test_hostile_runner.py does).
+        **({"FOLDLINE_RUN_USER": "root"} if os.geteuid() == 0 else {}),
+        **(env or {}),
+    }
     process = subprocess.Popen(
         [
             sys.executable,
