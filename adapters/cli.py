@@ -45,6 +45,7 @@ def _shown(url: str) -> str:
 
 def _serve(args: argparse.Namespace) -> int:
     """Run the HTTP server on the workspace (blocks until stopped)."""
+    from adapters import sandbox
     from adapters.config import ConfigError, load_config
     from adapters.server import FoldlineServer
 
@@ -66,6 +67,22 @@ def _serve(args: argparse.Namespace) -> int:
     if config.db_url is None and config.db.is_file() and not _looks_like_sqlite(config.db):
         print(f"foldline: not_a_log: {config.db} is not a SQLite database", file=sys.stderr)
         return 2
+    config = replace(config, new_log=args.new_log)
+    jail = sandbox.for_server(
+        config.run_user, config.db.parent if config.db_url is None else None, config.state_dir
+    )
+    try:
+        if jail is not None:
+            sandbox.check(jail)  # runs that could not be isolated are never started
+    except ConfigError as ex:
+        print(f"foldline: invalid configuration: {ex}", file=sys.stderr)
+        return 2
+    if config.run_user is not None and config.run_user.is_root:
+        print(
+            "foldline: warning: FOLDLINE_RUN_USER=root: runs execute as root and can reach"
+            " the log and the operator's token",
+            file=sys.stderr,
+        )
     print(
         json.dumps(
             {
@@ -74,6 +91,8 @@ def _serve(args: argparse.Namespace) -> int:
                 "schema": LATEST,
                 "bind": config.bind,
                 "workers": config.workers,
+                "runs_as": jail.user.name if jail else "the server's user",
+                "state_dir": str(config.state_dir),
             }
         ),
         flush=True,
@@ -321,6 +340,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--bind", help="HOST:PORT (default: $FOLDLINE_BIND or 127.0.0.1:8080)")
     serve.add_argument("--workers", type=int, help="worker processes (default 2)")
     serve.add_argument("--threads", type=int, help="threads per worker (default 32)")
+    serve.add_argument(
+        "--new-log",
+        action="store_true",
+        help="start even though the log does not extend its anchor (recorded as lease.new_log)",
+    )
     serve.set_defaults(run=_serve)
     machines = commands.add_parser(
         "machines",

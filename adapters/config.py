@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import os
 import pwd
-import shlex
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from adapters import demo_agent
 from adapters.agents import Agents, default_agents, load_agents
 from adapters.config_error import ConfigError
 from engine.log import is_postgres_url
@@ -28,7 +27,7 @@ LEASE_BUSY_TEXT = (
 
 def demo_runner() -> str:
     """The built-in demo agent: echoes the prompt slowly so a lifecycle can be watched."""
-    return f"{shlex.quote(sys.executable)} -m adapters.demo_agent"
+    return demo_agent.SCRIPT
 
 
 @dataclass(frozen=True)

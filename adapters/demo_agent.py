@@ -2,28 +2,13 @@
 
 It is what ``foldline serve`` runs when ``FOLDLINE_RUNNER`` is unset, so that a fresh server
 shows a whole job lifecycle (accepted, live deltas, result) without any agent installed.
-``FOLDLINE_DEMO_DELAY_S`` sets the pause between words (default 0.2 s).
+``FOLDLINE_DEMO_DELAY_S`` sets the pause between words (default 0.2 s). It is a POSIX shell
+program, not Python: a run executes as another user (``adapters.sandbox``), who may not be
+allowed to reach the server's own Python and its packages.
 """
 
-from __future__ import annotations
-
-import os
-import sys
-import time
-
-
-def main() -> int:
-    prompt = sys.stdin.read()
-    delay = float(os.environ.get("FOLDLINE_DEMO_DELAY_S", "0.2"))
-    words = prompt.split() or ["(empty", "prompt)"]
-    sys.stdout.write("echo:")
-    for word in words[:200]:
-        sys.stdout.write(" " + word)
-        sys.stdout.flush()
-        time.sleep(delay)
-    sys.stdout.write("\n")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+SCRIPT = (
+    'prompt=$(cat); set -f; set -- $prompt; [ $# -gt 0 ] || set -- "(empty" "prompt)"; '
+    'printf "echo:"; n=0; for word in "$@"; do n=$((n + 1)); [ "$n" -le 200 ] || break; '
+    'printf " %s" "$word"; sleep "${FOLDLINE_DEMO_DELAY_S:-0.2}"; done; printf "\\n"'
+)

@@ -19,12 +19,13 @@ from typing import Any
 
 import msgspec
 
-from adapters import notify, runner
+from adapters import notify, runner, sandbox
 from adapters.config import ServerConfig
 from adapters.processes import GatedProcess, spawn_gated
 from engine.domain import commands as c
 from engine.domain import ids
 from engine.domain.engine import DomainEngine
+from engine.errors import LogMissing
 from engine.log import Transaction
 from projections import queries
 from projections.view import SqlDomainView
@@ -98,6 +99,10 @@ class Dispatcher:
         self._hooks = 0
         self._lock = threading.Lock()
         self.last_change = time.time()  # when this process's busy state last changed
+        # Who runs execute as, and what they cannot see (None: as the server, a non-root one).
+        self.sandbox = sandbox.for_server(
+            config.run_user, config.db.parent if config.db_url is None else None, config.state_dir
+        )
 
     def is_busy(self) -> bool:
         """Runs or notify hooks in flight in this process."""
@@ -280,7 +285,12 @@ class Dispatcher:
                     "FOLDLINE_RUN_TOKEN": token,
                 }
                 command = self.config.command_of(launch.agent)
-                process = spawn_gated(command, self.config.workspace, env)
+                jail = self.sandbox
+                if jail is not None:
+                    env.update(jail.env())
+                process = spawn_gated(
+                    command, self.config.workspace, env, wrap=jail.wrap if jail else None
+                )
                 started.append((launch, job_id, run_id, token_digest(token), process))
         except OSError as ex:
             for *_, process in started:
@@ -332,6 +342,8 @@ class Dispatcher:
                 on_finished=self._notify,
                 stopping=self._stopping,
             )
+        except LogMissing as ex:  # said once by the storage; the job's end cannot be recorded
+            log.error("run of %s ended unrecorded: %s", run.job_id, ex)
         except Exception:  # a bug here must not kill the worker; the job stays running
             log.exception("run of %s failed", run.job_id)
         finally:

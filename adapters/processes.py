@@ -14,7 +14,7 @@ import contextlib
 import os
 import signal
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -107,17 +107,24 @@ class GatedProcess:
 
 
 def spawn_gated(
-    command: str, cwd: Path, env: Mapping[str, str], base: Mapping[str, str] | None = None
+    command: str,
+    cwd: Path,
+    env: Mapping[str, str],
+    base: Mapping[str, str] | None = None,
+    wrap: Callable[[list[str]], list[str]] | None = None,
 ) -> GatedProcess:
     """Start ``sh -c command`` stopped at its gate (see the module docstring), in its own
     process group, every stdio piped, with ``base`` (default: the allowlisted environment)
-    plus ``env``.
+    plus ``env``. ``wrap`` turns the argv into the one that runs it as another user
+    (``adapters.sandbox``); every program it puts in front execs the next, so the pid and the
+    start token recorded are the run's own.
 
     Raises:
         OSError: the child could not be created.
     """
+    argv = ["sh", "-c", _GATE, command]
     process = subprocess.Popen(
-        ["sh", "-c", _GATE, command],
+        argv if wrap is None else wrap(argv),
         cwd=cwd,
         env=child_env(env, base),
         stdin=subprocess.PIPE,

@@ -13,22 +13,27 @@ it, and the others of the same instance find it theirs.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
-from adapters import recovery
+from adapters import log_anchor, recovery, sandbox
 from adapters.config import ServerConfig
 from adapters.dispatch import Dispatcher
 from adapters.tenure import Tenure
 from engine import open_notifier
+from engine.audit.anchor import ServerAnchor
 from engine.clock import Clock
 from engine.domain.engine import DomainEngine
 from engine.domain.rules import Settings
+from engine.errors import LogMissing
 from engine.notifier import Notifier
 from projections import open_engine
+
+log = logging.getLogger("foldline.runtime")
 
 
 class Runtime:
@@ -50,9 +55,22 @@ class Runtime:
             engine=lambda: self.engine,
             recover=self._recover,
             is_recovered=lambda: recovery.is_recovered(self.engine),
-            on_renewed=lambda: recovery.record_timeouts(self.engine, self.graces),
+            on_renewed=self._renewed,
             stopping=self.shutdown,
+            log_missing=self.log_missing,
         )
+        # The anchor outside the workspace (adapters.log_anchor); none for a PostgreSQL log.
+        self.anchor_path = (
+            log_anchor.anchor_file(config.state_dir, config.db) if config.db_url is None else None
+        )
+        # --new-log replaces only the anchor the server found at boot, never a later one.
+        self._replaceable = (
+            log_anchor.read(self.anchor_path) if config.new_log and self.anchor_path else None
+        )
+        self._lost: ServerAnchor | None = None  # to record as lease.new_log once we hold it
+        self._anchored_epoch: int | None = None
+        self._anchor_lock = threading.RLock()
+        self.refused: str | None = None  # why the last open was refused (log_missing)
         self.open_streams = 0
         self._streams_lock = threading.Lock()
 
@@ -68,24 +86,63 @@ class Runtime:
         if not self.is_open:
             with self._open_lock:
                 if not self.is_open:
-                    self._engine = open_engine(
-                        self.config.log_target,
-                        Settings(
-                            resource_groups=self.config.resource_groups,
-                            lease_stale_s=self.config.lease_stale_s,
-                            agents=self.config.agents.policies,
-                            max_depth=self.config.agents.max_depth,
-                            max_active_agents=self.config.agents.max_active_agents,
-                            max_active_writers=self.config.agents.max_active_writers,
-                        ),
-                        clock=self.clock,
-                        sync=self.config.sync,  # type: ignore[arg-type]
-                    )
+                    self._engine = self._open_checked()
                     self._notifier = open_notifier(self._engine.log)
                     self._pid = os.getpid()
                     self.tenure.forget()
+                    self._anchored_epoch = None
         assert self._engine is not None
         return self._engine
+
+    def _open_checked(self) -> DomainEngine:
+        """Open the log, refusing one that does not extend its anchor (``log_missing``)."""
+        anchor = log_anchor.read(self.anchor_path) if self.anchor_path else None
+        db = self.config.db
+        if anchor is not None and not db.exists():
+            self._refuse_unless_replaceable(anchor, f"{db} is gone")
+        engine = self._open()
+        if self.jobs.sandbox is not None:
+            try:
+                sandbox.prepare(self.jobs.sandbox, self.config.workspace)
+            except LogMissing as ex:
+                self.refused = ex.message
+                engine.log.close()
+                raise
+        if anchor is not None:
+            reason = log_anchor.missing_reason(anchor, db, engine.log.connection())
+            if reason is not None:
+                try:
+                    self._refuse_unless_replaceable(anchor, reason)
+                except LogMissing:
+                    engine.log.close()
+                    raise
+        self.refused = None
+        return engine
+
+    def _refuse_unless_replaceable(self, anchor: ServerAnchor, reason: str) -> None:
+        if anchor != self._replaceable:
+            assert self.anchor_path is not None
+            refused = log_anchor.refusal(anchor, reason, self.anchor_path)
+            self.refused = refused.message
+            raise refused
+        self._lost = anchor
+
+    def _open(self) -> DomainEngine:
+        config = self.config
+        settings = Settings(
+            resource_groups=config.resource_groups,
+            lease_stale_s=config.lease_stale_s,
+            agents=config.agents.policies,
+            max_depth=config.agents.max_depth,
+            max_active_agents=config.agents.max_active_agents,
+            max_active_writers=config.agents.max_active_writers,
+        )
+        return open_engine(
+            config.log_target,
+            settings,
+            clock=self.clock,
+            sync=config.sync,  # type: ignore[arg-type]
+        )
 
     def close(self) -> None:
         """Stop: cut off the runs of this process (they stay recorded as running, for recovery),
@@ -114,21 +171,73 @@ class Runtime:
     def _recover(self) -> None:
         recovery.recover(self.engine, self.jobs.resume, self.graces)
 
+    def _renewed(self) -> None:
+        recovery.record_timeouts(self.engine, self.graces)
+        self._write_anchor()
+
+    def _write_anchor(self) -> None:
+        """Keep the anchor at the log's head (after taking the lease, each renewal, release)."""
+        if self.anchor_path is None:
+            return
+        head = log_anchor.head_of(self.engine.log.connection(), self.config.db)
+        if head is not None:
+            with self._anchor_lock:
+                log_anchor.write(self.anchor_path, head)
+        self._anchored_epoch = self.tenure.epoch
+
+    def log_missing(self) -> str | None:
+        """Why the log cannot be written (``log_missing``), None while it can: an open refused
+        by the anchor, or a file that is no longer the one this process opened."""
+        if self.refused is not None:
+            return self.refused
+        if not self.is_open:
+            return None
+        identity = getattr(self.engine.log.storage, "identity", None)  # SQLite's only
+        if identity is not None and not identity.holds():
+            return str(identity.lost)
+        return None
+
+    def check_log(self) -> None:
+        """Raises LogMissing: the log is gone (see ``log_missing``)."""
+        missing = self.log_missing()
+        if missing is not None:
+            raise LogMissing(missing)
+
+    def ending(self) -> bool:
+        """Whether long waits and streams should end now: the server is stopping, or its log
+        is gone (a stream would otherwise wait for commits that can never come)."""
+        return self.shutdown.is_set() or self.log_missing() is not None
+
     def lease_holder(self) -> tuple[str, int] | None:
         """The instance holding the lease and its epoch, per the log (None if free)."""
         return self.tenure.current_holder()
 
     def ensure_lease(self) -> None:
-        """Hold the workspace lease before writing (see ``Tenure.ensure``)."""
+        """Hold the workspace lease before writing (see ``Tenure.ensure``). A tenure new to
+        this process anchors the log first, and records a lost anchor (``--new-log``)."""
         self.tenure.ensure()
+        if self._anchored_epoch == self.tenure.epoch or self.anchor_path is None:
+            return
+        lost, self._lost = self._lost, None
+        if lost is not None:
+            self.engine.handle(
+                log_anchor.new_log_command(lost, self.holder, self.tenure.epoch or 0)
+            )
+        self._write_anchor()
 
     def release_lease(self) -> None:
         """Graceful stop: give the lease back if this instance holds it. The lease file is
         read first, so a server that never wrote opens nothing (the gunicorn master never
         opened the log: its workers did)."""
         on_file = self.tenure.file.read()
-        if self.is_open or (on_file is not None and on_file.holder == self.holder):
-            self.tenure.release()
+        if not (self.is_open or (on_file is not None and on_file.holder == self.holder)):
+            return
+        try:
+            if self.log_missing() is None:
+                self.tenure.release()
+                self._write_anchor()
+        except LogMissing as ex:  # gone since: nothing to release into
+            log.error("lease not released: %s", ex)
 
     # -- /ping, from memory --------------------------------------------------------------------
 

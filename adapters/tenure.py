@@ -53,6 +53,7 @@ class Tenure:
         is_recovered: Callable[[], bool],
         on_renewed: Callable[[], None],
         stopping: threading.Event,
+        log_missing: Callable[[], str | None] = lambda: None,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.config = config
@@ -62,6 +63,7 @@ class Tenure:
         self._is_recovered = is_recovered
         self._on_renewed = on_renewed
         self._stopping = stopping
+        self._log_missing = log_missing
         self._monotonic = monotonic
         # The gate beside the log: the lease file, or on PostgreSQL the log itself.
         self.file: LeaseFile | LogLease = (
@@ -197,6 +199,10 @@ class Tenure:
         last_ok = self._monotonic()
         margin = self.config.lease_renew_s
         while not self._stopping.wait(self.config.lease_renew_s / 2):
+            missing = self._log_missing()
+            if missing is not None:  # nothing more is written: the lease goes with its log
+                log.error("lease renewals stop: %s", missing)
+                return
             try:
                 if not self.check():
                     return

@@ -138,6 +138,13 @@ class StorageError(EngineError, OSError):
     code = "storage_error"
 
 
+class LogMissing(StorageError):
+    """The file at the log's path is not the log this process writes (deleted, moved or
+    replaced under it), or a log with recorded history is gone: nothing more is written."""
+
+    code = "log_missing"
+
+
 class ChainBroken(EngineError):
     """The hash chain does not verify: history was edited, removed, inserted or reordered."""
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import threading
 from collections.abc import Iterator, Sequence
@@ -23,7 +24,7 @@ from urllib.parse import quote
 import apsw
 
 from engine import chain
-from engine.errors import NeedsMigration, NotALog, StorageError
+from engine.errors import LogMissing, NeedsMigration, NotALog, StorageError
 from engine.schema import LATEST, migrate
 from engine.sqlite_checkpoint import BACKSTOP_PAGES, CHECKPOINT_PAGES, Checkpointer
 from engine.storage import CommandOutcome, CommandRow, EventRow, HeadRow
@@ -98,11 +99,51 @@ def use_wal(conn: Any, path: str) -> None:
     raise StorageError(f"{path}: no switch to WAL after {WAL_SWITCH_TRIES} tries")
 
 
+class FileIdentity:
+    """The file this process writes, by device and inode, checked before every commit.
+
+    SQLite keeps writing into a log file that was deleted, moved or replaced under an open
+    connection: a ``git clean`` or ``rm -rf`` of its directory leaves a server acknowledging
+    writes that no later open will ever see. A commit therefore first asks whether the path
+    still names the file opened (one ``stat``, about a microsecond); once it does not, every
+    later write is refused, so nothing is acknowledged into an unlinked file.
+    """
+
+    def __init__(self, path: str) -> None:
+        stat = os.stat(path)
+        self.path = path
+        self.key = (stat.st_dev, stat.st_ino)
+        self.lost: str | None = None
+
+    def holds(self) -> bool:
+        """Whether the path still names the file opened (remembering a loss for good)."""
+        if self.lost is not None:
+            return False
+        try:
+            stat = os.stat(self.path)
+        except OSError as ex:
+            self.lost = f"{self.path} is gone ({ex.strerror}): the log was deleted or moved"
+        else:
+            if (stat.st_dev, stat.st_ino) == self.key:
+                return True
+            self.lost = f"{self.path} is another file now: the log was replaced"
+        logging.getLogger("foldline.log").error("%s; no more writes are taken", self.lost)
+        return False
+
+    def check(self) -> None:
+        """Raises LogMissing: the path no longer names the file opened."""
+        if not self.holds():
+            raise LogMissing(f"{self.lost}; no more writes are taken")
+
+
 class SqliteWriter:
     """The write side on this process's writer connection (see ``engine.storage``)."""
 
-    def __init__(self, conn: Any, checkpoints: Checkpointer) -> None:
+    def __init__(
+        self, conn: Any, checkpoints: Checkpointer, identity: FileIdentity | None = None
+    ) -> None:
         self._conn = conn
+        self._identity = identity
         self._cursor = conn.cursor()
         self._execute = self._cursor.execute
         self._version_after_commit: int | None = None
@@ -126,6 +167,8 @@ class SqliteWriter:
         return bool(self._conn.data_version() == self._version_after_commit)
 
     def commit(self) -> None:
+        if self._identity is not None:
+            self._identity.check()
         self._execute("COMMIT")
         self._version_after_commit = self._conn.data_version()
         if self._wal_pages >= CHECKPOINT_PAGES:
@@ -219,6 +262,8 @@ class SqliteStorage:
         self._lock = threading.Lock()
         self._writer: tuple[int, SqliteWriter] | None = None
         self.checkpoints = Checkpointer(self._connect)
+        # Taken at this process's first open of the file; later opens never create one.
+        self.identity: FileIdentity | None = None
 
     translate = staticmethod(translate)
 
@@ -241,6 +286,13 @@ class SqliteStorage:
                     flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI,
                 )
                 conn.set_busy_timeout(self.busy_timeout_ms)
+            elif self.identity is not None:
+                # The file exists (this process opened it): a connection that would create an
+                # empty one where it vanished must fail instead.
+                self.identity.check()
+                conn = apsw.Connection(self.path, flags=apsw.SQLITE_OPEN_READWRITE)
+                conn.set_busy_timeout(self.busy_timeout_ms)
+                conn.execute(f"PRAGMA synchronous = {self.sync.upper()}")
             else:
                 conn = apsw.Connection(self.path)
                 conn.set_busy_timeout(self.busy_timeout_ms)
@@ -248,6 +300,7 @@ class SqliteStorage:
                 conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")
                 if self.path != ":memory:":  # a scratch log: SQLite keeps its journal in memory
                     use_wal(conn, self.path)
+                    self.identity = FileIdentity(self.path)
                 conn.execute(f"PRAGMA synchronous = {self.sync.upper()}")
         except apsw.Error as ex:
             raise translate(ex) from ex
@@ -281,7 +334,7 @@ class SqliteStorage:
         pid = os.getpid()
         if held is not None and held[0] == pid:
             return held[1]
-        writer = SqliteWriter(self._open(), self.checkpoints)
+        writer = SqliteWriter(self._open(), self.checkpoints, self.identity)
         self._writer = (pid, writer)
         return writer
 

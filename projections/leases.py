@@ -5,7 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from engine.domain import ids
-from engine.domain.lease import LeaseAcquired, LeaseReleased, LeaseRenewed, LeaseTakenOver
+from engine.domain.lease import (
+    LeaseAcquired,
+    LeaseNewLog,
+    LeaseReleased,
+    LeaseRenewed,
+    LeaseTakenOver,
+)
 from engine.events import RecordedEvent
 from engine.projection import DispatchProjection, Folder, handles
 from projections import memory
@@ -61,7 +67,7 @@ class LeasesProjection(DispatchProjection):
             ),
         )
 
-    @handles(LeaseRenewed, LeaseReleased)
+    @handles(LeaseRenewed, LeaseReleased, LeaseNewLog)
     def _touch(self, cur: Any, e: RecordedEvent) -> None:
         cur.execute(
             "UPDATE leases SET state = ?, version = ?, renewed_at = ?, updated_at = ?"

@@ -379,5 +379,6 @@ def leases_folder(cursor: Any) -> Folder:
         "lease.taken_over": tenure,
         "lease.renewed": touch,
         "lease.released": touch,
+        "lease.new_log": touch,
     }
     return _folder(leases, folds)

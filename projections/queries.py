@@ -77,6 +77,28 @@ def log_head(conn: Any) -> int:
     return int(_scalar(conn, "SELECT coalesce(max(position), 0) FROM events"))
 
 
+class Mark(_Row, frozen=True):
+    """One event's place in the chain: what an anchor keeps of the log's head."""
+
+    position: int
+    hash: bytes
+    recorded_at: str
+
+
+def head_mark(conn: Any) -> Mark | None:
+    """The last event's position, chain hash and time (None when the log is empty)."""
+    return _one(
+        conn, Mark, "SELECT position, hash, recorded_at FROM events ORDER BY position DESC LIMIT 1"
+    )
+
+
+def mark_at(conn: Any, position: int) -> Mark | None:
+    """The event at ``position`` (None when the log does not reach it)."""
+    return _one(
+        conn, Mark, "SELECT position, hash, recorded_at FROM events WHERE position = ?", position
+    )
+
+
 # -- leases -----------------------------------------------------------------------------------
 
 

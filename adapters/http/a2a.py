@@ -311,7 +311,7 @@ class JsonRpc:
         for recorded in follow(
             log,
             0,
-            self.runtime.shutdown,
+            self.runtime.ending,
             keepalive_s=interval,
             poll_s=0.25,
             deadline=deadline,
@@ -343,7 +343,7 @@ class JsonRpc:
             runtime.engine.log,
             task_id,
             request_id,
-            runtime.shutdown,
+            runtime.ending,
             keepalive_s=runtime.config.a2a_keepalive_s,
             deadline=time.monotonic() + runtime.config.sync_wait_s,
         )

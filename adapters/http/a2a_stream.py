@@ -14,8 +14,7 @@ artifact. The stream ends at a terminal or interrupted state, at the cap or at s
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from adapters.http import sse
@@ -38,7 +37,7 @@ def task_events(
     log: Log,
     task_id: str,
     request_id: Any,
-    stop: threading.Event,
+    stop: Callable[[], bool],
     *,
     keepalive_s: float,
     deadline: float,
@@ -107,5 +106,5 @@ def task_events(
             yield frame(status_update(record))
             if record.state in ENDS:
                 return
-    if stop.is_set():
+    if stop():
         yield sse.SHUTDOWN

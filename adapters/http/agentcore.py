@@ -23,7 +23,7 @@ from engine.domain import ids
 from engine.domain.errors import AdmissionRejected, AlreadyExists, Conflict, LeaseBusy
 from engine.domain.job import TERMINAL as JOB_TERMINAL
 from engine.domain.job import JobOutput
-from engine.errors import EngineError, InvalidArgument, InvalidTransition
+from engine.errors import EngineError, InvalidArgument, InvalidTransition, LogMissing
 from projections import queries
 
 T = TypeVar("T")
@@ -67,7 +67,8 @@ def wait_until_done(runtime: Runtime, job_id: str, timeout_s: float) -> dict[str
         head = log.head()
         body = job_body(runtime, job_id)
         remaining = deadline - time.monotonic()
-        if body["status"] != "running" or remaining <= 0 or runtime.shutdown.is_set():
+        if body["status"] != "running" or remaining <= 0 or runtime.ending():
+            runtime.check_log()  # a job whose log is gone never ends: say so, not "running"
             return body
         log.wait_for(head, min(remaining, 1.0))
 
@@ -249,7 +250,7 @@ class Invocations:
         for recorded in follow(
             log,
             after,
-            runtime.shutdown,
+            runtime.ending,
             keepalive_s=self.config.sse_keepalive_s,
             poll_s=0.5,
             stream_id=ids.job(job_id),
@@ -275,5 +276,6 @@ def handle_http_error(
 def handle_engine_error(
     req: falcon.Request, resp: falcon.Response, ex: EngineError, params: dict[str, Any]
 ) -> None:
-    resp.status = falcon.HTTP_409
+    # A log that is gone is the server's trouble, not a conflict in the request.
+    resp.status = falcon.HTTP_503 if isinstance(ex, LogMissing) else falcon.HTTP_409
     resp.media = {"error": ex.message, "code": ex.code}

@@ -142,7 +142,8 @@ class Waiting(Control):
             changed = [r.job_id for r in now if (r.version, r.result_state) != seen[r.job_id]]
             done = all(r.state in TERMINAL for r in now)
             left = deadline - time.monotonic()
-            if changed or done or left <= 0 or self.runtime.shutdown.is_set():
+            if changed or done or left <= 0 or self.runtime.ending():
+                self.runtime.check_log()
                 out = WaitOut(
                     jobs=[job_out(r) for r in now],
                     changed=changed,

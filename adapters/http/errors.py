@@ -26,6 +26,7 @@ STATUS: dict[type[e.EngineError], str] = {
     e.SchemaTooNew: falcon.HTTP_500,
     e.NotALog: falcon.HTTP_500,
     e.StorageError: falcon.HTTP_503,
+    e.LogMissing: falcon.HTTP_503,
     e.ChainBroken: falcon.HTTP_500,
     d.NotFound: falcon.HTTP_404,
     d.AlreadyExists: falcon.HTTP_409,

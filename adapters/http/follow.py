@@ -4,13 +4,12 @@
 ``follow`` yields each committed event after a position as it arrives, and ``None`` whenever
 ``keepalive_s`` passed without yielding one (the caller sends its keep-alive). It waits on the
 log (``Log.wait_for``), never on a guessed sleep, and ends, after delivering what is committed,
-at the deadline or once ``stop`` is set; the caller tells the two apart by looking at ``stop``.
+at the deadline or once ``stop()`` says so; the caller tells the two apart by asking ``stop()``.
 """
 
 from __future__ import annotations
 
 import math
-import threading
 import time
 from collections.abc import Callable, Iterator
 
@@ -23,7 +22,7 @@ PAGE = 1000
 def follow(
     log: Log,
     after: int,
-    stop: threading.Event,
+    stop: Callable[[], bool],
     *,
     keepalive_s: float,
     poll_s: float = 1.0,
@@ -53,7 +52,7 @@ def follow(
             quiet_since = time.monotonic()
             yield recorded
         # What was committed is delivered before stopping, so a resumed client misses nothing.
-        if stop.is_set() or time.monotonic() >= deadline:
+        if stop() or time.monotonic() >= deadline:
             return
         if time.monotonic() - quiet_since >= keepalive_s:
             quiet_since = time.monotonic()

@@ -14,6 +14,7 @@ import falcon
 from adapters.runtime import Runtime
 from adapters.tenure import LEASE
 from engine.domain.lease import LeaseState
+from engine.errors import LogMissing
 from projections import queries
 
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -27,7 +28,20 @@ def render(runtime: Runtime) -> str:
         lines.append(f"# TYPE {name} {kind}")
         lines.extend(f"{name}{labels} {value:g}" for labels, value in samples)
 
-    conn = runtime.engine.log.connection()
+    # First, and alone while it is 1: a log that is gone has nothing else worth reading.
+    try:
+        conn = runtime.engine.log.connection()
+        missing = runtime.log_missing()
+    except LogMissing as ex:  # refused at open: the anchor saw a log that is not there
+        missing = ex.message
+    metric(
+        "foldline_log_missing",
+        "gauge",
+        "1 when the log file was deleted, moved or replaced, or does not extend its anchor.",
+        [(f'{{pid="{os.getpid()}"}}', 1 if missing is not None else 0)],
+    )
+    if missing is not None:
+        return "\n".join(lines) + "\n"
     counts = queries.stream_counts(conn)
     metric(
         "foldline_entities",

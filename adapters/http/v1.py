@@ -203,7 +203,7 @@ class Events(Reads):
             for recorded in follow(
                 runtime.engine.log,
                 after,
-                runtime.shutdown,
+                runtime.ending,
                 keepalive_s=runtime.config.sse_keepalive_s,
             ):
                 if recorded is None:

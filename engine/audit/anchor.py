@@ -21,6 +21,7 @@ from engine.chain import Violation
 from engine.errors import InvalidArgument
 
 FORMAT = "foldline-checkpoint/1"
+SERVER_FORMAT = "foldline-anchor/1"
 
 
 class Checkpoint(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -28,7 +29,23 @@ class Checkpoint(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     position: int
     hash: str  # hex sha256 stored at ``position``
     recorded_at: str
-    streams: int  # how many stream heads the log had at ``position``
+    streams: int | None  # stream heads at ``position``; None: not kept (a server's anchor)
+
+
+class ServerAnchor(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """What a server last saw of its log, kept outside the workspace (``adapters.log_anchor``):
+    a checkpoint of its head, plus the file it was read from."""
+
+    format: str
+    position: int
+    hash: str
+    recorded_at: str
+    db: str
+    device: int
+    inode: int
+
+    def checkpoint(self) -> Checkpoint:
+        return Checkpoint(FORMAT, self.position, self.hash, self.recorded_at, None)
 
 
 def make_checkpoint(path: str | os.PathLike[str]) -> Checkpoint:
@@ -52,10 +69,20 @@ def encode(checkpoint: Checkpoint) -> bytes:
     return msgspec.json.format(msgspec.json.encode(checkpoint), indent=2)
 
 
+class _Format(msgspec.Struct):
+    format: str
+
+
 def load(text: bytes) -> Checkpoint:
-    """Raises InvalidArgument: not a checkpoint."""
+    """A checkpoint, or a server's anchor read as the checkpoint it holds.
+
+    Raises InvalidArgument: neither."""
     try:
-        checkpoint = msgspec.json.decode(text, type=Checkpoint)
+        kind = msgspec.json.decode(text, type=_Format).format
+        if kind == SERVER_FORMAT:
+            checkpoint = msgspec.json.decode(text, type=ServerAnchor).checkpoint()
+        else:
+            checkpoint = msgspec.json.decode(text, type=Checkpoint)
     except msgspec.DecodeError as ex:
         raise InvalidArgument(f"not a foldline checkpoint: {ex}") from ex
     if checkpoint.format != FORMAT or checkpoint.position < 1:
@@ -86,7 +113,7 @@ def verify_against(
         reason = "a different hash is stored there: the history before it was rewritten"
     elif broken:
         reason = f"the chain breaks at position {broken[0].position}, before the checkpoint"
-    elif rows[0][1] != checkpoint.recorded_at or streams != checkpoint.streams:
+    elif rows[0][1] != checkpoint.recorded_at or checkpoint.streams not in (None, streams):
         reason = "the row or the streams there differ from the checkpoint"
     else:
         return None

@@ -61,6 +61,18 @@ class ReleaseLease(Command, tag="ReleaseLease", frozen=True, kw_only=True):
     epoch: int
 
 
+class RecordNewLog(Command, tag="RecordNewLog", frozen=True, kw_only=True):
+    name: Id = "workspace"
+    holder: Short
+    epoch: int
+    lost_db: str
+    lost_position: int
+    lost_hash: Short
+    lost_recorded_at: Short
+    lost_device: int
+    lost_inode: int
+
+
 # -- session -----------------------------------------------------------------------------
 
 

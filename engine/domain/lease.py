@@ -43,6 +43,20 @@ class LeaseReleased(Event, tag="lease.released", frozen=True, kw_only=True):
     epoch: int
 
 
+class LeaseNewLog(Event, tag="lease.new_log", frozen=True, kw_only=True):
+    """The holder started this log where its anchor said a log with history had been
+    (``foldline serve --new-log``): the lost log's last anchored position, hash and file."""
+
+    holder: str
+    epoch: int
+    lost_db: str
+    lost_position: int
+    lost_hash: str
+    lost_recorded_at: str
+    lost_device: int
+    lost_inode: int
+
+
 LEASE = MachineSpec(
     kind="lease",
     description="Single-writer tenure over the workspace; a missing stream is a free lease.",
@@ -54,6 +68,7 @@ LEASE = MachineSpec(
         Transition(LeaseAcquired, [LeaseState.RELEASED], LeaseState.HELD),
         Transition(LeaseRenewed, [LeaseState.HELD]),
         Transition(LeaseTakenOver, [LeaseState.HELD]),
+        Transition(LeaseNewLog, [LeaseState.HELD]),
         Transition(LeaseReleased, [LeaseState.HELD], LeaseState.RELEASED),
     ],
 )

@@ -31,6 +31,7 @@ SPEC: dict[str, dict[str, tuple[list[str | None], set[str]]]] = {
         "lease.acquired": ([NEW, "released"], {"held"}),
         "lease.renewed": (["held"], {"="}),
         "lease.taken_over": (["held"], {"="}),
+        "lease.new_log": (["held"], {"="}),
         "lease.released": (["held"], {"released"}),
     },
     "session": {
