@@ -11,7 +11,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,6 +63,7 @@ def serve(
     workers: int = 1,
     threads: int = 16,
     port: int | None = None,
+    args: Sequence[str] = (),
 ) -> Iterator[Server]:
     """Start the server, wait until /ping answers (at most 30 s), stop it with SIGTERM."""
     port = port or free_port()
@@ -91,6 +92,7 @@ def serve(
             str(workers),
             "--threads",
             str(threads),
+            *args,
         ],
         cwd=ROOT,
         env=full_env,

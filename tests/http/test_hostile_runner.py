@@ -1,0 +1,194 @@
+"""A runner that turns on the server it runs under (ADR 0029), as root, the container's and CI's
+case: with the default run user, every attack on the log, the operator's token and the server's
+processes fails, the runner's ordinary work in the workspace succeeds, the server keeps serving,
+and the log still verifies with every earlier job in it.
+
+Each attack prints ``ATTACK <name> exit=<code> <first line of its error>``; each tool it uses is
+first shown to work on the runner's own files (``CONTROL ...``), so a refusal is the sandbox's,
+never a missing tool's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.server import ROOT, serve
+
+pytestmark = [
+    pytest.mark.server,
+    pytest.mark.skipif(os.geteuid() != 0, reason="runs as another user only under a root server"),
+]
+
+HOSTILE = r"""
+cat > prompt.txt
+read -r victim_job victim_session server_pid < prompt.txt
+say() { printf '%s\n' "$*"; }
+attack() {
+    name=$1; shift
+    if out=$("$@" 2>&1); then say "ATTACK $name exit=0 $out"; else say "ATTACK $name exit=$? $(printf '%s' "$out" | tail -n 1)"; fi
+}
+control() {
+    name=$1; shift
+    if out=$("$@" 2>&1); then say "CONTROL $name ok"; else say "CONTROL $name FAILED $out"; fi
+}
+http() {  # method path [token]: prints the status code
+    if [ -n "$3" ]; then auth="Authorization: Bearer $3"; else auth="X-None: none"; fi
+    code=$(curl -s -o /dev/null -w '%{http_code}' -X "$1" -H "$auth" "$FOLDLINE_URL$2")
+    [ "$code" -lt 300 ] && return 0
+    echo "HTTP $code"; return 1
+}
+
+echo mine > mine.txt
+control write-a-file test -s mine.txt
+control sqlite3-cli sqlite3 own.db "create table t(x); insert into t values (1)"
+control python-sqlite3 python3 -c "import sqlite3; sqlite3.connect('own2.db').execute('create table t(x)')"
+control signal-itself kill -0 $$
+control move-own-file mv own.db own3.db
+control curl curl -s -o /dev/null "$FOLDLINE_URL/ping"
+
+attack rm-rf rm -rf .foldline
+attack git-clean sh -c 'git init -q . && git clean -xfdq'
+attack mv-away mv .foldline elsewhere
+attack rename-into-place sh -c 'mkdir -p decoy && mv decoy .foldline'
+attack truncate truncate -s 0 .foldline/foldline.db
+attack sqlite3-write sqlite3 .foldline/foldline.db "delete from events"
+attack python-sqlite3-write python3 -c "import sqlite3; c = sqlite3.connect('.foldline/foldline.db'); c.execute('delete from events'); c.commit()"
+attack read-token cat .foldline/foldline.db.token
+attack list-log-dir ls -A .foldline/
+attack read-server-environ cat /proc/$server_pid/environ
+attack kill-server kill -9 $server_pid
+for worker in $(pgrep -P "$server_pid"); do attack kill-worker kill -9 "$worker"; done
+attack kill-parent kill -9 $PPID
+attack cancel-no-token http POST "/v1/jobs/$victim_job/cancel"
+attack cancel-run-token http POST "/v1/jobs/$victim_job/cancel" "$FOLDLINE_RUN_TOKEN"
+attack result-no-token http GET "/v1/jobs/$victim_job/result"
+attack result-run-token http GET "/v1/jobs/$victim_job/result" "$FOLDLINE_RUN_TOKEN"
+attack stream-no-token http GET "/v1/streams/session:$victim_session/events"
+attack stream-run-token http GET "/v1/streams/session:$victim_session/events" "$FOLDLINE_RUN_TOKEN"
+attack read-job-run-token http GET "/v1/jobs/$victim_job" "$FOLDLINE_RUN_TOKEN"
+
+echo after > after.txt
+control write-after-attacks test -s after.txt
+control read-own-job http GET "/v1/jobs/$FOLDLINE_JOB_ID" "$FOLDLINE_RUN_TOKEN"
+say "uid=$(id -u) home=$HOME"
+"""
+
+# Kept for good only with the sandbox: each of these needs the server's uid, or the log's
+# directory visible (run as root, every one of them succeeds).
+ATTACKS = {
+    "rm-rf",
+    "git-clean",
+    "mv-away",
+    "rename-into-place",
+    "truncate",
+    "sqlite3-write",
+    "python-sqlite3-write",
+    "read-token",
+    "list-log-dir",
+    "read-server-environ",
+    "kill-server",
+    "kill-worker",
+    "kill-parent",
+    "cancel-no-token",
+    "cancel-run-token",
+    "result-no-token",
+    "result-run-token",
+    "stream-no-token",
+    "stream-run-token",
+    "read-job-run-token",
+}
+
+
+@pytest.fixture
+def base() -> Iterator[Path]:
+    """A directory the run user can walk into (pytest's own temporary root is root's 0700):
+    the run's home lives in the state directory beside the workspace."""
+    path = Path(tempfile.mkdtemp(prefix="foldline-hostile-"))
+    os.chmod(path, 0o711)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _lines(result: str, kind: str) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    for line in result.splitlines():
+        if line.startswith(kind + " "):
+            name, _, rest = line[len(kind) + 1 :].partition(" ")
+            found.setdefault(name, []).append(rest)
+    return found
+
+
+def test_a_hostile_runner_cannot_touch_the_log_the_token_or_the_server(base: Path) -> None:
+    for tool in ("sqlite3", "python3", "curl", "git", "pgrep"):
+        assert shutil.which(tool), f"{tool} is needed to run the attacks (.ci/run installs it)"
+    workspace = base / "ws"
+    workspace.mkdir()
+    env = {
+        "FOLDLINE_RUN_USER": "1000:1000",  # the default of a root server, said explicitly
+        "FOLDLINE_TOKEN": "",  # the generated operator token, in the log's directory
+        "FOLDLINE_RUNNER": HOSTILE,
+        "FOLDLINE_AGENTS_FILE": str(base / "agents.toml"),
+    }
+    (base / "agents.toml").write_text('[agents.sleeper]\ncommand = "cat >/dev/null; sleep 60"\n')
+    with serve(workspace, env, workers=2) as server:
+        for n in range(4):  # history the attacks would like to erase
+            status, body = server.invoke({"prompt": f"earlier {n}", "id": f"earlier-{n}"})
+            assert status == 200 and body["state"] == "ok", body
+        status, victim = server.invoke({"prompt": "x", "agent": "sleeper", "async": True})
+        assert status == 202 or status == 200, victim
+        master = server.process.pid
+        prompt = f"{victim['invocation']} {victim['session']} {master}"
+        status, body = server.invoke({"prompt": prompt}, timeout=120)
+        assert status == 200, body
+        result = body["result"]
+        attacks, controls = _lines(result, "ATTACK"), _lines(result, "CONTROL")
+        print(result)  # the closing note quotes what each attack answered
+        assert set(attacks) == ATTACKS, result
+        for name, answers in attacks.items():
+            for answer in answers:
+                assert not answer.startswith("exit=0"), f"{name} succeeded: {answer}"
+        assert all(answer == ["ok"] for answer in controls.values()), controls
+        assert len(controls) == 9
+        assert "uid=1000 home=" in result
+
+        # The server still serves, its processes and the victim job untouched.
+        assert server.process.poll() is None
+        status, again = server.invoke({"prompt": "x", "agent": "sleeper", "async": True})
+        assert status in (200, 202), again
+        status, _, raw = server.request("GET", f"/v1/jobs/{victim['invocation']}")
+        assert status == 200 and json.loads(raw)["state"] == "running", raw
+    # The runner's own files are the run user's; the log's directory is still root's own.
+    assert (workspace / "after.txt").stat().st_uid == 1000
+    info = (workspace / ".foldline").stat()
+    assert (info.st_uid, info.st_mode & 0o777) == (0, 0o700)
+    db = workspace / ".foldline" / "foldline.db"
+    verified = subprocess.run(
+        [sys.executable, "-m", "adapters.cli", "verify", str(db)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    events = json.loads(verified.stdout)["events"]
+    assert events > 20
+    exported = subprocess.run(
+        [sys.executable, "-m", "adapters.cli", "export", str(db)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
+    for n in range(4):
+        assert f'"earlier {n}"' in exported  # every earlier job is still in the log

@@ -1,0 +1,157 @@
+"""A log deleted under a running server, as a run with the server's own uid can do it (a server
+that is not root, or ``FOLDLINE_RUN_USER=root``): writes stop with ``log_missing`` instead of
+going into an unlinked file, and a restart refuses to put an empty log in its place unless told
+to with ``--new-log``, which is recorded (ADR 0029)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.server import ROOT, Server, serve
+
+pytestmark = pytest.mark.server
+
+RUNNER = 'read -r p; case "$p" in wipe) rm -rf .foldline;; esac; echo "done: $p"'
+
+
+def _anchor(workspace: Path) -> Path:
+    (found,) = (workspace.parent / f"{workspace.name}.state" / "anchors").glob("*.json")
+    return found
+
+
+def _foldline(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "adapters.cli", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def _stderr_after_stop(server: Server) -> str:
+    server.process.send_signal(signal.SIGTERM)
+    server.process.wait(timeout=30)
+    assert server.process.stderr is not None
+    return server.process.stderr.read().decode()
+
+
+def _lease_events(server: Server) -> list[dict[str, Any]]:
+    status, _, raw = server.request("GET", "/v1/streams/lease:workspace/events")
+    assert status == 200, raw
+    return list(json.loads(raw)["events"])
+
+
+def test_a_log_deleted_under_a_running_server_stops_writes_and_no_empty_log_replaces_it(
+    tmp_path: Path,
+) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    env = {"FOLDLINE_RUNNER": RUNNER}
+    with serve(workspace, env) as server:
+        sessions = []
+        for n in range(4):
+            status, body = server.invoke({"prompt": f"job {n}"})
+            assert (status, body["result"]) == (200, f"done: job {n}\n")
+            sessions.append(body["session"])
+        # The run deletes the log's directory; its own end can no longer be recorded, and the
+        # caller waiting for it hears why instead of waiting for a commit that cannot come.
+        status, body = server.invoke({"prompt": "wipe"}, timeout=60)
+        assert (status, body["code"]) == (503, "log_missing"), body
+        assert "is gone" in body["error"]
+        assert not (workspace / ".foldline").exists()
+        status, body = server.invoke({"prompt": "after"})
+        assert (status, body["code"]) == (503, "log_missing")
+        status, _, raw = server.request(
+            "POST",
+            f"/v1/sessions/{sessions[0]}/taint",
+            b'{"reason": "checked"}',
+            {"Content-Type": "application/json"},
+        )
+        assert status == 503 and json.loads(raw)["error"]["code"] == "log_missing"
+        metrics = server.request("GET", "/metrics")[2].decode()
+        assert "foldline_log_missing{" in metrics and metrics.split("foldline_log_missing{")[1]
+        assert metrics.split("foldline_log_missing{")[1].split("\n")[0].endswith(" 1")
+        assert server.request("GET", "/ping")[0] == 200
+        stderr = _stderr_after_stop(server)
+    assert "no more writes are taken" in stderr
+    assert not (workspace / ".foldline").exists()  # nothing made a new, empty log meanwhile
+
+    with serve(workspace, env) as server:
+        status, body = server.invoke({"prompt": "again"})
+        assert (status, body["code"]) == (503, "log_missing"), body
+        assert "refusing to start a new log" in body["error"] and "--new-log" in body["error"]
+        metrics = server.request("GET", "/metrics")[2].decode()
+        assert metrics.split("foldline_log_missing{")[1].split("\n")[0].endswith(" 1")
+    assert not (workspace / ".foldline" / "foldline.db").exists()
+
+
+def test_new_log_starts_anew_and_records_what_it_lost(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    env = {"FOLDLINE_RUNNER": RUNNER}
+    with serve(workspace, env) as server:
+        for n in range(3):
+            assert server.invoke({"prompt": f"job {n}"})[0] == 200
+    kept = tmp_path / "lost-anchor.json"
+    shutil.copy(_anchor(workspace), kept)
+    lost = json.loads(kept.read_text())
+    assert lost["format"] == "foldline-anchor/1" and lost["position"] > 3
+    # An auditor holds the old log against the anchor: it extends it.
+    old = tmp_path / "old.db"
+    shutil.copy(workspace / ".foldline" / "foldline.db", old)
+    checked = _foldline("verify", str(old), "--against", str(kept))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert json.loads(checked.stdout)["extends_checkpoint"] is True
+    shutil.rmtree(workspace / ".foldline")
+
+    with serve(workspace, env, args=["--new-log"]) as server:
+        status, body = server.invoke({"prompt": "fresh"})
+        assert (status, body["result"]) == (200, "done: fresh\n"), body
+        (new_log,) = [e for e in _lease_events(server) if e["event_type"] == "lease.new_log"]
+        recorded = new_log["event"]
+        assert (recorded["lost_position"], recorded["lost_hash"]) == (
+            lost["position"],
+            lost["hash"],
+        )
+        assert (recorded["lost_db"], recorded["lost_inode"]) == (lost["db"], lost["inode"])
+    # The anchor now follows the new log; the new log does not extend the lost anchor.
+    assert json.loads(_anchor(workspace).read_text())["hash"] != lost["hash"]
+    db = workspace / ".foldline" / "foldline.db"
+    refused = _foldline("verify", str(db), "--against", str(kept))
+    assert refused.returncode == 1 and "checkpoint_mismatch" in refused.stdout
+    follows = _foldline("verify", str(db), "--against", str(_anchor(workspace)))
+    assert follows.returncode == 0, follows.stdout + follows.stderr
+
+    # --new-log replaces the anchor the server found at boot, and only that one: this log,
+    # deleted too, is refused by a fresh worker of the same server (gunicorn's respawn after
+    # a kill -9), although the server was started with the flag.
+    shutil.rmtree(workspace / ".foldline")
+    with serve(workspace, env, args=["--new-log"]) as server:
+        status, headers, _ = server.request("POST", "/invocations", {"prompt": "one more"})
+        assert status == 200
+        shutil.rmtree(workspace / ".foldline")
+        os.kill(int(headers["x-foldline-worker"]), signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # until a new worker answers (bounded)
+            with contextlib.suppress(OSError):
+                answered = server.request("GET", "/ping", timeout=2)[1]["x-foldline-worker"]
+                if answered != headers["x-foldline-worker"]:
+                    break
+            time.sleep(0.05)
+        status, body = server.invoke({"prompt": "and again"})
+        assert (status, body["code"]) == (503, "log_missing"), body
+        assert "refusing to start a new log" in body["error"]
+    assert not (workspace / ".foldline" / "foldline.db").exists()
