@@ -1,7 +1,8 @@
 """``ratio.invocation_vs_floor``: sync ``POST /invocations`` round trips against the floor of
 what one must cost, measured by hand in the same run, plus latency under 16 clients.
 
-A sync invocation spawns the runner, records the job (accepted, started, finished: three
+A sync invocation spawns the runner (as the run user, its mount namespace hiding the log, when
+the server is root: ADR 0029), records the job (accepted, started, finished: three
 durable commits at least) and answers once the job has left ``running``. Its floor is built from
 the same parts with nothing of foldline in between: one run of the runner command exactly as
 the runtime starts it (``adapters.processes.spawn_gated``: ``sh -c`` behind its start gate, the
@@ -23,7 +24,10 @@ from pathlib import Path
 
 import apsw
 
+from adapters import sandbox
+from adapters.config import load_config
 from adapters.processes import spawn_gated
+from adapters.sandbox import Sandbox
 from bench.http_load import THREADS, WORKERS, free_port, server
 
 RUNNER = "cat"
@@ -89,10 +93,12 @@ class RawAppends:
         self.conn.execute("COMMIT")
 
 
-def run_runner(workspace: Path) -> None:
+def run_runner(workspace: Path, jail: Sandbox | None = None) -> None:
     """One run of the runner command exactly as the runtime starts it: ``sh -c`` behind its
-    start gate (ADR 0011), the prompt on stdin, stdout and stderr read to the end."""
-    process = spawn_gated(RUNNER, workspace, {})
+    start gate (ADR 0011), as the run user with the log's directory hidden when the server
+    is root (ADR 0029), the prompt on stdin, stdout and stderr read to the end."""
+    env = jail.env() if jail else {}
+    process = spawn_gated(RUNNER, workspace, env, wrap=jail.wrap if jail else None)
     process.open_gate(b"bench")
     child = process.process
     assert child.stdout is not None and child.stderr is not None
@@ -145,15 +151,24 @@ def bench_invocation(seconds: float, clients: int = 16, rounds: int = 20) -> dic
         raw = RawAppends(Path(folder) / "raw.db")
         workspace = Path(folder) / "workspace"
         workspace.mkdir()
-        env = {"FOLDLINE_RUNNER": RUNNER}
+        state = Path(folder) / "state"
+        env = {"FOLDLINE_RUNNER": RUNNER, "FOLDLINE_STATE_DIR": str(state)}
+        # What the server does to start a run: as the run user when it is root (ADR 0029).
+        jail = sandbox.for_server(
+            load_config(env, workspace=str(workspace)).run_user,
+            workspace / ".foldline",
+            state,
+        )
         with server(serve_command(str(workspace), port), port, "/ping", env):
             conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-            invoke(conn)  # warm up: lease, recovery, first connections
+            invoke(conn)  # warm up: lease, recovery, first connections, the run user's home
             # Interleaved so that both sides see the same machine.
-            ours, floors = [], []
+            ours, floors, plain_spawns, spawns = [], [], [], []
             for _ in range(rounds):
                 ours.append(_timed(lambda: invoke(conn), 3))
-                spawn = _timed(lambda: run_runner(workspace), 3)
+                spawn = _timed(lambda: run_runner(workspace, jail), 3)
+                plain_spawns.append(_timed(lambda: run_runner(workspace), 3))
+                spawns.append(spawn)
                 appends = _timed(raw.append, 3)
                 get = _timed(lambda: _ping(conn), 3)
                 floors.append(spawn + 3 * appends + 2 * get)
@@ -162,7 +177,12 @@ def bench_invocation(seconds: float, clients: int = 16, rounds: int = 20) -> dic
         raw.conn.close()
     quantiles = statistics.quantiles(latencies, n=100)
     round_trip, floor = statistics.median(ours), statistics.median(floors)
+    plain, spawned = statistics.median(plain_spawns), statistics.median(spawns)
     return {
+        "http.run_spawn_plain_ms": plain * 1000,
+        "http.run_spawn_ms": spawned * 1000,
+        # The price of a run out of the log's reach: 1.0 when runs keep the server's user.
+        "ratio.run_plain_vs_isolated": plain / spawned,
         "http.sync_invocation_ms": round_trip * 1000,
         "http.sync_floor_ms": floor * 1000,
         "ratio.invocation_vs_floor": floor / round_trip,
