@@ -22,6 +22,7 @@ from typing import Any
 from adapters import recovery
 from adapters.config import ServerConfig
 from adapters.dispatch import Dispatcher
+from adapters.operator_token import OperatorToken
 from adapters.tenure import Tenure
 from engine import open_notifier
 from engine.clock import Clock
@@ -42,6 +43,7 @@ class Runtime:
         self._notifier: Notifier | None = None
         self._open_lock = threading.Lock()
         self.shutdown = threading.Event()
+        self.operator_token = OperatorToken(config)
         self.graces = recovery.Graces(config.start_grace_s, config.transition_grace_s)
         self.jobs = Dispatcher(config, lambda: self.engine, self.shutdown)
         self.tenure = Tenure(
@@ -68,6 +70,9 @@ class Runtime:
         if not self.is_open:
             with self._open_lock:
                 if not self.is_open:
+                    # First activation makes the operator token (unless FOLDLINE_TOKEN is
+                    # set) before the log, so no run can exist without one.
+                    self.operator_token.ensure()
                     self._engine = open_engine(
                         self.config.log_target,
                         Settings(
