@@ -43,6 +43,13 @@ def test_v1_openapi_document_is_valid_openapi_3_1(make_client: MakeClient) -> No
     entry_points = {"/ping", "/invocations", "/", "/.well-known/agent-card.json"}
     assert entry_points <= set(served["paths"])
     assert "message/send" in served["paths"]["/"]["post"]["summary"]
+    for path, item in served["paths"].items():
+        for operation in item.values():
+            if path.startswith("/v1/"):  # closed by default: bearer, 401, 403 everywhere
+                assert operation["security"] == [{"bearer": []}], path
+                assert {"401", "403"} <= set(operation["responses"]), path
+            else:  # the AgentCore and A2A contracts stay open
+                assert "security" not in operation, path
 
 
 def _session(client: Any, runner_session: str = "s1") -> dict[str, Any]:
