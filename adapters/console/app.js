@@ -242,7 +242,8 @@ function throttle(fn, ms) {
   let timer = null;
   return () => {
     if (timer) return;
-    timer = setTimeout(() => { timer = null; fn(); }, ms);
+    // A refresh that fails (a token gone stale, the server away) waits for the next event.
+    timer = setTimeout(() => { timer = null; Promise.resolve().then(fn).catch(() => {}); }, ms);
   };
 }
 
@@ -556,7 +557,7 @@ async function control(kind, id, action, reason, version, after) {
     const status = error.status ? `${error.status} ${error.code}` : "network error";
     notice(`${action} refused (${status}): ${error.message}`, false);
   }
-  await after();
+  await after().catch(() => {}); // the notice says what happened; the page stays as it was
 }
 
 // -- the log ------------------------------------------------------------------------------------
