@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from adapters.declarations import ENVIRONMENT, GROUP, Declarations, load_declarations
 from adapters.log_sources import as_file, open_any_reader, reading
@@ -28,6 +28,9 @@ from engine.clock import format_time, parse_time
 from engine.log import is_postgres_url, postgres_storage
 from engine.schema import LATEST
 
+if TYPE_CHECKING:
+    from adapters.config import ServerConfig
+
 
 def _looks_like_sqlite(path: Path) -> bool:
     with open(path, "rb") as handle:
@@ -43,23 +46,32 @@ def _shown(url: str) -> str:
     return redact(url)
 
 
-def _serve(args: argparse.Namespace) -> int:
-    """Run the HTTP server on the workspace (blocks until stopped)."""
-    from adapters import sandbox
+def _server_config(args: argparse.Namespace, **flags: Any) -> ServerConfig | None:
+    """The configuration ``serve`` runs with (environment, then flags); None after printing a
+    one-line error."""
     from adapters.config import ConfigError, load_config
-    from adapters.server import FoldlineServer
 
     try:
-        config = load_config(
-            workspace=args.workspace, bind=args.bind, workers=args.workers, threads=args.threads
-        )
+        config = load_config(workspace=args.workspace, **flags)
     except ConfigError as ex:
         print(f"foldline: invalid configuration: {ex}", file=sys.stderr)
-        return 2
+        return None
     if args.db and is_postgres_url(args.db):
         config = replace(config, db_url=args.db)
     elif args.db:
         config = replace(config, db=Path(args.db).resolve(), db_url=None)
+    return config
+
+
+def _serve(args: argparse.Namespace) -> int:
+    """Run the HTTP server on the workspace (blocks until stopped)."""
+    from adapters import sandbox
+    from adapters.config import ConfigError
+    from adapters.server import FoldlineServer
+
+    config = _server_config(args, bind=args.bind, workers=args.workers, threads=args.threads)
+    if config is None:
+        return 2
     # Lazy activation (SPEC §4.2): nothing under the workspace is created or opened here; on
     # AgentCore the volume is mounted at the first invocation, and a log made before that
     # would live on the microVM's own disk. A file already there is checked by its header
@@ -93,6 +105,10 @@ def _serve(args: argparse.Namespace) -> int:
                 "workers": config.workers,
                 "runs_as": jail.user.name if jail else "the server's user",
                 "state_dir": str(config.state_dir),
+                # Where the operator token is (never the token itself): made at first activation.
+                "operator_token": "FOLDLINE_TOKEN"
+                if config.token is not None
+                else str(config.operator_token_file),
             }
         ),
         flush=True,
@@ -101,13 +117,41 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _token(args: argparse.Namespace) -> int:
+    """Print the operator token file's path and token, or with ``--rotate`` replace it first
+    (running workers pick the new one up at their next request, no restart)."""
+    from adapters import operator_token
+
+    config = _server_config(args)
+    if config is None:
+        return 2
+    if config.token is not None:
+        print(
+            "foldline: FOLDLINE_TOKEN is set: it is the operator token and no file is used"
+            " (rotate it by restarting the server with a new value)",
+            file=sys.stderr,
+        )
+        return 2
+    path = config.operator_token_file
+    if not path.is_file():
+        print(
+            f"foldline: no operator token at {path} yet: the server makes it at its first"
+            " activation (the first request that opens the log)",
+            file=sys.stderr,
+        )
+        return 2
+    token = operator_token.rotate(path) if args.rotate else path.read_text().strip()
+    print(json.dumps({"file": str(path), "token": token}))
+    return 0
+
+
 def _console(args: argparse.Namespace) -> int:
     """Serve the console read-only over a log file: no lease, no runner, no writes."""
     from adapters.config import ConfigError, _bind
-    from adapters.console_server import ConsoleServer, check_log
+    from adapters.console_server import ConsoleServer, check_log, check_loopback
 
     try:
-        bind = _bind(args.bind)
+        bind = check_loopback(_bind(args.bind))
     except ConfigError as ex:
         print(f"foldline: {ex}", file=sys.stderr)
         return 2
@@ -346,6 +390,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="start even though the log does not extend its anchor (recorded as lease.new_log)",
     )
     serve.set_defaults(run=_serve)
+    token = commands.add_parser(
+        "token",
+        help="print the operator token the server made (or --rotate it)",
+        epilog="example: foldline token --workspace var/workspace --rotate",
+    )
+    token.add_argument("--workspace", help="workspace folder (default: $FOLDLINE_WORKSPACE or .)")
+    token.add_argument("--db", help="the log, as for serve (its token file is beside it)")
+    token.add_argument(
+        "--rotate", action="store_true", help="replace it with a new one (no restart needed)"
+    )
+    token.set_defaults(run=_token)
     machines = commands.add_parser(
         "machines",
         help="print the lease, session, job and task machines",

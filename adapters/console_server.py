@@ -3,12 +3,14 @@
 The file is opened with SQLite's read-only flag (``open_log_readonly``): no lease, no runner,
 no recovery, no migration, nothing written. The app serves the console and the ``/v1`` reads
 the pages use (stream histories, the events feed, machines); the controls, ``/invocations``
-and A2A are not mounted at all, and the page hides its buttons.
+and A2A are not mounted at all, and the page hides its buttons. It asks for no token, so it
+binds only to a loopback address (``check_loopback``): an auditor on this machine.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import os
 import signal
 import threading
@@ -20,8 +22,9 @@ from typing import Any
 import falcon
 from gunicorn.app.base import BaseApplication
 
+from adapters.config_error import ConfigError
 from adapters.http import app as http_app
-from adapters.http import console, v1
+from adapters.http import auth, console, v1
 from adapters.http.errors import ApiError
 from engine import open_notifier
 from engine.domain import MACHINES
@@ -35,7 +38,6 @@ from projections import default_projections
 class ReadOnlyConfig:
     db: Path | str  # a log file, or a postgresql:// URL
     sse_keepalive_s: float = 15.0
-    token: str | None = None  # nothing to authorize: no control is mounted
 
 
 @dataclass
@@ -99,9 +101,29 @@ def check_log(db: Path | str) -> int:
         log.close()
 
 
+def check_loopback(bind: str) -> str:
+    """``bind`` if its host is a loopback address (or ``localhost``): this server is open.
+
+    Raises:
+        ConfigError: any other host, named.
+    """
+    host = bind.rpartition(":")[0].strip("[]")
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        raise ConfigError(
+            f"bind {bind!r}: the read-only console asks for no token, so it binds only to"
+            " loopback (127.0.0.1 or [::1]); reach it from elsewhere through an SSH tunnel"
+        )
+    return bind
+
+
 def create_readonly_app(runtime: ReadOnlyRuntime) -> falcon.App[falcon.Request, falcon.Response]:
     rt: Any = runtime  # the /v1 read resources only touch the part ReadOnlyRuntime has
-    app = falcon.App(middleware=[http_app.WorkerHeader()])
+    middleware: list[Any] = [http_app.WorkerHeader(), auth.OpenReads()]
+    app = falcon.App(middleware=middleware)
     app.add_route("/v1/sessions", v1.SessionsCollection(rt))
     app.add_route("/v1/sessions/{session_id}", v1.SessionItem(rt))
     app.add_route("/v1/jobs", v1.JobsCollection(rt))

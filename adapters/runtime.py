@@ -23,6 +23,7 @@ from typing import Any
 from adapters import log_anchor, recovery, sandbox
 from adapters.config import ServerConfig
 from adapters.dispatch import Dispatcher
+from adapters.operator_token import OperatorToken
 from adapters.tenure import Tenure
 from engine import open_notifier
 from engine.audit.anchor import ServerAnchor
@@ -47,6 +48,7 @@ class Runtime:
         self._notifier: Notifier | None = None
         self._open_lock = threading.Lock()
         self.shutdown = threading.Event()
+        self.operator_token = OperatorToken(config)
         self.graces = recovery.Graces(config.start_grace_s, config.transition_grace_s)
         self.jobs = Dispatcher(config, lambda: self.engine, self.shutdown)
         self.tenure = Tenure(
@@ -100,6 +102,9 @@ class Runtime:
         db = self.config.db
         if anchor is not None and not db.exists():
             self._refuse_unless_replaceable(anchor, f"{db} is gone")
+        # First activation makes the operator token (unless FOLDLINE_TOKEN is set) before the
+        # log, so no run can exist without one.
+        self.operator_token.ensure()
         engine = self._open()
         if self.jobs.sandbox is not None:
             try:

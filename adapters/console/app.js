@@ -88,8 +88,25 @@ class Refusal extends Error {
   }
 }
 
+// The token is asked for once (the header's field, or the panel a 401 shows) and kept in this
+// tab's session storage. It goes only in an Authorization header, never in a URL: URLs end up
+// in logs and history. The read-only console asks for none, and the page sends none then.
+const TOKEN_KEY = "foldline-token";
+
+function token() {
+  return sessionStorage.getItem(TOKEN_KEY) || "";
+}
+
+function withToken(path, headers) {
+  const all = new Headers(headers || {});
+  const value = token();
+  if (value && /^\/(v1|console\/api)\//.test(path)) all.set("Authorization", `Bearer ${value}`);
+  return all;
+}
+
 async function api(path, options) {
-  const answer = await fetch(path, options);
+  const headers = withToken(path, options && options.headers);
+  const answer = await fetch(path, { ...options, headers });
   const body = await answer.text();
   let data = null;
   try { data = body ? JSON.parse(body) : null; } catch (_) { data = null; }
@@ -107,12 +124,14 @@ function query(params) {
   return pairs.length ? "?" + new URLSearchParams(pairs).toString() : "";
 }
 
-// -- the events feed: one EventSource for the whole page ------------------------------------------
-// Event ids are log positions. The browser's own reconnect sends Last-Event-ID; when it gives up
-// (the stream answered an error), the feed opens a new one from the last position it saw.
+// -- the events feed: one stream for the whole page --------------------------------------------
+// EventSource cannot send a header, and the token never goes in a URL, so the feed reads the
+// SSE stream with fetch. Event ids are log positions: whenever the stream ends (a restart, a
+// network error) it reconnects a second later with Last-Event-ID, the last position it saw,
+// and the server resumes after it. A 401 stops it until a token is given.
 
 const feed = {
-  source: null,
+  controller: null,
   last: 0,
   listeners: new Set(),
   retry: null,
@@ -121,26 +140,60 @@ const feed = {
     this.open();
   },
   open() {
-    if (this.source) this.source.close();
-    const source = new EventSource(`/v1/events?after=${this.last}`);
-    this.source = source;
-    const onEvent = (message) => {
-      const position = Number(message.lastEventId);
-      if (!(position > this.last)) return; // already seen (a resume never repeats, but be sure)
-      this.last = position;
-      live(true);
-      const event = JSON.parse(message.data);
-      for (const listener of this.listeners) listener(event);
-    };
-    for (const type of eventTypes()) source.addEventListener(type, onEvent);
-    source.addEventListener("open", () => live(true));
-    source.addEventListener("shutdown", () => live(false, "server restarting"));
-    source.addEventListener("error", () => {
+    if (this.controller) this.controller.abort();
+    clearTimeout(this.retry);
+    this.retry = null;
+    const controller = new AbortController();
+    this.controller = controller;
+    this.read(controller.signal).then((again) => again, () => true).then((again) => {
+      if (this.controller !== controller || !again) return; // replaced, or needs a token
       live(false, "reconnecting");
-      if (source.readyState === EventSource.CLOSED && !this.retry) {
-        this.retry = setTimeout(() => { this.retry = null; this.open(); }, 1000);
-      }
+      this.retry = setTimeout(() => { this.retry = null; this.open(); }, 1000);
     });
+  },
+  async read(signal) {
+    const headers = withToken("/v1/events", { Accept: "text/event-stream" });
+    headers.set("Last-Event-ID", String(this.last));
+    const answer = await fetch("/v1/events", { headers, signal, cache: "no-store" });
+    if (answer.status === 401) {
+      live(false, "needs the token");
+      return false;
+    }
+    if (!answer.ok) throw new Error(`events feed: ${answer.status}`);
+    live(true);
+    const reader = answer.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buffer = "";
+    let block = {};
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return true;
+      buffer += value;
+      for (let end = buffer.indexOf("\n"); end >= 0; end = buffer.indexOf("\n")) {
+        const line = buffer.slice(0, end).replace(/\r$/, "");
+        buffer = buffer.slice(end + 1);
+        if (line === "") {
+          this.dispatch(block);
+          block = {};
+        } else if (!line.startsWith(":")) { // a comment (keep-alive) carries nothing
+          const colon = line.indexOf(":");
+          const name = colon < 0 ? line : line.slice(0, colon);
+          const field = colon < 0 ? "" : line.slice(colon + 1).replace(/^ /, "");
+          block[name] = name === "data" && name in block ? `${block.data}\n${field}` : field;
+        }
+      }
+    }
+  },
+  dispatch(block) {
+    if (block.event === "shutdown") {
+      live(false, "server restarting");
+      return;
+    }
+    const position = Number(block.id);
+    if (!("data" in block) || !(position > this.last)) return; // already seen: be sure
+    this.last = position;
+    live(true);
+    const event = JSON.parse(block.data);
+    for (const listener of this.listeners) listener(event);
   },
   subscribe(listener) {
     this.listeners.add(listener);
@@ -189,7 +242,8 @@ function throttle(fn, ms) {
   let timer = null;
   return () => {
     if (timer) return;
-    timer = setTimeout(() => { timer = null; fn(); }, ms);
+    // A refresh that fails (a token gone stale, the server away) waits for the next event.
+    timer = setTimeout(() => { timer = null; Promise.resolve().then(fn).catch(() => {}); }, ms);
   };
 }
 
@@ -492,9 +546,7 @@ async function pageEntity(main, kind, id, sub) {
 }
 
 async function control(kind, id, action, reason, version, after) {
-  const token = document.getElementById("token").value.trim();
   const headers = { "If-Match": `"${version()}"` };
-  if (token) headers.Authorization = `Bearer ${token}`;
   const body = reason ? JSON.stringify({ reason }) : action === "taint" ? "{}" : "";
   if (body) headers["Content-Type"] = "application/json";
   const path = `/v1/${TABLE_OF[kind]}/${encodeURIComponent(id)}/${action}`;
@@ -505,7 +557,7 @@ async function control(kind, id, action, reason, version, after) {
     const status = error.status ? `${error.status} ${error.code}` : "network error";
     notice(`${action} refused (${status}): ${error.message}`, false);
   }
-  await after();
+  await after().catch(() => {}); // the notice says what happened; the page stays as it was
 }
 
 // -- the log ------------------------------------------------------------------------------------
@@ -528,11 +580,7 @@ async function pageLog(main, params, sub) {
   const to = h("input", { id: "export-to", type: "number", min: 1, value: feed.last || 1 });
   const exporter = h("form", { class: "filters", onsubmit: (e) => {
     e.preventDefault();
-    const link = h("a", { href: `/console/api/export${query({ from: from.value, to: to.value })}`,
-      download: `foldline-${from.value}-${to.value}.jsonl` });
-    document.body.append(link);
-    link.click();
-    link.remove();
+    exportRange(from.value, to.value);
   } }, h("label", {}, "from position", from), h("label", {}, "to position", to),
   h("button", { type: "submit" }, "Export JSON lines"));
   const streamId = h("input", { id: "stream-id", type: "search", placeholder: "job:job_…" });
@@ -585,6 +633,48 @@ async function pageLog(main, params, sub) {
   });
 }
 
+async function exportRange(first, last) {
+  // Fetched with the token (a plain link could not send it), then saved from a blob URL.
+  const path = `/console/api/export${query({ from: first, to: last })}`;
+  const answer = await fetch(path, { headers: withToken(path) });
+  if (!answer.ok) {
+    notice(`export refused (${answer.status})`, false);
+    return;
+  }
+  const url = URL.createObjectURL(await answer.blob());
+  const link = h("a", { href: url, download: `foldline-${first}-${last}.jsonl` });
+  document.body.append(link);
+  link.click();
+  link.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10000);
+}
+
+// -- the token ----------------------------------------------------------------------------------
+
+function askToken(view, message) {
+  const input = h("input", { id: "token-prompt", type: "password", autocomplete: "off",
+    spellcheck: "false", "aria-label": "operator token" });
+  const form = h("form", { class: "filters", id: "token-form", onsubmit: (e) => {
+    e.preventDefault();
+    useToken(input.value.trim());
+  } }, h("label", {}, "operator token ", input), h("button", { type: "submit" }, "Use"));
+  view.replaceChildren(h("h1", {}, "This server needs the operator token"),
+    h("p", {}, message), form, h("p", { class: "muted" }, "Kept in this tab only and sent as a ",
+      "bearer header. `foldline token --workspace DIR` prints it; the server made it at its ",
+      "first request, beside the log (the boot line says where)."));
+}
+
+function useToken(value) {
+  sessionStorage.setItem(TOKEN_KEY, value);
+  document.getElementById("token").value = value;
+  document.getElementById("notice").textContent = "";
+  if (!app.machines.length) start().catch(failed); // the first load was refused
+  else {
+    feed.open();
+    route();
+  }
+}
+
 // -- routing ------------------------------------------------------------------------------------
 
 let current = null; // the subscription of the page on screen
@@ -611,7 +701,11 @@ async function route() {
   } catch (error) {
     sub.leave();
     const status = error.status ? `${error.status} ${error.code}: ` : "";
-    view.replaceChildren(h("h1", {}, "Could not load this page"), h("p", {}, status + error.message));
+    if (error.status === 401) askToken(view, status + error.message);
+    else {
+      view.replaceChildren(h("h1", {}, "Could not load this page"),
+        h("p", {}, status + error.message));
+    }
   }
   if (current !== sub) return;
   main.replaceChildren(view);
@@ -620,18 +714,19 @@ async function route() {
 }
 
 async function start() {
-  // The skip link must not become a route: it moves the focus to the page's content.
-  document.getElementById("skip").addEventListener("click", (event) => {
-    event.preventDefault();
-    document.getElementById("main").focus();
-  });
-  const token = document.getElementById("token");
-  token.value = sessionStorage.getItem("foldline-token") || "";
-  token.addEventListener("change", () => sessionStorage.setItem("foldline-token", token.value));
-  const [machines, overview] = await Promise.all([api("/v1/machines"), api("/console/api/overview")]);
+  let machines, overview;
+  try {
+    [machines, overview] = await Promise.all([api("/v1/machines"), api("/console/api/overview")]);
+  } catch (error) {
+    if (error.status !== 401) throw error;
+    const main = document.getElementById("main");
+    askToken(main, `${error.status} ${error.code}: ${error.message}`);
+    main.setAttribute("data-ready", String(Math.round(performance.now())));
+    return;
+  }
   app.machines = machines;
   app.readOnly = overview.read_only;
-  if (overview.token_required) token.placeholder = "required for controls";
+  document.getElementById("token").placeholder = overview.token_required ? "required" : "not needed";
   feed.start(overview.head);
   window.addEventListener("hashchange", () => {
     document.getElementById("notice").textContent = "";
@@ -640,6 +735,18 @@ async function start() {
   await route();
 }
 
+function failed(error) {
+  notice(`the console could not start: ${error.message}`, false);
+}
+
 document.addEventListener("DOMContentLoaded", () => {
-  start().catch((error) => notice(`the console could not start: ${error.message}`, false));
+  // The skip link must not become a route: it moves the focus to the page's content.
+  document.getElementById("skip").addEventListener("click", (event) => {
+    event.preventDefault();
+    document.getElementById("main").focus();
+  });
+  const field = document.getElementById("token");
+  field.value = token();
+  field.addEventListener("change", () => useToken(field.value.trim()));
+  start().catch(failed);
 });

@@ -1,6 +1,8 @@
 """The Falcon WSGI application factory. No IO at import or construction: the runtime opens
 the log lazily, per process, on the first request that needs it; ``/ping``, the agent card,
-``/openapi.json`` and ``/v1/machines`` never do (SPEC §4.2, lazy activation)."""
+``/openapi.json``, ``/v1/machines`` with the operator token and any refused request without
+a token never do (SPEC §4.2, lazy activation). ``auth.Authentication`` guards ``/v1`` and
+``/console/api``."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from typing import Any
 
 import falcon
 
-from adapters.http import a2a, agentcore, console, coordination, media, metrics, openapi, v1
+from adapters.http import a2a, agentcore, auth, console, coordination, media, metrics, openapi, v1
 from adapters.http.errors import ApiError, answer, status_of
 from adapters.runtime import Runtime
 from engine.errors import EngineError
@@ -38,7 +40,8 @@ class WorkerHeader:
 
 
 def create_app(runtime: Runtime) -> falcon.App[falcon.Request, falcon.Response]:
-    app = falcon.App(middleware=[WorkerHeader()])
+    middleware: list[Any] = [WorkerHeader(), auth.Authentication(runtime)]
+    app = falcon.App(middleware=middleware)
     media.install(app)  # resp.media and req.get_media() go through the one msgspec codec
     app.add_route("/ping", agentcore.Ping(runtime))
     app.add_route("/invocations", agentcore.Invocations(runtime))

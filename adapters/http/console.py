@@ -2,7 +2,9 @@
 
 Reads only, no lease. The pages are package data (``adapters/console/``), served with a strict
 ``Content-Security-Policy``: scripts and styles from this origin only, no inline code, requests
-to this origin only. Controls go through ``/v1`` as they are (If-Match, bearer token). The
+to this origin only. The pages themselves are open; their JSON (``/console/api/``) is the
+operator's, like the whole log it shows, and the page sends the bearer token it asked for
+(never in a URL). Controls go through ``/v1`` as they are (If-Match, bearer token). The
 queries live in ``projections.console_queries``.
 """
 
@@ -83,6 +85,8 @@ class ToSlash:
 
 
 class Reads:
+    operator_only = True  # the console shows every session: a run token has no business here
+
     def __init__(self, runtime: Any, read_only: bool) -> None:
         self.runtime = runtime
         self.read_only = read_only
@@ -99,7 +103,8 @@ class OverviewApi(Reads):
             {
                 **msgspec.to_builtins(found),
                 "read_only": self.read_only,
-                "token_required": self.runtime.config.token is not None,
+                # Every server asks for a token; the read-only console is open on loopback.
+                "token_required": not self.read_only,
             },
         )
 

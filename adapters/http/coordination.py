@@ -1,25 +1,22 @@
 """Agents that coordinate workers over ``/v1`` (mmo-semantics §3.5, §5, §6): spawning from a
 running job, listing and waiting on children, and the result's disposition.
 
-Two kinds of caller: the operator (``FOLDLINE_TOKEN``, or anyone when no token is set) and a
-running job, by the ``FOLDLINE_RUN_TOKEN`` of its current run. Only the token's sha256 is on
-record; the rules check it again inside the write transaction, so a token stops working the
-moment its run ends.
+Two kinds of caller (``adapters.http.auth``): the operator and a running job, by the
+``FOLDLINE_RUN_TOKEN`` of its current run. Only the token's sha256 is on record; the rules
+check it again inside the write transaction, so a token stops working the moment its run ends.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hmac
 import math
 import posixpath
 import time
-from dataclasses import dataclass
 
 import falcon
 
-from adapters.dispatch import DispatchFailed, Spawn, token_digest
-from adapters.http import media
+from adapters.dispatch import DispatchFailed, Spawn
+from adapters.http import auth, media
 from adapters.http.errors import ApiError
 from adapters.http.schemas import (
     DispositionIn,
@@ -43,33 +40,12 @@ MAX_WAIT_IDS = 100
 SPAWN_BODY = 4 << 20
 
 
-@dataclass(frozen=True)
-class Caller:
-    job_id: str | None = None  # None: the operator
-    session_id: str | None = None
-    token_digest: str | None = None
-
-
-OPERATOR = Caller()
-
-
 class CoordinationControl(Control):
-    def caller(self, req: falcon.Request) -> Caller:
-        """The operator, or the live run whose token is the bearer; anything else is a 401."""
-        scheme, _, value = (req.get_header("Authorization") or "").partition(" ")
-        operator = self.runtime.config.token
-        if scheme.lower() == "bearer" and value:
-            if operator is not None and hmac.compare_digest(value.encode(), operator.encode()):
-                return OPERATOR
-            digest = token_digest(value)
-            run = queries.run_caller(self.runtime.engine.log.connection(), digest)
-            if run is not None:
-                return Caller(run.job_id, run.session_id, digest)
-        elif operator is None:
-            return OPERATOR
-        raise ApiError(
-            falcon.HTTP_401, "unauthorized", "a valid operator or live run token is required"
-        )
+    @staticmethod
+    def caller(req: falcon.Request) -> auth.Caller:
+        """The operator or the live run whose token is the bearer (``auth.Authentication``
+        answered 401 for anything else before this runs)."""
+        return auth.caller_of(req)
 
 
 def _scope(path: str) -> str:
@@ -134,6 +110,8 @@ class Waiting(Control):
         missing = sorted(set(job_ids) - {r.job_id for r in first})
         if missing:
             raise ApiError(falcon.HTTP_404, "not_found", f"job {missing[0]!r} does not exist")
+        for record in first:
+            auth.require_session(req, record.session_id, f"job {record.job_id}")
         seen = {r.job_id: (r.version, r.result_state) for r in first}
         deadline = time.monotonic() + timeout
         while True:
@@ -177,8 +155,7 @@ class Result(CoordinationControl):
         record = queries.job(conn, job_id)
         if record is None:
             raise ApiError(falcon.HTTP_404, "not_found", f"job {job_id!r} does not exist")
-        if caller.session_id is not None and caller.session_id != record.session_id:
-            raise ApiError(falcon.HTTP_403, "forbidden", f"job {job_id} is in another session")
+        auth.require_session(req, record.session_id, f"job {job_id}")
         raw = req.get_param("cursor") or "0"
         if not raw.isdigit():
             raise ApiError(falcon.HTTP_400, "invalid_argument", "cursor must be an offset")

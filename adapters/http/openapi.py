@@ -18,8 +18,11 @@ from adapters.http.v1 import JOB_ACTIONS, SESSION_ACTIONS
 REF = "#/components/schemas/{name}"
 ERRORS = {
     "400": "bad input",
-    "401": "missing or wrong bearer token",
-    "403": "not allowed to this caller",
+    "401": "no bearer token, or one nobody holds (the operator's, or a live run's)",
+    "403": (
+        "a run token outside its scope: another session's job, stream, task or result, or"
+        " what only the operator may (the whole log, leases, controls)"
+    ),
     "404": "unknown",
     "409": "invalid transition or conflict",
     "412": "If-Match version mismatch",
@@ -69,7 +72,6 @@ def _control(
                 _param(key, "path", True),
                 *action,
                 _param("If-Match", "header", schema={"type": "string", "pattern": "^[0-9]+$"}),
-                _param("Authorization", "header"),
             ],
             "requestBody": {
                 "required": actions is None,
@@ -88,7 +90,7 @@ def _judge(name: str, body: type) -> dict[str, Any]:
         "post": {
             "operationId": f"result_{name}",
             "summary": f"Record the result as {name}",
-            "parameters": [_param("job_id", "path", True), _param("Authorization", "header")],
+            "parameters": [_param("job_id", "path", True)],
             "requestBody": {
                 "required": True,
                 "content": {"application/json": {"schema": _ref(body)}},
@@ -284,6 +286,7 @@ def document(agents: list[str] | None = None) -> dict[str, Any]:
             }
         },
     }
+    _secure(paths)
     paths.update(_entry_points())
     return {
         "openapi": "3.1.0",
@@ -294,6 +297,9 @@ def document(agents: list[str] | None = None) -> dict[str, Any]:
                 "Reads and controls over foldline's read models (/v1), the AgentCore runtime"
                 " contract (/ping, /invocations) and A2A (JSON-RPC on /, 1.0 and 0.3 method"
                 ' names; the agent card). Any other path answers 404 {"error": "not found"}.'
+                " Every /v1 call needs a bearer token: the operator's (FOLDLINE_TOKEN, or the"
+                " file the server makes beside the log) or a live run's FOLDLINE_RUN_TOKEN,"
+                " which reads only its own session."
             ),
         },
         "paths": paths,
@@ -302,6 +308,16 @@ def document(agents: list[str] | None = None) -> dict[str, Any]:
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
         },
     }
+
+
+def _secure(paths: dict[str, Any]) -> None:
+    """Every ``/v1`` operation needs the bearer token (401) and answers 403 outside a run
+    token's scope; the entry points added after this keep their own contracts."""
+    for path, item in paths.items():
+        if path.startswith("/v1/"):
+            for operation in item.values():
+                operation["security"] = [{"bearer": []}]
+                operation["responses"] = {**_errors("401", "403"), **operation["responses"]}
 
 
 def _agent_errors(*codes: str) -> dict[str, Any]:

@@ -1,13 +1,13 @@
 """The ``/v1`` read and control API (SPEC §5.3), served from the read models.
 
-Reads take no lease. Controls are one command each, need ``Authorization: Bearer`` when
-``FOLDLINE_TOKEN`` is set (compared in constant time), take the lease, map ``If-Match`` to
-``expected_version`` and answer the new row. Errors use one table (``adapters.http.errors``).
+Every route needs a bearer token (``adapters.http.auth``). Reads take no lease; a run token
+reads only its own session, checked here where the entity's session is known. Controls are
+one command each, for the operator only (``operator_only``), take the lease, map ``If-Match``
+to ``expected_version`` and answer the new row. Errors use one table (``adapters.http.errors``).
 """
 
 from __future__ import annotations
 
-import hmac
 import json
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
@@ -18,7 +18,7 @@ import msgspec
 from adapters import winddown
 from adapters.config import LEASE_BUSY_TEXT
 from adapters.dispatch import DispatchFailed
-from adapters.http import media, sse
+from adapters.http import auth, media, sse
 from adapters.http.errors import ApiError
 from adapters.http.follow import follow
 from adapters.http.schemas import (
@@ -126,23 +126,36 @@ class Reads:
 
 class SessionsCollection(Reads):
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        page = queries.sessions_page(
-            self.conn, req.get_param("state"), req.get_param("after"), _limit(req)
-        )
-        _json(resp, SessionPage(sessions=[session_out(r) for r in page.rows], next=page.next))
+        state, after, limit = req.get_param("state"), req.get_param("after"), _limit(req)
+        caller = auth.caller_of(req)
+        if caller.is_operator:
+            page = queries.sessions_page(self.conn, state, after, limit)
+            rows, following = page.rows, page.next
+        else:  # a run lists its own session, on one page (ids order the pages)
+            own = queries.session(self.conn, caller.session_id or "")
+            fits = own is not None and state in (None, own.state)
+            rows = [own] if own is not None and fits and (after or "") < own.session_id else []
+            following = None
+        _json(resp, SessionPage(sessions=[session_out(r) for r in rows], next=following))
 
 
 class SessionItem(Reads):
     def on_get(self, req: falcon.Request, resp: falcon.Response, session_id: str) -> None:
+        auth.require_session(req, session_id, f"session {session_id}")
         record = self.found(queries.session(self.conn, session_id), "session", session_id)
         _json(resp, session_out(record))
 
 
 class JobsCollection(Reads):
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        session = req.get_param("session")
+        caller = auth.caller_of(req)
+        if not caller.is_operator:  # a run lists its own session's jobs only
+            session = session or caller.session_id
+            auth.require_session(req, session or "", f"session {session}")
         page = queries.jobs_page(
             self.conn,
-            req.get_param("session"),
+            session,
             req.get_param("state"),
             req.get_param("after"),
             _limit(req),
@@ -153,15 +166,21 @@ class JobsCollection(Reads):
 
 class JobItem(Reads):
     def on_get(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
-        _json(resp, job_out(self.found(queries.job(self.conn, job_id), "job", job_id)))
+        record = self.found(queries.job(self.conn, job_id), "job", job_id)
+        auth.require_session(req, record.session_id, f"job {job_id}")
+        _json(resp, job_out(record))
 
 
 class TaskItem(Reads):
     def on_get(self, req: falcon.Request, resp: falcon.Response, task_id: str) -> None:
-        _json(resp, task_out(self.found(queries.task(self.conn, task_id), "task", task_id)))
+        record = self.found(queries.task(self.conn, task_id), "task", task_id)
+        auth.require_session(req, record.session_id, f"task {task_id}")
+        _json(resp, task_out(record))
 
 
 class Leases(Reads):
+    operator_only = True
+
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         _json(resp, LeasePage(leases=[lease_out(r) for r in queries.leases(self.conn)]))
 
@@ -171,15 +190,32 @@ class StreamEvents(Reads):
         after = req.get_param("after") or "0"
         if not after.isdigit():
             raise ApiError(falcon.HTTP_400, "invalid_argument", "after must be a version")
+        if not auth.caller_of(req).is_operator:
+            auth.require_session(req, self._session_of(stream_id), f"stream {stream_id}")
         events = self.runtime.engine.log.read_stream(stream_id, int(after))
         if not events and self.runtime.engine.log.stream_head(stream_id).version == 0:
             raise ApiError(falcon.HTTP_404, "not_found", f"stream {stream_id!r} does not exist")
         last = events[-1].position if events else 0
         _json(resp, EventPage(events=[event_out(e) for e in events], next=last))
 
+    def _session_of(self, stream_id: str) -> str:
+        """The session a job, session or task stream belongs to; "" for any other stream (or
+        an unknown entity), which no run's session matches."""
+        kind, _, key = stream_id.partition(":")
+        if kind == "session":
+            return key
+        record: queries.JobRecord | queries.TaskRecord | None = None
+        if kind == "job":
+            record = queries.job(self.conn, key)
+        elif kind == "task":
+            record = queries.task(self.conn, key)
+        return record.session_id if record is not None else ""
+
 
 class Events(Reads):
     """The global log: a JSON page, or followed live as SSE (ids are positions)."""
+
+    operator_only = True
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         after = _after_position(req)
@@ -243,15 +279,6 @@ class Control:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
 
-    def authorize(self, req: falcon.Request) -> None:
-        token = self.runtime.config.token
-        if token is None:
-            return
-        given = req.get_header("Authorization") or ""
-        scheme, _, value = given.partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(value.encode(), token.encode()):
-            raise ApiError(falcon.HTTP_401, "unauthorized", "a valid bearer token is required")
-
     @staticmethod
     def expected_version(req: falcon.Request) -> int | None:
         raw = req.get_header("If-Match")
@@ -300,13 +327,14 @@ class Control:
 
 
 class SessionControl(Control):
+    operator_only = True
+
     def on_post(
         self, req: falcon.Request, resp: falcon.Response, session_id: str, action: str
     ) -> None:
         make = SESSION_ACTIONS.get(action)
         if make is None:
             raise ApiError(falcon.HTTP_404, "not_found", f"no session action {action!r}")
-        self.authorize(req)
         body = self.body(req, ControlIn, False)
         if action == "continue":
             self._check_controller(session_id)
@@ -338,19 +366,21 @@ class SessionControl(Control):
 class SessionTaint(Control):
     """Taint is permanent, so it needs a reason: its own path with a required body."""
 
+    operator_only = True
+
     def on_post(self, req: falcon.Request, resp: falcon.Response, session_id: str) -> None:
-        self.authorize(req)
         body = self.body(req, TaintIn, True)
         self.run(req, c.TaintSession(session_id=session_id, reason=body.reason))
         SessionItem(self.runtime).on_get(req, resp, session_id)
 
 
 class JobControl(Control):
+    operator_only = True
+
     def on_post(self, req: falcon.Request, resp: falcon.Response, job_id: str, action: str) -> None:
         make = JOB_ACTIONS.get(action)
         if make is None:
             raise ApiError(falcon.HTTP_404, "not_found", f"no job action {action!r}")
-        self.authorize(req)
         body = self.body(req, ControlIn, False)
         if action == "continue" and self._relaunchable(job_id):
             self._relaunch(req, job_id, body.input)

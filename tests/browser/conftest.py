@@ -64,15 +64,18 @@ def browser() -> Iterator[Any]:
 
 
 class Console:
-    """One browser tab on the console of one server, recording what must never happen."""
+    """One browser tab on the console of one server, recording what must never happen and
+    every URL it asks for (a token must never be in one)."""
 
     def __init__(self, page: Any, server: Server) -> None:
         self.page = page
         self.server = server
         self.dialogs: list[str] = []
         self.errors: list[str] = []
+        self.urls: list[str] = []
         page.on("dialog", lambda d: (self.dialogs.append(d.message), d.dismiss()))
         page.on("pageerror", lambda e: self.errors.append(str(e)))
+        page.on("request", lambda r: self.urls.append(r.url))
         page.set_default_timeout(WAIT_MS)
 
     @property
@@ -96,12 +99,18 @@ class Console:
 
 @pytest.fixture
 def console(browser: Any) -> Iterator[Any]:
-    """``console(server)`` opens a tab on that server; tabs close after the test."""
+    """``console(server)`` opens a tab on that server, with the server's operator token in the
+    tab's session storage as if typed once (``with_token=False``: none); tabs close after the
+    test."""
     contexts: list[Any] = []
 
-    def make(server: Server) -> Console:
+    def make(server: Server, with_token: bool = True) -> Console:
         context = browser.new_context(viewport={"width": 1200, "height": 850})
         contexts.append(context)
+        if with_token and server.token:
+            context.add_init_script(
+                f"sessionStorage.setItem('foldline-token', {json.dumps(server.token)})"
+            )
         return Console(context.new_page(), server)
 
     yield make

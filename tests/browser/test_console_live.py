@@ -1,5 +1,5 @@
-"""Steering and following from the page: cancel with and without the bearer token, and the
-log view resuming its events feed across a server restart."""
+"""Steering and following from the page: the token asked for once, cancel with and without
+it, and the log view resuming its events feed across a server restart."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def _wait_state(server: Any, job_id: str, wanted: str, limit: float = 20) -> str
     return state
 
 
-def test_console_cancel_is_refused_without_the_token_and_cancels_with_it(
+def test_console_asks_for_the_token_once_and_controls_need_it(
     workspace: Path, console: Any
 ) -> None:
     from playwright.sync_api import expect
@@ -36,13 +36,24 @@ def test_console_cancel_is_refused_without_the_token_and_cancels_with_it(
     with running(workspace, FOLDLINE_RUNNER=SLEEPY, FOLDLINE_TOKEN="s3cret") as server:
         job = invoke(server, "long", wait=False)["invocation"]
         assert _wait_state(server, job, "running") == "running"
-        tab = console(server)
+        tab = console(server, with_token=False)
         page = tab.open(f"#/job/{job}")
+        heading = page.locator("main h1")
+        expect(heading).to_have_text("This server needs the operator token")
+        page.locator("#token-prompt").fill("wrong")
+        page.locator("#token-form button").click()
+        expect(page.locator("main")).to_contain_text("401 unauthorized")
+        page.locator("#token-prompt").fill("s3cret")
+        page.locator("#token-form button").click()
+        expect(heading).to_contain_text(f"job {job}")
+        expect(page.locator("#live")).to_have_text("live")  # the feed streams with the token
+        # A token gone wrong behind the page's back: the control is refused, nothing changes.
+        page.evaluate("sessionStorage.setItem('foldline-token', 'stale')")
         page.locator('button[data-action="cancel"]').click()
         notice = page.locator("#notice")
         expect(notice).to_contain_text("cancel refused (401 unauthorized)")
         assert job_state(server, job) == "running"
-        page.locator("#token").fill("s3cret")
+        page.evaluate("sessionStorage.setItem('foldline-token', 's3cret')")
         page.locator('button[data-action="cancel"]').click()
         expect(notice).to_contain_text("cancel: accepted")
         assert _wait_state(server, job, "cancelled") == "cancelled"
@@ -55,6 +66,9 @@ def test_console_cancel_is_refused_without_the_token_and_cancels_with_it(
         page.locator('button[data-action="pause"]').click()
         expect(notice).to_contain_text("pause refused (409")
         assert job_state(server, job) == "cancelled"
+        assert any("/v1/events" in url for url in tab.urls)
+        assert not [url for url in tab.urls if "s3cret" in url or "stale" in url]
+        assert not tab.errors
 
 
 def test_console_log_view_resumes_after_the_server_restarts(workspace: Path, console: Any) -> None:
@@ -108,7 +122,8 @@ def test_console_read_only_shows_a_log_without_any_control(workspace: Path, cons
         job = invoke(server, "audited")["invocation"]
     db = workspace / ".foldline" / "foldline.db"
     with serve_console(db) as port:
-        tab = console(Server(None, port, workspace))  # type: ignore[arg-type]
+        # No token at all: the read-only console asks for none, and the page sends none.
+        tab = console(Server(None, port, workspace, token=None))  # type: ignore[arg-type]
         page = tab.open()
         expect(page.locator("main")).to_contain_text("read-only (auditor)")
         expect(page.locator('g[data-kind="job"][data-state="ok"] .count')).to_have_text("1")

@@ -50,6 +50,8 @@ def test_console_cli_serves_a_log_read_only_and_writes_nothing(tmp_path: Path) -
         assert view["counts"]["job"]["running"] == 3 and view["leases"] == []
         assert get(port, "/console/")[0] == 200
         assert get(port, "/v1/streams/job:j1/events")[0] == 200
+        # No token at all (get sends none): it is open, and bound to loopback only.
+        assert get(port, "/v1/events")[0] == 200 and get(port, "/console/api/log")[0] == 200
         for path in ("/v1/jobs/j1/cancel", "/invocations", "/"):
             assert get(port, path, "POST")[0] in (404, 405), path  # no writer is mounted
         assert get(port, "/ping")[0] == 404
@@ -93,3 +95,28 @@ def test_console_cli_refuses_a_file_that_is_not_a_log_with_one_line(tmp_path: Pa
         timeout=60,
     )
     assert bad_bind.returncode == 2 and "HOST:PORT" in bad_bind.stderr
+
+
+@pytest.mark.parametrize("bind", ["0.0.0.0:8081", "192.0.2.7:8081", "[::]:8081", "example.com:81"])
+def test_console_cli_asks_no_token_so_it_refuses_a_non_loopback_bind(
+    tmp_path: Path, bind: str
+) -> None:
+    db = tmp_path / "audit.db"
+    _log(db, 1)
+    done = subprocess.run(
+        [sys.executable, "-m", "adapters.cli", "console", str(db), "--bind", bind],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2 and done.stdout == ""
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "loopback" in lines[0] and bind in lines[0], lines
+
+
+def test_console_cli_loopback_binds_are_accepted() -> None:
+    from adapters.console_server import check_loopback
+
+    for bind in ("127.0.0.1:8081", "127.0.0.2:1", "[::1]:8081", "localhost:8081"):
+        assert check_loopback(bind) == bind

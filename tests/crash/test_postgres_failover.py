@@ -71,7 +71,14 @@ def test_postgres_second_instance_reads_and_follows_then_takes_over_after_kill_9
         job = receipt["invocation"]
         with serve(host2, env) as second:
             follow = second.connection(timeout=30)
-            follow.request("GET", "/v1/events", headers={"Accept": "text/event-stream"})
+            follow.request(
+                "GET",
+                "/v1/events",
+                headers={
+                    "Accept": "text/event-stream",
+                    "Authorization": f"Bearer {second.token}",
+                },
+            )
             events = read_events(follow.getresponse(), limit=60)
             assert next(events) == {"comment": "following"}
 

@@ -12,6 +12,7 @@ from adapters.config import ServerConfig, load_config
 from adapters.http.app import create_app
 from adapters.runtime import Runtime
 from engine.clock import Clock
+from tests.support.server import OPERATOR_TOKEN
 
 MakeClient = Callable[..., tuple[falcon.testing.TestClient, Runtime]]
 
@@ -42,14 +43,19 @@ def make_client(workspace: Path) -> Iterator[MakeClient]:
         config: ServerConfig = replace(
             load_config({}, workspace=str(workspace)),
             runner=runner,
-            sync_wait_s=20,
-            sse_keepalive_s=0.2,
-            output_flush_s=0.05,
-            **settings,  # type: ignore[arg-type]
+            **{
+                "token": OPERATOR_TOKEN,
+                "sync_wait_s": 20,
+                "sse_keepalive_s": 0.2,
+                "output_flush_s": 0.05,
+                **settings,
+            },  # type: ignore[arg-type]
         )
         runtime = Runtime(config, holder, clock=clock)
         runtimes.append(runtime)
-        return falcon.testing.TestClient(create_app(runtime)), runtime
+        # Every request carries the operator token unless a test sends its own Authorization.
+        headers = {"Authorization": f"Bearer {config.token}"} if config.token else None
+        return falcon.testing.TestClient(create_app(runtime), headers=headers), runtime
 
     yield make
     for runtime in runtimes:

@@ -226,7 +226,7 @@ def test_console_overview_counts_every_state_of_every_machine(make_client: MakeC
     assert view["counts"]["task"] == dict.fromkeys(view["counts"]["task"], 0)
     assert {p["id"] for p in view["errors"]} == {"job_00005", "job_00010"}
     assert view["head"] == runtime.engine.log.head()
-    assert view["read_only"] is False and view["token_required"] is False
+    assert view["read_only"] is False and view["token_required"] is True
 
 
 def test_console_overview_lists_notify_hooks_started_and_never_finished(

@@ -34,7 +34,9 @@ read -r victim_job victim_session server_pid < prompt.txt
 say() { printf '%s\n' "$*"; }
 attack() {
     name=$1; shift
-    if out=$("$@" 2>&1); then say "ATTACK $name exit=0 $out"; else say "ATTACK $name exit=$? $(printf '%s' "$out" | tail -n 1)"; fi
+    out=$("$@" 2>&1)
+    code=$?
+    say "ATTACK $name exit=$code $(printf '%s' "$out" | tail -n 1)"
 }
 control() {
     name=$1; shift
@@ -50,7 +52,8 @@ http() {  # method path [token]: prints the status code
 echo mine > mine.txt
 control write-a-file test -s mine.txt
 control sqlite3-cli sqlite3 own.db "create table t(x); insert into t values (1)"
-control python-sqlite3 python3 -c "import sqlite3; sqlite3.connect('own2.db').execute('create table t(x)')"
+control python-sqlite3 python3 -c "$(printf '%s\n' 'import sqlite3' \
+    "sqlite3.connect('own2.db').execute('create table t(x)')")"
 control signal-itself kill -0 $$
 control move-own-file mv own.db own3.db
 control curl curl -s -o /dev/null "$FOLDLINE_URL/ping"
@@ -61,7 +64,8 @@ attack mv-away mv .foldline elsewhere
 attack rename-into-place sh -c 'mkdir -p decoy && mv decoy .foldline'
 attack truncate truncate -s 0 .foldline/foldline.db
 attack sqlite3-write sqlite3 .foldline/foldline.db "delete from events"
-attack python-sqlite3-write python3 -c "import sqlite3; c = sqlite3.connect('.foldline/foldline.db'); c.execute('delete from events'); c.commit()"
+attack python-sqlite3-write python3 -c "$(printf '%s\n' 'import sqlite3' \
+    "c = sqlite3.connect('.foldline/foldline.db')" "c.execute('delete from events')" 'c.commit()')"
 attack read-token cat .foldline/foldline.db.token
 attack list-log-dir ls -A .foldline/
 attack read-server-environ cat /proc/$server_pid/environ
@@ -82,8 +86,8 @@ control read-own-job http GET "/v1/jobs/$FOLDLINE_JOB_ID" "$FOLDLINE_RUN_TOKEN"
 say "uid=$(id -u) home=$HOME"
 """
 
-# Kept for good only with the sandbox: each of these needs the server's uid, or the log's
-# directory visible (run as root, every one of them succeeds).
+# Every attack the runner makes: the file ones need the server's uid or the log's directory in
+# view, the process ones the server's uid, the HTTP ones the operator's token.
 ATTACKS = {
     "rm-rf",
     "git-clean",
@@ -157,14 +161,17 @@ def test_a_hostile_runner_cannot_touch_the_log_the_token_or_the_server(base: Pat
             for answer in answers:
                 assert not answer.startswith("exit=0"), f"{name} succeeded: {answer}"
         assert all(answer == ["ok"] for answer in controls.values()), controls
-        assert len(controls) == 9
+        assert len(controls) == 8
         assert "uid=1000 home=" in result
 
         # The server still serves, its processes and the victim job untouched.
         assert server.process.poll() is None
         status, again = server.invoke({"prompt": "x", "agent": "sleeper", "async": True})
         assert status in (200, 202), again
-        status, _, raw = server.request("GET", f"/v1/jobs/{victim['invocation']}")
+        token = (workspace / ".foldline" / "foldline.db.token").read_text().strip()
+        status, _, raw = server.request(
+            "GET", f"/v1/jobs/{victim['invocation']}", headers={"Authorization": f"Bearer {token}"}
+        )
         assert status == 200 and json.loads(raw)["state"] == "running", raw
     # The runner's own files are the run user's; the log's directory is still root's own.
     assert (workspace / "after.txt").stat().st_uid == 1000

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import falcon.testing
 import pytest
 from openapi_spec_validator import validate
 
@@ -42,6 +43,13 @@ def test_v1_openapi_document_is_valid_openapi_3_1(make_client: MakeClient) -> No
     entry_points = {"/ping", "/invocations", "/", "/.well-known/agent-card.json"}
     assert entry_points <= set(served["paths"])
     assert "message/send" in served["paths"]["/"]["post"]["summary"]
+    for path, item in served["paths"].items():
+        for operation in item.values():
+            if path.startswith("/v1/"):  # closed by default: bearer, 401, 403 everywhere
+                assert operation["security"] == [{"bearer": []}], path
+                assert {"401", "403"} <= set(operation["responses"]), path
+            else:  # the AgentCore and A2A contracts stay open
+                assert "security" not in operation, path
 
 
 def _session(client: Any, runner_session: str = "s1") -> dict[str, Any]:
@@ -151,16 +159,22 @@ def test_v1_errors_have_the_mapped_status_and_a_stable_code(
     assert "Traceback" not in answer.text
 
 
-def test_v1_writes_need_the_bearer_token_when_one_is_set(make_client: MakeClient) -> None:
-    client, _ = make_client(token="s3cret")
+def test_v1_reads_and_writes_need_the_operator_token(make_client: MakeClient) -> None:
+    client, runtime = make_client(token="s3cret")
     client.simulate_post("/invocations", json={"prompt": "x", "session": "s1"})
+    bare = falcon.testing.TestClient(client.app)  # no default Authorization header
+    head = runtime.engine.log.head()
     for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "Basic s3cret"}):
-        answer = client.simulate_post("/v1/sessions/s1/pause", headers=headers)
-        assert answer.status_code == 401 and answer.json["error"]["code"] == "unauthorized"
-        assert answer.headers["www-authenticate"] == "Bearer"
-    assert client.simulate_get("/v1/sessions/s1").status_code == 200  # reads stay open
-    ok = client.simulate_post("/v1/sessions/s1/pause", headers={"Authorization": "Bearer s3cret"})
-    assert ok.status_code == 200
+        for method, path in (("POST", "/v1/sessions/s1/pause"), ("GET", "/v1/sessions/s1")):
+            answer = bare.simulate_request(method, path, headers=headers)
+            assert answer.status_code == 401 and answer.json["error"]["code"] == "unauthorized"
+            assert answer.headers["www-authenticate"] == "Bearer"
+    assert runtime.engine.log.head() == head  # nothing refused was recorded
+    assert bare.simulate_get("/console/api/overview").status_code == 401
+    assert bare.simulate_get("/console/").status_code == 200  # the page itself is open
+    assert bare.simulate_get("/ping").status_code == 200
+    assert client.simulate_get("/v1/sessions/s1").status_code == 200
+    assert client.simulate_post("/v1/sessions/s1/pause").status_code == 200
 
 
 def test_v1_control_when_another_server_holds_the_lease_is_503(make_client: MakeClient) -> None:

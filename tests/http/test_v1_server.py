@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import http.client
 import json
 import time
 from collections.abc import Iterator
@@ -23,7 +22,11 @@ def test_v1_events_follower_sees_events_appended_through_other_workers(tmp_path:
     workspace.mkdir()
     with serve(workspace, {"FOLDLINE_RUNNER": "cat"}, workers=2) as server:
         conn = server.connection(timeout=30)
-        conn.request("GET", "/v1/events", headers={"Accept": "text/event-stream"})
+        conn.request(
+            "GET",
+            "/v1/events",
+            headers={"Accept": "text/event-stream", "Authorization": f"Bearer {server.token}"},
+        )
         answer = conn.getresponse()
         follower = answer.getheader("X-Foldline-Worker")
         events = read_events(answer, limit=60)
@@ -69,8 +72,9 @@ STARTS_RUNS = ("/invocations", "/")
 
 def test_v1_conforms_to_its_openapi_document(live_server: Server) -> None:
     """schemathesis, bounded to 15 examples an operation: no 5xx, and every answer (status,
-    content type, body) matches the document. (Driven by hand: its pytest plugin does not
-    load under pytest 9.)"""
+    content type, body) matches the document, as the operator. (Driven by hand: its pytest
+    plugin does not load under pytest 9.)"""
+    operator = {"Authorization": f"Bearer {live_server.token}"}
     schema = schemathesis.openapi.from_url(f"http://127.0.0.1:{live_server.port}/openapi.json")
     counts = {"operations": 0, "examples": 0}
     for result in schema.get_all_operations():
@@ -88,7 +92,7 @@ def test_v1_conforms_to_its_openapi_document(live_server: Server) -> None:
         )
         def check(case: Any) -> None:
             counts["examples"] += 1
-            case.call_and_validate(timeout=10)
+            case.call_and_validate(timeout=10, headers=operator)
 
         check()
         counts["operations"] += 1
@@ -99,10 +103,6 @@ def test_v1_conforms_to_its_openapi_document(live_server: Server) -> None:
 def test_v1_openapi_is_served_by_the_real_server(live_server: Server) -> None:
     status, _, raw = live_server.request("GET", "/openapi.json")
     assert status == 200 and json.loads(raw)["openapi"] == "3.1.0"
-    conn: http.client.HTTPConnection = live_server.connection()
-    conn.request("DELETE", "/v1/sessions")
-    answer = conn.getresponse()
-    body = json.loads(answer.read())
-    conn.close()
-    assert answer.status == 405
-    assert body["error"]["code"] == "405_method_not_allowed"
+    status, _, raw = live_server.request("DELETE", "/v1/sessions")
+    assert status == 405
+    assert json.loads(raw)["error"]["code"] == "405_method_not_allowed"

@@ -17,6 +17,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
+# The operator token test servers get unless a test passes its own FOLDLINE_TOKEN ("" makes the
+# server generate one at first activation); ``Server.request`` sends it on guarded paths.
+OPERATOR_TOKEN = "test-operator-token"
+GUARDED = ("/v1/", "/console/api/")
 
 
 def free_port() -> int:
@@ -30,6 +34,7 @@ class Server:
     process: subprocess.Popen[bytes]
     port: int
     workspace: Path
+    token: str | None = OPERATOR_TOKEN  # what ``request`` sends on /v1 and /console/api
 
     def connection(self, timeout: float = 30) -> http.client.HTTPConnection:
         return http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
@@ -41,11 +46,17 @@ class Server:
         body: Any = None,
         headers: dict[str, str] | None = None,
         timeout: float = 30,
+        authorize: bool = True,
     ) -> tuple[int, dict[str, str], bytes]:
+        """One request; on /v1 and /console/api it carries the operator token unless the
+        headers have an ``Authorization`` of their own or ``authorize`` is False."""
+        headers = dict(headers or {})
+        if authorize and self.token and path.startswith(GUARDED):
+            headers.setdefault("Authorization", f"Bearer {self.token}")
         conn = self.connection(timeout)
         try:
             payload = body if isinstance(body, bytes) or body is None else json.dumps(body)
-            conn.request(method, path, body=payload, headers=headers or {})
+            conn.request(method, path, body=payload, headers=headers)
             answer = conn.getresponse()
             return answer.status, dict(answer.getheaders()), answer.read()
         finally:
@@ -76,6 +87,7 @@ def serve(
         # Python: they run as the server's user unless a test asks for the default run user
         # (tests/http/test_hostile_runner.py does).
         **({"FOLDLINE_RUN_USER": "root"} if os.geteuid() == 0 else {}),
+        "FOLDLINE_TOKEN": OPERATOR_TOKEN,
         **(env or {}),
     }
     process = subprocess.Popen(
@@ -100,7 +112,7 @@ def serve(
         stderr=subprocess.PIPE,
         start_new_session=True,
     )
-    server = Server(process, port, workspace)
+    server = Server(process, port, workspace, full_env["FOLDLINE_TOKEN"] or None)
     try:
         deadline = time.monotonic() + 30
         while True:

@@ -76,7 +76,7 @@ def test_a_new_connection_never_creates_an_empty_file_where_the_log_was(tmp_path
         def read() -> None:
             try:
                 log.head()
-            except BaseException as ex:  # noqa: BLE001 - handed to the test thread
+            except BaseException as ex:
                 failure.append(ex)
 
         thread = threading.Thread(target=read)

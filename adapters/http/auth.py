@@ -1,0 +1,131 @@
+"""Who is calling: every ``/v1`` and ``/console/api`` request needs a bearer token.
+
+Two kinds of caller. The operator holds the operator token (``FOLDLINE_TOKEN``, or the file
+the server made at first activation) and may do everything. A running job holds the
+``FOLDLINE_RUN_TOKEN`` of its current run (only its sha256 is on record, and it works only
+while that run is live) and reads only its own session: its jobs, streams, tasks and results;
+it spawns children there and judges its descendants (the rules check those again inside the
+write transaction). Anything else is a 401.
+
+``Authentication`` (falcon middleware) turns the request into a ``Caller`` and refuses what a
+resource marks ``operator_only`` (the whole log, leases, controls, the console's JSON); the
+resources that know an entity's session check a run's scope with ``require_session``.
+``/ping``, ``/invocations``, A2A, the agent card, ``/openapi.json``, ``/metrics`` and the
+console's static pages are outside both prefixes and stay as their contracts want them.
+"""
+
+from __future__ import annotations
+
+import hmac
+from dataclasses import dataclass
+from typing import Any
+
+import falcon
+
+from adapters.dispatch import token_digest
+from adapters.http.errors import ApiError
+from projections import queries
+
+GUARDED = ("/v1/", "/console/api/")
+
+
+@dataclass(frozen=True)
+class Caller:
+    job_id: str | None = None  # None: the operator
+    session_id: str | None = None
+    token_digest: str | None = None
+
+    @property
+    def is_operator(self) -> bool:
+        return self.job_id is None
+
+
+OPERATOR = Caller()
+
+
+def _unauthorized() -> ApiError:
+    return ApiError(
+        falcon.HTTP_401, "unauthorized", "a valid operator or live run token is required"
+    )
+
+
+class Authentication:
+    """Middleware: ``req.context.caller`` for every guarded route, or a 401/403 before it runs.
+
+    ``runtime`` needs ``operator_token.current()`` and ``engine`` (for a run token's lookup).
+    """
+
+    def __init__(self, runtime: Any) -> None:
+        self.runtime = runtime
+
+    def process_resource(
+        self, req: falcon.Request, resp: falcon.Response, resource: Any, params: dict[str, Any]
+    ) -> None:
+        if resource is None or not req.path.startswith(GUARDED):
+            return
+        caller = self.authenticate(req)
+        if getattr(resource, "operator_only", False) and not caller.is_operator:
+            raise ApiError(
+                falcon.HTTP_403,
+                "forbidden",
+                "a run token reads only its own session's jobs, streams and results;"
+                f" {req.method} {req.path} needs the operator token",
+            )
+        req.context.caller = caller
+
+    def authenticate(self, req: falcon.Request) -> Caller:
+        """The operator (constant-time compare), else the live run whose token it is.
+
+        Raises:
+            ApiError: 401, no bearer or one nobody holds.
+        """
+        scheme, _, value = (req.get_header("Authorization") or "").partition(" ")
+        value = value.strip()
+        if scheme.lower() != "bearer" or not value:
+            raise _unauthorized()
+        operator = self.runtime.operator_token.current()
+        if operator is not None and hmac.compare_digest(value.encode(), operator.encode()):
+            return OPERATOR
+        if operator is None and self.runtime.operator_token.fixed is None:
+            # No token file yet: the server never activated, so no run (and no operator
+            # token) exists to match; answer without opening the log.
+            raise _unauthorized()
+        digest = token_digest(value)
+        run = queries.run_caller(self.runtime.engine.log.connection(), digest)
+        if run is None:
+            raise _unauthorized()
+        return Caller(run.job_id, run.session_id, digest)
+
+
+class OpenReads:
+    """Middleware of ``foldline console DB``: read-only and bound to loopback, so every caller
+    is the operator (an auditor on this machine)."""
+
+    def process_resource(
+        self, req: falcon.Request, resp: falcon.Response, resource: Any, params: dict[str, Any]
+    ) -> None:
+        req.context.caller = OPERATOR
+
+
+def caller_of(req: falcon.Request) -> Caller:
+    """The caller the middleware put on the request (a missing one is a bug: a 500)."""
+    caller: Caller = req.context.caller
+    return caller
+
+
+def require_session(req: falcon.Request, session_id: str, what: str) -> Caller:
+    """The caller, if it may read ``what`` (e.g. ``job j1``) of ``session_id``: the operator,
+    or a run of that session.
+
+    Raises:
+        ApiError: 403 for a run of another session.
+    """
+    caller = caller_of(req)
+    if not caller.is_operator and caller.session_id != session_id:
+        raise ApiError(
+            falcon.HTTP_403,
+            "forbidden",
+            "a run token reads only its own session's jobs, streams and results;"
+            f" {what} is in another session",
+        )
+    return caller
