@@ -55,6 +55,7 @@ class ReadOnlyRuntime:
     def __init__(self, config: ReadOnlyConfig) -> None:
         self.config = config
         self.shutdown = threading.Event()
+        self.ending = self.shutdown.is_set  # what follows the feed asks (nothing else ends it)
         self._engine: _Engine | None = None
         self._notifier: Notifier | None = None
         self._pid = -1
