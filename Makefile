@@ -13,9 +13,11 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
 	touch $(STAMP)
 
+# The demo's state (the log's anchor, the run user's home) stays beside its workspace, outside
+# it, so that `make clean` forgets both and the next `make serve` starts a new log.
 serve: $(STAMP)
 	mkdir -p var/workspace
-	$(BIN)/foldline serve --workspace var/workspace
+	FOLDLINE_STATE_DIR=var/state $(BIN)/foldline serve --workspace var/workspace
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
