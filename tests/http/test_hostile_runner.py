@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from adapters.processes import ENV_ALLOWLIST
 from tests.support.server import ROOT, serve
 
 pytestmark = [
@@ -84,6 +85,10 @@ echo after > after.txt
 control write-after-attacks test -s after.txt
 control read-own-job http GET "/v1/jobs/$FOLDLINE_JOB_ID" "$FOLDLINE_RUN_TOKEN"
 say "uid=$(id -u) home=$HOME"
+say "STATUS $(grep -E '^(NoNewPrivs|CapInh|CapPrm|CapEff|CapBnd|CapAmb):' /proc/self/status \
+    | tr -d '\t' | tr '\n' ' ')"
+say "GROUPS $(id -G)"
+say "ENV $(env | cut -d= -f1 | sort | tr '\n' ' ')"
 """
 
 # Every attack the runner makes: the file ones need the server's uid or the log's directory in
@@ -109,6 +114,22 @@ ATTACKS = {
     "stream-no-token",
     "stream-run-token",
     "read-job-run-token",
+}
+
+
+# The server's allowlist, what a run is told about itself, and what sh sets on its own.
+ALLOWED_ENV = {
+    *ENV_ALLOWLIST,
+    "FOLDLINE_JOB_ID",
+    "FOLDLINE_SESSION_ID",
+    "FOLDLINE_RUN_ID",
+    "FOLDLINE_RESUMED",
+    "FOLDLINE_URL",
+    "FOLDLINE_RUN_TOKEN",
+    "PWD",
+    "OLDPWD",
+    "SHLVL",
+    "_",
 }
 
 
@@ -141,6 +162,7 @@ def test_a_hostile_runner_cannot_touch_the_log_the_token_or_the_server(base: Pat
         "FOLDLINE_TOKEN": "",  # the generated operator token, in the log's directory
         "FOLDLINE_RUNNER": HOSTILE,
         "FOLDLINE_AGENTS_FILE": str(base / "agents.toml"),
+        "CHANNEL_SECRET": "for the notify hook only",  # never in a run's environment
     }
     (base / "agents.toml").write_text('[agents.sleeper]\ncommand = "cat >/dev/null; sleep 60"\n')
     with serve(workspace, env, workers=2) as server:
@@ -162,7 +184,17 @@ def test_a_hostile_runner_cannot_touch_the_log_the_token_or_the_server(base: Pat
                 assert not answer.startswith("exit=0"), f"{name} succeeded: {answer}"
         assert all(answer == ["ok"] for answer in controls.values()), controls
         assert len(controls) == 8
-        assert "uid=1000 home=" in result
+        assert f"uid=1000 home={base}/ws.state/home/1000" in result
+        # No capability of any kind, no way to gain one, no group but its own.
+        (status_line,) = [line for line in result.splitlines() if line.startswith("STATUS ")]
+        assert "NoNewPrivs:1" in status_line
+        for kind in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+            assert f"{kind}:0000000000000000" in status_line, status_line
+        assert "GROUPS 1000\n" in result
+        (env_line,) = [line for line in result.splitlines() if line.startswith("ENV ")]
+        names = set(env_line.split()[1:])
+        assert "CHANNEL_SECRET" not in names and "FOLDLINE_TOKEN" not in names
+        assert names <= ALLOWED_ENV, names - ALLOWED_ENV
 
         # The server still serves, its processes and the victim job untouched.
         assert server.process.poll() is None

@@ -12,7 +12,9 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -54,13 +56,49 @@ def _lease_events(server: Server) -> list[dict[str, Any]]:
     return list(json.loads(raw)["events"])
 
 
-def test_a_log_deleted_under_a_running_server_stops_writes_and_no_empty_log_replaces_it(
-    tmp_path: Path,
-) -> None:
-    workspace = tmp_path / "ws"
+# A server that is not root: uid 1000, able to read the virtualenv wherever it lies (as root's
+# tests' own checkout may be behind a 0700 home) and nothing more.
+AS_A_USER = [
+    "setpriv",
+    "--reuid=1000",
+    "--regid=1000",
+    "--clear-groups",
+    "--inh-caps=+dac_read_search",
+    "--ambient-caps=+dac_read_search",
+    "--",
+]
+
+
+@pytest.fixture(params=["runs-as-the-server", "server-not-root"])
+def started(request: pytest.FixtureRequest) -> Iterator[tuple[Path, dict[str, Any], list[str]]]:
+    """A workspace and how to serve it: as root with runs kept at root's uid, or as a user."""
+    base = Path(tempfile.mkdtemp(prefix="foldline-guard-"))
+    os.chmod(base, 0o711)
+    workspace = base / "ws"
     workspace.mkdir()
-    env = {"FOLDLINE_RUNNER": RUNNER}
-    with serve(workspace, env) as server:
+    env: dict[str, Any] = {"FOLDLINE_RUNNER": RUNNER}
+    prefix: list[str] = []
+    if request.param == "server-not-root":
+        if os.geteuid() != 0:
+            prefix = []  # the suite itself is not root: this is that case already
+        else:
+            state = base / "ws.state"
+            state.mkdir()
+            for path in (workspace, state):
+                os.chown(path, 1000, 1000)
+            env["FOLDLINE_RUN_USER"] = ""  # a server that is not root cannot switch
+            prefix = AS_A_USER
+    yield workspace, env, prefix
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_log_deleted_under_a_running_server_stops_writes_and_no_empty_log_replaces_it(
+    started: tuple[Path, dict[str, Any], list[str]],
+) -> None:
+    workspace, env, prefix = started
+    with serve(workspace, env, prefix=prefix) as server:
+        server_uid = Path(f"/proc/{server.process.pid}").stat().st_uid
+        assert server_uid == (1000 if prefix else os.geteuid())
         sessions = []
         for n in range(4):
             status, body = server.invoke({"prompt": f"job {n}"})
@@ -89,7 +127,7 @@ def test_a_log_deleted_under_a_running_server_stops_writes_and_no_empty_log_repl
     assert "no more writes are taken" in stderr
     assert not (workspace / ".foldline").exists()  # nothing made a new, empty log meanwhile
 
-    with serve(workspace, env) as server:
+    with serve(workspace, env, prefix=prefix) as server:
         status, body = server.invoke({"prompt": "again"})
         assert (status, body["code"]) == (503, "log_missing"), body
         assert "refusing to start a new log" in body["error"] and "--new-log" in body["error"]

@@ -75,6 +75,7 @@ def serve(
     threads: int = 16,
     port: int | None = None,
     args: Sequence[str] = (),
+    prefix: Sequence[str] = (),
 ) -> Iterator[Server]:
     """Start the server, wait until /ping answers (at most 30 s), stop it with SIGTERM."""
     port = port or free_port()
@@ -92,6 +93,7 @@ def serve(
     }
     process = subprocess.Popen(
         [
+            *prefix,  # e.g. setpriv: the server as another user
             sys.executable,
             "-m",
             "adapters.cli",
