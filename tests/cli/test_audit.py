@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,19 +15,7 @@ from engine.audit import diff
 from engine.domain import commands as c
 from engine.domain.rules import Settings
 from projections import open_engine
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def foldline(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "adapters.cli", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
+from tests.support.cli import foldline
 
 
 def make_log(path: Path, sessions: int = 3, clock: FixedClock | None = None) -> None:

@@ -16,9 +16,9 @@ import pytest
 from engine import FixedClock, open_log
 from engine.domain import commands as c
 from projections import open_engine
-from tests.cli.test_audit import foldline as run_cli
 from tests.cli.test_audit import tamper
 from tests.support import doors
+from tests.support.cli import foldline as run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -10,7 +10,8 @@ import pytest
 from engine import FixedClock
 from engine.domain import commands as c
 from projections import open_engine
-from tests.cli.test_audit import EDITED_RESULT, FORGED_FINISH, foldline, forge_chain, tamper
+from tests.cli.test_audit import EDITED_RESULT, FORGED_FINISH, forge_chain, tamper
+from tests.support.cli import foldline
 
 
 @pytest.fixture

@@ -1,27 +1,14 @@
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _foldline(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "adapters.cli", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
-    )
+from tests.support.cli import foldline
 
 
 def test_cli_serve_refuses_a_file_that_is_not_a_log_with_one_line(tmp_path: Path) -> None:
     bogus = tmp_path / "bogus.db"
     bogus.write_bytes(b"definitely not sqlite" * 200)
-    done = _foldline("serve", "--workspace", str(tmp_path), "--db", str(bogus))
+    done = foldline("serve", "--workspace", str(tmp_path), "--db", str(bogus))
     assert done.returncode == 2
     assert done.stderr.startswith("foldline: not_a_log:")
     assert len(done.stderr.strip().splitlines()) == 1
@@ -44,7 +31,7 @@ def test_cli_serve_refuses_invalid_settings_with_one_line(tmp_path: Path) -> Non
             if "--workspace" not in args
             else ["serve", *args]
         )
-        done = _foldline(*full, env={**os.environ, **env})
+        done = foldline(*full, env={**os.environ, **env})
         assert done.returncode == 2, (args, env, done.stderr)
         assert done.stderr.startswith("foldline: invalid configuration:") and needle in done.stderr
         assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
@@ -63,6 +50,6 @@ def test_cli_help_of_every_subcommand_ends_with_an_example() -> None:
         "rebuild",
         "checkpoint",
     ):
-        done = _foldline(command, "--help")
+        done = foldline(command, "--help")
         assert done.returncode == 0
         assert done.stdout.strip().splitlines()[-1].startswith(f"example: foldline {command}")

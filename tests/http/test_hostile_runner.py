@@ -13,8 +13,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +20,8 @@ from pathlib import Path
 import pytest
 
 from adapters.processes import ENV_ALLOWLIST
-from tests.support.server import ROOT, serve
+from tests.support.cli import foldline
+from tests.support.server import serve
 
 pytestmark = [
     pytest.mark.server,
@@ -210,24 +209,10 @@ def test_a_hostile_runner_cannot_touch_the_log_the_token_or_the_server(base: Pat
     info = (workspace / ".foldline").stat()
     assert (info.st_uid, info.st_mode & 0o777) == (0, 0o700)
     db = workspace / ".foldline" / "foldline.db"
-    verified = subprocess.run(
-        [sys.executable, "-m", "adapters.cli", "verify", str(db)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    verified = foldline("verify", str(db))
     assert verified.returncode == 0, verified.stdout + verified.stderr
-    events = json.loads(verified.stdout)["events"]
-    assert events > 20
-    exported = subprocess.run(
-        [sys.executable, "-m", "adapters.cli", "export", str(db)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    ).stdout
+    assert json.loads(verified.stdout)["events"] > 20
+    exported = foldline("export", str(db))
+    assert exported.returncode == 0, exported.stderr
     for n in range(4):
-        assert f'"earlier {n}"' in exported  # every earlier job is still in the log
+        assert f'"earlier {n}"' in exported.stdout  # every earlier job is still in the log

@@ -10,8 +10,6 @@ import json
 import os
 import shutil
 import signal
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -20,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from tests.support.server import ROOT, Server, serve
+from tests.support.cli import foldline
+from tests.support.server import Server, serve
 
 pytestmark = pytest.mark.server
 
@@ -30,17 +29,6 @@ RUNNER = 'read -r p; case "$p" in wipe) rm -rf .foldline;; esac; echo "done: $p"
 def _anchor(workspace: Path) -> Path:
     (found,) = (workspace.parent / f"{workspace.name}.state" / "anchors").glob("*.json")
     return found
-
-
-def _foldline(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "adapters.cli", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
 
 
 def _stderr_after_stop(server: Server) -> str:
@@ -150,7 +138,7 @@ def test_new_log_starts_anew_and_records_what_it_lost(tmp_path: Path) -> None:
     # An auditor holds the old log against the anchor: it extends it.
     old = tmp_path / "old.db"
     shutil.copy(workspace / ".foldline" / "foldline.db", old)
-    checked = _foldline("verify", str(old), "--against", str(kept))
+    checked = foldline("verify", str(old), "--against", str(kept))
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert json.loads(checked.stdout)["extends_checkpoint"] is True
     shutil.rmtree(workspace / ".foldline")
@@ -168,9 +156,9 @@ def test_new_log_starts_anew_and_records_what_it_lost(tmp_path: Path) -> None:
     # The anchor now follows the new log; the new log does not extend the lost anchor.
     assert json.loads(_anchor(workspace).read_text())["hash"] != lost["hash"]
     db = workspace / ".foldline" / "foldline.db"
-    refused = _foldline("verify", str(db), "--against", str(kept))
+    refused = foldline("verify", str(db), "--against", str(kept))
     assert refused.returncode == 1 and "checkpoint_mismatch" in refused.stdout
-    follows = _foldline("verify", str(db), "--against", str(_anchor(workspace)))
+    follows = foldline("verify", str(db), "--against", str(_anchor(workspace)))
     assert follows.returncode == 0, follows.stdout + follows.stderr
 
     # --new-log replaces the anchor the server found at boot, and only that one: this log,

@@ -1,0 +1,24 @@
+"""The ``foldline`` command line as a real subprocess, for tests."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def foldline(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """Run ``foldline ARGS`` from the checkout; its exit code is the caller's to check."""
+    return subprocess.run(
+        [sys.executable, "-m", "adapters.cli", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        check=False,
+    )
