@@ -80,12 +80,11 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"foldline: not_a_log: {config.db} is not a SQLite database", file=sys.stderr)
         return 2
     config = replace(config, new_log=args.new_log)
-    jail = sandbox.for_server(
-        config.run_user, config.db.parent if config.db_url is None else None, config.state_dir
-    )
+    jail = sandbox.for_server(config)
     try:
-        if jail is not None:
-            sandbox.check(jail)  # runs that could not be isolated are never started
+        if jail is not None:  # runs that could not be isolated are never started
+            config = replace(config, run_isolation=sandbox.check(jail, config.run_isolation))
+            jail = sandbox.for_server(config)
     except ConfigError as ex:
         print(f"foldline: invalid configuration: {ex}", file=sys.stderr)
         return 2
@@ -103,7 +102,7 @@ def _serve(args: argparse.Namespace) -> int:
                 "schema": LATEST,
                 "bind": config.bind,
                 "workers": config.workers,
-                "runs_as": jail.user.name if jail else "the server's user",
+                "runs_as": f"{jail.user.name} ({jail.isolation})" if jail else "the server's user",
                 "state_dir": str(config.state_dir),
                 # Where the operator token is (never the token itself): made at first activation.
                 "operator_token": "FOLDLINE_TOKEN"

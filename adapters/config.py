@@ -61,6 +61,7 @@ class ServerConfig:
     # Out of the runs' reach (ADR 0029): where the anchor lives, and who runs execute as.
     state_dir: Path = field(default_factory=lambda: default_state_dir(os.environ))
     run_user: RunUser | None = None  # None: runs keep the server's uid (a non-root server)
+    run_isolation: str = "auto"  # namespace, modes, or auto (serve's boot check decides)
     new_log: bool = False  # --new-log: start a new log where the anchor saw history
 
     @property
@@ -195,6 +196,7 @@ def load_config(
         "public_url": env.get("FOLDLINE_PUBLIC_URL") or None,
         "state_dir": default_state_dir(env),
         "run_user": _run_user(env.get("FOLDLINE_RUN_USER")),
+        "run_isolation": env.get("FOLDLINE_RUN_ISOLATION") or "auto",
     }
     numbers = {
         "lease_renew_s": "FOLDLINE_LEASE_RENEW_S",
@@ -228,6 +230,10 @@ def load_config(
         if agents_file
         else default_agents(config.runner),
     )
+    if config.run_isolation not in ("auto", "namespace", "modes"):
+        raise ConfigError(
+            f"FOLDLINE_RUN_ISOLATION={config.run_isolation!r}: expected auto, namespace or modes"
+        )
     if config.a2a_keepalive_s > 2:
         raise ConfigError("FOLDLINE_A2A_KEEPALIVE_S must be at most 2: A2A clients wait 5 s")
     if config.lease_renew_s >= config.lease_stale_s:

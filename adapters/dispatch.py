@@ -100,9 +100,7 @@ class Dispatcher:
         self._lock = threading.Lock()
         self.last_change = time.time()  # when this process's busy state last changed
         # Who runs execute as, and what they cannot see (None: as the server, a non-root one).
-        self.sandbox = sandbox.for_server(
-            config.run_user, config.db.parent if config.db_url is None else None, config.state_dir
-        )
+        self.sandbox = sandbox.for_server(config)
 
     def is_busy(self) -> bool:
         """Runs or notify hooks in flight in this process."""

@@ -36,10 +36,10 @@ import stat
 import subprocess
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from adapters.config import RunUser
+from adapters.config import RunUser, ServerConfig
 from adapters.config_error import ConfigError
 from engine.errors import LogMissing
 
@@ -54,6 +54,9 @@ _HIDE_THEN_DROP = (
 TOOLS = ("unshare", "mount", "setpriv")
 
 
+NAMESPACE, MODES = "namespace", "modes"
+
+
 @dataclass(frozen=True)
 class Sandbox:
     """How runs are started: as ``user``, with ``hidden`` out of their view."""
@@ -61,9 +64,12 @@ class Sandbox:
     user: RunUser
     hidden: Path | None  # the log's directory (None: a PostgreSQL log, no file to hide)
     home: Path
+    isolation: str = NAMESPACE  # or MODES: no mount namespace to be had (see ``check``)
+    workspace: Path | None = None
 
     def wrap(self, argv: Sequence[str]) -> list[str]:
-        """``argv`` as the run user, in a mount namespace that hides the log's directory."""
+        """``argv`` as the run user, in a mount namespace that hides the log's directory
+        (with ``MODES``, behind ownership and a sticky workspace root only)."""
         drop = [
             "setpriv",
             f"--reuid={self.user.uid}",
@@ -75,7 +81,7 @@ class Sandbox:
             "--",
             *argv,
         ]
-        if self.hidden is None:
+        if self.hidden is None or self.isolation == MODES:
             return drop
         return [
             "unshare",
@@ -92,24 +98,42 @@ class Sandbox:
         ]
 
     def env(self) -> dict[str, str]:
-        """What the run's environment says about who it is."""
-        return {"HOME": str(self.home), "USER": self.user.name, "LOGNAME": self.user.name}
+        """What the run's environment says about who it is. With ``MODES`` the workspace root
+        is root's, and git refuses a repository whose top another user owns: the run's git
+        is told this one is safe (as command-line configuration, which git honours for it)."""
+        env = {"HOME": str(self.home), "USER": self.user.name, "LOGNAME": self.user.name}
+        if self.isolation == MODES and self.workspace is not None:
+            env.update(
+                GIT_CONFIG_COUNT="1",
+                GIT_CONFIG_KEY_0="safe.directory",
+                GIT_CONFIG_VALUE_0=str(self.workspace),
+            )
+        return env
 
 
-def for_server(user: RunUser | None, log_dir: Path | None, state_dir: Path) -> Sandbox | None:
-    """The sandbox runs get, or None when they run as the server's own user (a non-root
-    server, or ``FOLDLINE_RUN_USER=root``)."""
+def for_server(config: ServerConfig) -> Sandbox | None:
+    """The sandbox the runs of ``config`` get, or None when they run as the server's own user
+    (a non-root server, or ``FOLDLINE_RUN_USER=root``)."""
+    user = config.run_user
     if user is None or user.is_root:
         return None
-    return Sandbox(user, log_dir, state_dir / "home" / str(user.uid))
+    return Sandbox(
+        user,
+        config.db.parent if config.db_url is None else None,
+        config.state_dir / "home" / str(user.uid),
+        MODES if config.run_isolation == MODES else NAMESPACE,
+        config.workspace,
+    )
 
 
-def check(sandbox: Sandbox) -> None:
-    """Run the whole chain once (``id -u`` as the run user, the hidden directory a tmpfs),
-    at boot, before anything is served.
+def check(sandbox: Sandbox, wanted: str) -> str:
+    """Which isolation runs get here (``wanted``: ``auto``, ``namespace`` or ``modes``),
+    found by running the whole chain once as the run user, at boot, before anything is
+    served. ``auto`` takes a mount namespace where the server may make one, and falls back
+    to modes where it may not (a container without CAP_SYS_ADMIN), with a warning.
 
     Raises:
-        ConfigError: a tool is missing or the chain fails: runs could not be isolated.
+        ConfigError: a tool is missing or no chain works: runs could not be isolated.
     """
     missing = [tool for tool in TOOLS if shutil.which(tool) is None]
     if missing:
@@ -117,13 +141,35 @@ def check(sandbox: Sandbox) -> None:
             f"running jobs as {sandbox.user.name} needs {', '.join(missing)} (util-linux);"
             " install it, or set FOLDLINE_RUN_USER=root to run jobs as root"
         )
+    failures: list[str] = []
+    for isolation in (NAMESPACE, MODES) if wanted == "auto" else (wanted,):
+        failure = _probe(replace(sandbox, isolation=isolation))
+        if failure is None:
+            if isolation == MODES and wanted == "auto":
+                log.warning(
+                    "no mount namespace for runs (%s): they are kept from the log by"
+                    " ownership and a sticky workspace root",
+                    failures[0],
+                )
+            return isolation
+        failures.append(failure)
+    raise ConfigError(
+        f"runs cannot be isolated as {sandbox.user.name} ({'; '.join(failures)}); set"
+        " FOLDLINE_RUN_USER=root to run jobs as root"
+    )
+
+
+def _probe(sandbox: Sandbox) -> str | None:
+    """Run ``id -u`` through the chain, the log's directory standing in as a probe directory;
+    None when the run is the run user and cannot see into it, else what went wrong."""
     probe = Path(tempfile.mkdtemp(prefix="foldline-sandbox-check-"))
     try:
-        os.chmod(probe, 0o755)  # visible to the run user but for the mount
+        # The run user may enter the probe but for the mount; with modes it is root's 0700.
+        os.chmod(probe, 0o755 if sandbox.isolation == NAMESPACE else 0o700)
         (probe / "log").write_bytes(b"")
         script = f'[ "$(id -u)" = {sandbox.user.uid} ] && [ ! -e "$0/log" ]'
         answer = subprocess.run(
-            Sandbox(sandbox.user, probe, sandbox.home).wrap(["sh", "-c", script, str(probe)]),
+            replace(sandbox, hidden=probe).wrap(["sh", "-c", script, str(probe)]),
             cwd="/",
             capture_output=True,
             timeout=30,
@@ -132,12 +178,10 @@ def check(sandbox: Sandbox) -> None:
         )
     finally:
         shutil.rmtree(probe, ignore_errors=True)
-    if answer.returncode != 0:
-        raise ConfigError(
-            f"runs cannot be isolated as {sandbox.user.name} (exit {answer.returncode}:"
-            f" {answer.stderr.decode(errors='replace').strip()[:300]}); set"
-            " FOLDLINE_RUN_USER=root to run jobs as root"
-        )
+    if answer.returncode == 0:
+        return None
+    said = answer.stderr.decode(errors="replace").strip()[:300]
+    return f"{sandbox.isolation}: exit {answer.returncode}{': ' + said if said else ''}"
 
 
 def prepare(sandbox: Sandbox, workspace: Path) -> None:
@@ -159,7 +203,15 @@ def prepare(sandbox: Sandbox, workspace: Path) -> None:
     sandbox.home.parent.mkdir(mode=0o711, parents=True, exist_ok=True)
     sandbox.home.mkdir(mode=0o700, exist_ok=True)
     os.chown(sandbox.home, sandbox.user.uid, sandbox.user.gid)
-    if os.lstat(workspace).st_uid != sandbox.user.uid:
+    root = os.lstat(workspace)
+    if sandbox.isolation == MODES:
+        # The root stays root's and sticky: the run creates and removes its own entries,
+        # never one it does not own, so the log's directory cannot be moved or removed.
+        if (root.st_uid, stat.S_IMODE(root.st_mode)) != (0, 0o1777):
+            hand_over(workspace, sandbox.user, skip=hidden)
+            os.chown(workspace, 0, 0, follow_symlinks=False)
+            os.chmod(workspace, 0o1777)
+    elif root.st_uid != sandbox.user.uid:
         hand_over(workspace, sandbox.user, skip=hidden)
 
 

@@ -154,11 +154,7 @@ def bench_invocation(seconds: float, clients: int = 16, rounds: int = 20) -> dic
         state = Path(folder) / "state"
         env = {"FOLDLINE_RUNNER": RUNNER, "FOLDLINE_STATE_DIR": str(state)}
         # What the server does to start a run: as the run user when it is root (ADR 0029).
-        jail = sandbox.for_server(
-            load_config(env, workspace=str(workspace)).run_user,
-            workspace / ".foldline",
-            state,
-        )
+        jail = sandbox.for_server(load_config(env, workspace=str(workspace)))
         with server(serve_command(str(workspace), port), port, "/ping", env):
             conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
             invoke(conn)  # warm up: lease, recovery, first connections, the run user's home

@@ -31,6 +31,7 @@ pytestmark = [
 HOSTILE = r"""
 cat > prompt.txt
 read -r victim_job victim_session server_pid < prompt.txt
+case $victim_job in earlier) echo "ordinary work: $victim_session"; exit 0;; esac
 say() { printf '%s\n' "$*"; }
 attack() {
     name=$1; shift
@@ -82,6 +83,7 @@ attack read-job-run-token http GET "/v1/jobs/$victim_job" "$FOLDLINE_RUN_TOKEN"
 
 echo after > after.txt
 control write-after-attacks test -s after.txt
+control git-works git -c user.name=run -c user.email=run@localhost commit -q --allow-empty -m ok
 control read-own-job http GET "/v1/jobs/$FOLDLINE_JOB_ID" "$FOLDLINE_RUN_TOKEN"
 say "uid=$(id -u) home=$HOME"
 say "STATUS $(grep -E '^(NoNewPrivs|CapInh|CapPrm|CapEff|CapBnd|CapAmb):' /proc/self/status \
@@ -127,6 +129,9 @@ ALLOWED_ENV = {
     "FOLDLINE_RUN_TOKEN",
     "PWD",
     "OLDPWD",
+    "GIT_CONFIG_COUNT",  # modes: the root-owned workspace root is a safe git directory
+    "GIT_CONFIG_KEY_0",
+    "GIT_CONFIG_VALUE_0",
     "SHLVL",
     "_",
 }
@@ -151,13 +156,19 @@ def _lines(result: str, kind: str) -> dict[str, list[str]]:
     return found
 
 
-def test_a_hostile_runner_cannot_touch_the_log_the_token_or_the_server(base: Path) -> None:
+@pytest.mark.parametrize("isolation", ["namespace", "modes"])
+def test_a_hostile_runner_cannot_touch_the_log_the_token_or_the_server(
+    base: Path, isolation: str
+) -> None:
+    """Both isolations: a mount namespace hiding the log's directory, and, where none can be
+    made (a container without CAP_SYS_ADMIN), ownership and a sticky workspace root."""
     for tool in ("sqlite3", "python3", "curl", "git", "pgrep"):
         assert shutil.which(tool), f"{tool} is needed to run the attacks (.ci/run installs it)"
     workspace = base / "ws"
     workspace.mkdir()
     env = {
         "FOLDLINE_RUN_USER": "1000:1000",  # the default of a root server, said explicitly
+        "FOLDLINE_RUN_ISOLATION": isolation,
         "FOLDLINE_TOKEN": "",  # the generated operator token, in the log's directory
         "FOLDLINE_RUNNER": HOSTILE,
         "FOLDLINE_AGENTS_FILE": str(base / "agents.toml"),
@@ -182,7 +193,7 @@ def test_a_hostile_runner_cannot_touch_the_log_the_token_or_the_server(base: Pat
             for answer in answers:
                 assert not answer.startswith("exit=0"), f"{name} succeeded: {answer}"
         assert all(answer == ["ok"] for answer in controls.values()), controls
-        assert len(controls) == 8
+        assert len(controls) == 9
         assert f"uid=1000 home={base}/ws.state/home/1000" in result
         # No capability of any kind, no way to gain one, no group but its own.
         (status_line,) = [line for line in result.splitlines() if line.startswith("STATUS ")]
@@ -208,6 +219,10 @@ def test_a_hostile_runner_cannot_touch_the_log_the_token_or_the_server(base: Pat
     assert (workspace / "after.txt").stat().st_uid == 1000
     info = (workspace / ".foldline").stat()
     assert (info.st_uid, info.st_mode & 0o777) == (0, 0o700)
+    root = workspace.stat()
+    assert (root.st_uid, root.st_mode & 0o7777) == (
+        (1000, 0o755) if isolation == "namespace" else (0, 0o1777)
+    )
     db = workspace / ".foldline" / "foldline.db"
     verified = foldline("verify", str(db))
     assert verified.returncode == 0, verified.stdout + verified.stderr

@@ -19,9 +19,9 @@ def test_the_run_user_defaults_to_1000_as_root_and_to_nobody_else_otherwise(
 ) -> None:
     monkeypatch.setattr(os, "geteuid", lambda: 0)
     assert load_config({}, workspace=str(tmp_path)).run_user == RunUser(1000, 1000, "1000:1000")
-    named = load_config({"FOLDLINE_RUN_USER": "root"}, workspace=str(tmp_path)).run_user
-    assert named is not None and named.is_root
-    assert sandbox.for_server(named, tmp_path, tmp_path) is None  # root, as asked: no switch
+    as_root = load_config({"FOLDLINE_RUN_USER": "root"}, workspace=str(tmp_path))
+    assert as_root.run_user is not None and as_root.run_user.is_root
+    assert sandbox.for_server(as_root) is None  # root, as asked: no switch
     for bad in ("1000", "a:b", "no-such-user-here"):
         with pytest.raises(ConfigError, match="FOLDLINE_RUN_USER"):
             load_config({"FOLDLINE_RUN_USER": bad}, workspace=str(tmp_path))
@@ -60,12 +60,14 @@ def test_a_server_that_cannot_isolate_runs_says_what_is_missing(
     monkeypatch.setenv("PATH", str(tmp_path))  # no util-linux on it
     jail = sandbox.Sandbox(RunUser(1000, 1000, "1000:1000"), tmp_path, tmp_path)
     with pytest.raises(ConfigError, match="needs unshare, mount, setpriv"):
-        sandbox.check(jail)
+        sandbox.check(jail, "auto")
 
 
 @root_only
-def test_the_isolation_check_passes_here_as_root(tmp_path: Path) -> None:
-    sandbox.check(sandbox.Sandbox(RunUser(1000, 1000, "1000:1000"), tmp_path, tmp_path / "h"))
+def test_the_isolation_check_finds_what_works_here_as_root(tmp_path: Path) -> None:
+    jail = sandbox.Sandbox(RunUser(1000, 1000, "1000:1000"), tmp_path, tmp_path / "h")
+    assert sandbox.check(jail, "auto") == "namespace"  # root on this machine may make one
+    assert sandbox.check(jail, "modes") == "modes"
 
 
 @root_only
