@@ -1,8 +1,9 @@
 """Starting jobs: record the job, spawn its run gated, open the gate after the commit, and
 watch it in a thread of this process (SPEC §7). Also the one place a prompt is read.
 
-A run and its notify hook are this process's in-flight work: ``is_busy`` is what ``/ping``
-reports as HealthyBusy, from memory, without opening the log.
+A run and its notify hook are in-flight work, counted on the server's busy board
+(``adapters.busy``): what ``/ping`` reports as HealthyBusy, whichever worker answers, without
+opening the log.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 import msgspec
 
 from adapters import notify, runner, sandbox
+from adapters.busy import BusyBoard
 from adapters.config import ServerConfig
 from adapters.processes import GatedProcess, spawn_gated
 from engine.domain import commands as c
@@ -90,25 +92,20 @@ def read_prompt(workspace: Path, prompt: str, prompt_file: str) -> bytes:
 
 class Dispatcher:
     def __init__(
-        self, config: ServerConfig, engine: Callable[[], DomainEngine], stopping: threading.Event
+        self,
+        config: ServerConfig,
+        engine: Callable[[], DomainEngine],
+        stopping: threading.Event,
+        busy: BusyBoard,
     ) -> None:
         self.config = config
         self._engine = engine
         self._stopping = stopping
+        self.busy = busy  # the server's, shared by its workers
         self._runs: dict[str, threading.Thread] = {}
-        self._hooks = 0
         self._lock = threading.Lock()
-        self.last_change = time.time()  # when this process's busy state last changed
         # Who runs execute as, and what they cannot see (None: as the server, a non-root one).
         self.sandbox = sandbox.for_server(config)
-
-    def is_busy(self) -> bool:
-        """Runs or notify hooks in flight in this process."""
-        with self._lock:
-            return bool(self._runs) or self._hooks > 0
-
-    def _changed(self) -> None:
-        self.last_change = time.time()
 
     def join(self, timeout_s: float) -> None:
         """Wait for this process's runs to stop (they stay recorded as running, for recovery)."""
@@ -325,7 +322,7 @@ class Dispatcher:
             )
             with self._lock:
                 self._runs[job_id] = thread
-                self._changed()
+            self.busy.enter()
             thread.start()
         return [job_id for _, job_id, *_ in started], position
 
@@ -347,7 +344,7 @@ class Dispatcher:
         finally:
             with self._lock:
                 self._runs.pop(run.job_id, None)
-                self._changed()
+            self.busy.leave()
 
     def _notify(self, job_id: str, status: str, result: str) -> None:
         if not self.config.notify:
@@ -356,8 +353,7 @@ class Dispatcher:
         session_id = queries.job_session(engine.log.connection(), job_id)
         if session_id is None:  # the runner just recorded this job's end: a bug if missing
             raise LookupError(f"no job {job_id}")
-        with self._lock:
-            self._hooks += 1
+        self.busy.enter()
         try:
             notify.run_hook(
                 engine,
@@ -370,9 +366,7 @@ class Dispatcher:
                 result,
             )
         finally:
-            with self._lock:
-                self._hooks -= 1
-                self._changed()
+            self.busy.leave()
 
 
 def _job_of_command(tx: Transaction, command_id: str) -> str:

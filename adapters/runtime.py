@@ -16,11 +16,11 @@ import contextlib
 import logging
 import os
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
 from adapters import log_anchor, recovery, sandbox
+from adapters.busy import BusyBoard
 from adapters.config import ServerConfig
 from adapters.dispatch import Dispatcher
 from adapters.operator_token import OperatorToken
@@ -42,7 +42,6 @@ class Runtime:
         self.config = config
         self.holder = holder
         self.clock = clock  # None: the system clock; tests inject one to move time
-        self.started_at = time.time()
         self._pid = -1
         self._engine: DomainEngine | None = None
         self._notifier: Notifier | None = None
@@ -50,7 +49,9 @@ class Runtime:
         self.shutdown = threading.Event()
         self.operator_token = OperatorToken(config)
         self.graces = recovery.Graces(config.start_grace_s, config.transition_grace_s)
-        self.jobs = Dispatcher(config, lambda: self.engine, self.shutdown)
+        # Made here, in the gunicorn master before it forks: every worker counts on the same page.
+        self.busy = BusyBoard()
+        self.jobs = Dispatcher(config, lambda: self.engine, self.shutdown, self.busy)
         self.tenure = Tenure(
             config,
             holder,
@@ -247,8 +248,11 @@ class Runtime:
     # -- /ping, from memory --------------------------------------------------------------------
 
     def ping(self) -> dict[str, Any]:
-        """AgentCore health: HealthyBusy while this process has runs or hooks in flight.
-        Answered from memory: ``/ping`` never opens (or creates) the log."""
-        busy = self.jobs.is_busy()
-        updated = max(self.started_at, self.jobs.last_change)
-        return {"status": "HealthyBusy" if busy else "Healthy", "time_of_last_update": int(updated)}
+        """AgentCore health: HealthyBusy while any run or notify hook of this server is in
+        flight, whichever worker answers, and when that last changed. Answered from the
+        shared busy board: ``/ping`` never opens (or creates) the log."""
+        busy, changed_at = self.busy.state()
+        return {
+            "status": "HealthyBusy" if busy else "Healthy",
+            "time_of_last_update": int(changed_at),
+        }
