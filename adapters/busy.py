@@ -2,7 +2,7 @@
 
 AgentCore stops an idle session's microVM and trusts ``/ping`` to say ``HealthyBusy`` while work
 is in flight. Any worker may answer a ping, and a run or notify hook lives in the worker that
-started it, so the answer must be the server's, not the answering worker's (ADR 0030).
+started it, so the answer must be the server's, not the answering worker's (ADR 0031).
 
 The board is a small page of shared memory made by the gunicorn master before it forks: one
 slot per worker (its pid, start token and how much work it has in flight) and a header with

@@ -1,4 +1,4 @@
-"""``/ping`` answers for the whole server, not for the worker that happens to answer (ADR 0030):
+"""``/ping`` answers for the whole server, not for the worker that happens to answer (ADR 0031):
 AgentCore reaps a session it believes idle, so a run in one worker must keep every worker's
 answer ``HealthyBusy``."""
 
