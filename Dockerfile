@@ -2,7 +2,7 @@
 #
 #   docker build -t foldline .                                  # linux/amd64 or the host's
 #   docker buildx build --platform linux/arm64 -t foldline .    # AgentCore runs arm64
-#   docker run -d -p 8080:8080 -v foldline-ws:/workspace foldline
+#   docker run -d --cap-add SYS_ADMIN -p 8080:8080 -v foldline-ws:/workspace foldline
 #
 # Build arguments:
 #   BASE          any Debian-like image with Python 3.11+ and python3 -m venv
@@ -14,6 +14,11 @@
 # --no-index (a build with no package index, or one behind a proxy the build cannot trust);
 # without one, pip installs from the index as usual. Only pyproject.toml (and the wheelhouse)
 # decide the dependency layer, so editing the code rebuilds only the last layers.
+#
+# The address and the workspace are environment variables, not flags: AgentCore runs the
+# image's own command and changes only the environment (FOLDLINE_BIND=0.0.0.0:9000 for A2A,
+# FOLDLINE_WORKSPACE=/mnt/<name> where its file system is mounted). `docker run IMAGE
+# foldline serve --bind ...` works as well; flags win over the environment.
 #
 # The server runs as root, PID 1, and handles SIGTERM itself (gunicorn's master): a graceful
 # stop finishes open requests, releases the workspace lease and exits 0. Runs execute as the
@@ -74,16 +79,17 @@ RUN pip install --no-deps --no-build-isolation /build/src \
     && rm -rf /build/src \
     && foldline machines >/dev/null
 
-ENV FOLDLINE_WORKSPACE=/workspace
+ENV FOLDLINE_WORKSPACE=/workspace \
+    FOLDLINE_BIND=0.0.0.0:8080
 VOLUME /workspace
 WORKDIR /workspace
 EXPOSE 8080
 # /ping answers from memory (nothing under the workspace is opened for it). The port is the
-# one `--bind` names on PID 1's command line (9000 for A2A), else FOLDLINE_BIND's, else 8080.
+# one `--bind` names on PID 1's command line (9000 for A2A), else FOLDLINE_BIND's.
 HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 CMD ["python3", "-c", "\
 import os, urllib.request; \
 argv = open('/proc/1/cmdline', 'rb').read().decode().split('\\0'); \
 bind = argv[argv.index('--bind') + 1] if '--bind' in argv else os.environ.get('FOLDLINE_BIND', ':8080'); \
 urllib.request.urlopen('http://127.0.0.1:%s/ping' % bind.rpartition(':')[2], timeout=4)"]
 STOPSIGNAL SIGTERM
-CMD ["foldline", "serve", "--bind", "0.0.0.0:8080", "--workspace", "/workspace"]
+CMD ["foldline", "serve"]

@@ -47,9 +47,16 @@ def image(base_image: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator
 
 
 @contextlib.contextmanager
-def container(image: str, workspace: Path, port: int, *extra: str) -> Iterator[str]:
-    """``docker run -d`` of the image with ``workspace`` as /workspace on a loopback port;
-    removed (with force) afterwards."""
+def container(
+    image: str,
+    workspace: Path,
+    port: int,
+    *extra: str,
+    inside: str = "/workspace",
+    serves: int = 8080,
+) -> Iterator[str]:
+    """``docker run -d`` of the image with ``workspace`` mounted at ``inside`` and the port it
+    ``serves`` on published on a loopback port; removed (with force) afterwards."""
     name = f"foldline-test-{secrets.token_hex(4)}"
     must(
         docker(
@@ -57,8 +64,8 @@ def container(image: str, workspace: Path, port: int, *extra: str) -> Iterator[s
             "--detach",
             f"--name={name}",
             *RUN_FLAGS,
-            f"--publish=127.0.0.1:{port}:8080",
-            f"--volume={workspace}:/workspace",
+            f"--publish=127.0.0.1:{port}:{serves}",
+            f"--volume={workspace}:{inside}",
             "--env=FOLDLINE_DEMO_DELAY_S=0",
             *extra,
             image,
@@ -110,12 +117,10 @@ def test_image_serves_a_job_as_the_run_user_and_stops_gracefully_on_sigterm(
     image: str, tmp_path: Path
 ) -> None:
     config = json.loads(must(docker("image", "inspect", "--format={{json .Config}}", image)))
-    assert config["Cmd"] == [
-        "foldline", "serve", "--bind", "0.0.0.0:8080", "--workspace", "/workspace"
-    ]  # fmt: skip
+    assert config["Cmd"] == ["foldline", "serve"]  # exec form: the server is PID 1
+    assert {"FOLDLINE_BIND=0.0.0.0:8080", "FOLDLINE_WORKSPACE=/workspace"} <= set(config["Env"])
     assert "/workspace" in config["Volumes"] and "8080/tcp" in config["ExposedPorts"]
     assert config["StopSignal"] == "SIGTERM" and config["User"] in ("", "root")
-    assert config["Env"].count("FOLDLINE_WORKSPACE=/workspace") == 1
     assert config["Healthcheck"]["Test"][0] == "CMD"
 
     workspace = tmp_path / "workspace"
@@ -153,18 +158,49 @@ def test_image_serves_a_job_as_the_run_user_and_stops_gracefully_on_sigterm(
     assert json.loads(verified.stdout)["ok"] is True
 
 
-def test_image_builds_and_runs_for_arm64_under_qemu(docker_engine: None, tmp_path: Path) -> None:
+def test_image_takes_the_a2a_port_and_a_mount_path_from_the_environment(
+    image: str, tmp_path: Path
+) -> None:
+    """AgentCore changes only the environment: A2A on 9000, its file system under /mnt. The
+    HEALTHCHECK follows the port, and the log lands on the mounted workspace."""
+    workspace = tmp_path / "mounted"
+    workspace.mkdir()
+    port = free_port()
+    settings = ("--env=FOLDLINE_BIND=0.0.0.0:9000", "--env=FOLDLINE_WORKSPACE=/mnt/workspace")
+    with container(
+        image,
+        workspace,
+        port,
+        "--health-interval=1s",
+        *settings,
+        inside="/mnt/workspace",
+        serves=9000,
+    ) as name:
+        wait_until_healthy(name, port)
+        status, card = call(port, "GET", "/.well-known/agent-card.json")
+        assert status == 200 and card["capabilities"]["streaming"] is True, card
+        status, body = call(port, "POST", "/invocations", {"prompt": "on the share"})
+        assert (status, body["result"]) == (200, "echo: on the share\n"), body
+        must(docker("stop", "--time=30", name, timeout=90))
+        assert state(name)["ExitCode"] == 0, logs(name)
+    assert (workspace / ".foldline" / "foldline.db").is_file()
+
+
+def test_image_builds_and_runs_for_arm64_under_qemu(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
     """``docker build --platform linux/arm64`` on an arm64 bookworm base (debootstrap under
     qemu-user-static), then the image answers a job. Skipped, with the reason, where the
     kernel has no aarch64 emulator registered: that is a fact of the host, not a failure."""
     if os.uname().machine == "aarch64":
-        pytest.skip("the host is arm64: the other test built and ran the arm64 image natively")
+        pytest.skip("the host is arm64: the other tests built and ran the arm64 image natively")
     if not QEMU_AARCH64.is_file() or "enabled" not in QEMU_AARCH64.read_text():
         pytest.skip(
             f"arm64 not tried: no aarch64 emulator enabled at {QEMU_AARCH64}"
             " (apt-get install qemu-user-static binfmt-support; update-binfmts --enable"
             " qemu-aarch64)"
         )
+    request.getfixturevalue("docker_engine")
     base = make_base("foldline-test-base:bookworm-arm64", tmp_path, arch="arm64", timeout=1500)
     print(f"arm64 base: {base:.0f} s (0: cached)")
     context = build_context(
