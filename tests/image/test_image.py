@@ -54,6 +54,7 @@ def container(
     *extra: str,
     inside: str = "/workspace",
     serves: int = 8080,
+    caps: tuple[str, ...] = RUN_FLAGS,
 ) -> Iterator[str]:
     """``docker run -d`` of the image with ``workspace`` mounted at ``inside`` and the port it
     ``serves`` on published on a loopback port; removed (with force) afterwards."""
@@ -63,7 +64,7 @@ def container(
             "run",
             "--detach",
             f"--name={name}",
-            *RUN_FLAGS,
+            *caps,
             f"--publish=127.0.0.1:{port}:{serves}",
             f"--volume={workspace}:{inside}",
             "--env=FOLDLINE_DEMO_DELAY_S=0",
@@ -165,7 +166,8 @@ def test_image_takes_the_a2a_port_and_a_mount_path_from_the_environment(
     image: str, tmp_path: Path
 ) -> None:
     """AgentCore changes only the environment: A2A on 9000, its file system under /mnt. The
-    HEALTHCHECK follows the port, and the log lands on the mounted workspace."""
+    HEALTHCHECK follows the port, and the log lands on the mounted workspace. Run as a plain
+    ``docker run`` (no CAP_SYS_ADMIN): runs are kept from the log by the sticky-root fallback."""
     workspace = tmp_path / "mounted"
     workspace.mkdir()
     port = free_port()
@@ -178,8 +180,10 @@ def test_image_takes_the_a2a_port_and_a_mount_path_from_the_environment(
         *settings,
         inside="/mnt/workspace",
         serves=9000,
+        caps=(),
     ) as name:
         wait_until_healthy(name, port)
+        assert '"runs_as": "1000:1000 (modes)"' in logs(name), logs(name)
         status, card = call(port, "GET", "/.well-known/agent-card.json")
         assert status == 200 and card["capabilities"]["streaming"] is True, card
         status, body = call(port, "POST", "/invocations", {"prompt": "on the share"})
@@ -187,6 +191,8 @@ def test_image_takes_the_a2a_port_and_a_mount_path_from_the_environment(
         must(docker("stop", "--time=30", name, timeout=90))
         assert state(name)["ExitCode"] == 0, logs(name)
     assert (workspace / ".foldline" / "foldline.db").is_file()
+    root = workspace.stat()  # the fallback: the root stays root's and sticky
+    assert (root.st_uid, root.st_mode & 0o7777) == (0, 0o1777)
 
 
 def test_image_builds_and_runs_for_arm64_under_qemu(
