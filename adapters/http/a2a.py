@@ -290,7 +290,9 @@ class JsonRpc:
 
     def _blocking(self, task_id: str, request_id: Any, history: int | None) -> Iterator[bytes]:
         """Headers at once, then a space every keep-alive interval (leading whitespace is
-        valid JSON and resets the client's read timeout), then the answer."""
+        valid JSON and resets the client's read timeout), then the answer. At the cap
+        (``FOLDLINE_SYNC_WAIT_S``) the answer is the task as it stands, ``working`` most likely,
+        never an error: the task goes on, and GetTask or SubscribeToTask follow it."""
         deadline = time.monotonic() + self.runtime.config.sync_wait_s
         for row in self._watch(task_id, deadline):
             if row is None:
@@ -345,8 +347,7 @@ class JsonRpc:
             request_id,
             runtime.ending,
             keepalive_s=runtime.config.a2a_keepalive_s,
-            deadline=time.monotonic() + runtime.config.sync_wait_s,
-        )
+        )  # no deadline: the sync cap is for blocking SendMessage only
 
     # -- GetTask / CancelTask / ListTasks / SubscribeToTask --------------------------------------
 
