@@ -51,7 +51,7 @@ from engine.domain import ids
 from engine.domain.errors import LeaseBusy
 from engine.domain.task import TERMINAL as TASK_TERMINAL
 from engine.domain.task import TaskState as T
-from engine.errors import EngineError
+from engine.errors import EngineError, StorageError
 from projections import queries
 
 MAX_BODY = 16 << 20
@@ -225,13 +225,17 @@ class JsonRpc:
             handler(params, request_id, resp)
             if legacy is not None:
                 a2a_v03.reshape(resp, legacy)
+        except StorageError as ex:
+            # The server's fault (a full disk, ...), not the request's: -32603 with the stable
+            # code in data, and HTTP 200 still, or the client would lose the code.
+            self._error(resp, request_id, RpcError(INTERNAL, ex.message, {"code": ex.code}))
         except RpcError as ex:
-            resp.content_type = falcon.MEDIA_JSON
-            resp.media = {
-                "jsonrpc": "2.0",
-                "id": request_id,
-                "error": {"code": ex.code, "message": ex.message},
-            }
+            self._error(resp, request_id, ex)
+
+    @staticmethod
+    def _error(resp: falcon.Response, request_id: Any, error: RpcError) -> None:
+        resp.content_type = falcon.MEDIA_JSON
+        resp.media = {"jsonrpc": "2.0", "id": request_id, "error": error.to_dict()}
 
     @staticmethod
     def _result(resp: falcon.Response, request_id: Any, result: Any) -> None:
@@ -368,6 +372,8 @@ class JsonRpc:
                 self.runtime.engine.handle(
                     c.CancelTask(task_id=task_id, text="Canceled by the caller.")
                 )
+            except StorageError:
+                raise  # the server's fault, answered as such by on_post
             except EngineError as ex:
                 raise RpcError(NOT_CANCELABLE, ex.message) from None
         self._result(resp, request_id, task_json(self._task_row(task_id)))
