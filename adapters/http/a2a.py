@@ -345,13 +345,19 @@ class JsonRpc:
 
     def _events(self, task_id: str, request_id: Any) -> Iterator[bytes]:
         runtime = self.runtime
-        yield from a2a_stream.task_events(
+        for frame in a2a_stream.task_events(
             runtime.engine.log,
             task_id,
             request_id,
             runtime.ending,
             keepalive_s=runtime.config.a2a_keepalive_s,
-        )  # no deadline: the sync cap is for blocking SendMessage only
+        ):  # no deadline: the sync cap is for blocking SendMessage only
+            if frame is a2a_stream.KEEPALIVE:
+                # After a kill, a subscriber may be the only caller: with no cap to end its
+                # stream and make it ask again, the stream itself keeps waking the takeover
+                # that finishes the task (SPEC §8), as a poller's reads do. Free once held.
+                self._wake()
+            yield frame
 
     # -- GetTask / CancelTask / ListTasks / SubscribeToTask --------------------------------------
 
