@@ -25,7 +25,7 @@ from engine.domain import commands as c
 from engine.domain.engine import DomainEngine
 from engine.domain.job import FileEntry
 from engine.domain.job import JobState as J
-from engine.errors import EngineError
+from engine.errors import EngineError, StorageFull
 from engine.transaction import Transaction
 from projections import queries
 
@@ -136,6 +136,7 @@ def run_to_end(
         io.stderr()[-TAIL:].decode("utf-8", errors="replace"),
         timeout_s,
         on_finished,
+        stopping,
     )
 
 
@@ -178,6 +179,33 @@ def _finish(engine: DomainEngine, job_id: str, last_output: str, finish: c.Finis
     engine.handle(finish)
 
 
+# How long a finish refused for a full disk waits before it is tried again.
+FULL_RETRY_S = 1.0
+
+
+def _finish_when_room(
+    engine: DomainEngine,
+    job_id: str,
+    last_output: str,
+    finish: c.FinishJob,
+    stopping: threading.Event,
+) -> bool:
+    """``_finish``, tried again while the disk is full: the run's end is known and held here,
+    and space comes back when an operator frees it, without a restart. Returns False if the
+    server stops first: the job stays ``running``, cut off, for recovery, as at any stop."""
+    said = False
+    while True:
+        try:
+            _finish(engine, job_id, last_output, finish)
+            return True
+        except StorageFull as ex:
+            if not said:
+                log.warning("the end of %s waits for room in the log: %s", job_id, ex)
+                said = True
+            if stopping.wait(FULL_RETRY_S):
+                return False
+
+
 def _job_state(engine: DomainEngine, job_id: str) -> str | None:
     return queries.job_state(engine.log.connection(), job_id)
 
@@ -193,6 +221,7 @@ def _record_end(
     stderr_tail: str,
     timeout_s: float | None,
     on_finished: Callable[[str, str, str], None],
+    stopping: threading.Event,
 ) -> None:
     try:
         if stopped_because in ENDED:
@@ -214,7 +243,8 @@ def _record_end(
             exit_code=exit_code,
             warnings=warnings_of(result),
         )
-        _finish(engine, run.job_id, last_output, finish)
+        if not _finish_when_room(engine, run.job_id, last_output, finish, stopping):
+            return
     except EngineError as ex:  # first writer wins: the job ended another way meanwhile
         log.info("job %s ended elsewhere: %s", run.job_id, ex)
         if _job_state(engine, run.job_id) == "cancelling":

@@ -138,6 +138,13 @@ class StorageError(EngineError, OSError):
     code = "storage_error"
 
 
+class StorageFull(StorageError):
+    """The disk (or the database server's) has no room for the write; nothing was appended.
+    It passes by itself once space is freed: the next write may succeed."""
+
+    code = "storage_full"
+
+
 class LogMissing(StorageError):
     """The file at the log's path is not the log this process writes (deleted, moved or
     replaced under it), or a log with recorded history is gone: nothing more is written."""

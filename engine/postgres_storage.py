@@ -40,6 +40,7 @@ from engine.errors import (
     NotALog,
     SchemaTooNew,
     StorageError,
+    StorageFull,
 )
 from engine.pg_dialect import Dialect, PgConnection, PgCursor
 from engine.postgres_schema import LATEST, MIGRATIONS
@@ -152,6 +153,8 @@ def translate(ex: BaseException) -> BaseException:
         return InvalidEvent(
             "PostgreSQL cannot store the NUL character (U+0000) in a read model's text"
         )
+    if isinstance(ex, pg_errors.DiskFull):  # SQLSTATE 53100: the server's disk is full
+        return StorageFull(f"postgresql: {type(ex).__name__}: {str(ex).strip()}")
     if isinstance(ex, psycopg.Error):
         return StorageError(f"postgresql: {type(ex).__name__}: {str(ex).strip()}")
     return ex

@@ -24,7 +24,7 @@ from urllib.parse import quote
 import apsw
 
 from engine import chain
-from engine.errors import LogMissing, NeedsMigration, NotALog, StorageError
+from engine.errors import LogMissing, NeedsMigration, NotALog, StorageError, StorageFull
 from engine.schema import LATEST, migrate
 from engine.sqlite_checkpoint import BACKSTOP_PAGES, CHECKPOINT_PAGES, Checkpointer
 from engine.storage import CommandOutcome, CommandRow, EventRow, HeadRow
@@ -59,6 +59,8 @@ def translate(ex: BaseException) -> BaseException:
     """The one place apsw errors become engine errors; anything else is returned unchanged."""
     if isinstance(ex, apsw.NotADBError):
         return NotALog(f"not a SQLite database: {ex}")
+    if isinstance(ex, apsw.FullError):  # SQLITE_FULL: the transaction was rolled back
+        return StorageFull(f"sqlite: {type(ex).__name__}: {ex}")
     if isinstance(ex, apsw.Error):
         return StorageError(f"sqlite: {type(ex).__name__}: {ex}")
     return ex

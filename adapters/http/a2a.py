@@ -51,7 +51,7 @@ from engine.domain import ids
 from engine.domain.errors import LeaseBusy
 from engine.domain.task import TERMINAL as TASK_TERMINAL
 from engine.domain.task import TaskState as T
-from engine.errors import EngineError
+from engine.errors import EngineError, StorageError
 from projections import queries
 
 MAX_BODY = 16 << 20
@@ -225,13 +225,17 @@ class JsonRpc:
             handler(params, request_id, resp)
             if legacy is not None:
                 a2a_v03.reshape(resp, legacy)
+        except StorageError as ex:
+            # The server's fault (a full disk, ...), not the request's: -32603 with the stable
+            # code in data, and HTTP 200 still, or the client would lose the code.
+            self._error(resp, request_id, RpcError(INTERNAL, ex.message, {"code": ex.code}))
         except RpcError as ex:
-            resp.content_type = falcon.MEDIA_JSON
-            resp.media = {
-                "jsonrpc": "2.0",
-                "id": request_id,
-                "error": {"code": ex.code, "message": ex.message},
-            }
+            self._error(resp, request_id, ex)
+
+    @staticmethod
+    def _error(resp: falcon.Response, request_id: Any, error: RpcError) -> None:
+        resp.content_type = falcon.MEDIA_JSON
+        resp.media = {"jsonrpc": "2.0", "id": request_id, "error": error.to_dict()}
 
     @staticmethod
     def _result(resp: falcon.Response, request_id: Any, result: Any) -> None:
@@ -290,7 +294,9 @@ class JsonRpc:
 
     def _blocking(self, task_id: str, request_id: Any, history: int | None) -> Iterator[bytes]:
         """Headers at once, then a space every keep-alive interval (leading whitespace is
-        valid JSON and resets the client's read timeout), then the answer."""
+        valid JSON and resets the client's read timeout), then the answer. At the cap
+        (``FOLDLINE_SYNC_WAIT_S``) the answer is the task as it stands, ``working`` most likely,
+        never an error: the task goes on, and GetTask or SubscribeToTask follow it."""
         deadline = time.monotonic() + self.runtime.config.sync_wait_s
         for row in self._watch(task_id, deadline):
             if row is None:
@@ -339,14 +345,19 @@ class JsonRpc:
 
     def _events(self, task_id: str, request_id: Any) -> Iterator[bytes]:
         runtime = self.runtime
-        yield from a2a_stream.task_events(
+        for frame in a2a_stream.task_events(
             runtime.engine.log,
             task_id,
             request_id,
             runtime.ending,
             keepalive_s=runtime.config.a2a_keepalive_s,
-            deadline=time.monotonic() + runtime.config.sync_wait_s,
-        )
+        ):  # no deadline: the sync cap is for blocking SendMessage only
+            if frame is a2a_stream.KEEPALIVE:
+                # After a kill, a subscriber may be the only caller: with no cap to end its
+                # stream and make it ask again, the stream itself keeps waking the takeover
+                # that finishes the task (SPEC §8), as a poller's reads do. Free once held.
+                self._wake()
+            yield frame
 
     # -- GetTask / CancelTask / ListTasks / SubscribeToTask --------------------------------------
 
@@ -367,6 +378,8 @@ class JsonRpc:
                 self.runtime.engine.handle(
                     c.CancelTask(task_id=task_id, text="Canceled by the caller.")
                 )
+            except StorageError:
+                raise  # the server's fault, answered as such by on_post
             except EngineError as ex:
                 raise RpcError(NOT_CANCELABLE, ex.message) from None
         self._result(resp, request_id, task_json(self._task_row(task_id)))

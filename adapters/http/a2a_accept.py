@@ -24,7 +24,7 @@ from engine.domain import ids
 from engine.domain.errors import LeaseBusy
 from engine.domain.rows import DomainView
 from engine.domain.task import TERMINAL
-from engine.errors import EngineError, InvalidArgument
+from engine.errors import EngineError, InvalidArgument, StorageError
 from engine.log import Transaction
 from projections import queries
 from projections.view import SqlDomainView
@@ -176,6 +176,8 @@ def _launch(
         raise RpcError(INTERNAL, f"Dispatch failed on the remote: {ex}") from None
     except LeaseBusy:
         raise RpcError(INTERNAL, LEASE_BUSY_TEXT) from None
+    except StorageError:
+        raise  # the server's fault, not the message's: JsonRpc answers it -32603 with its code
     except EngineError as ex:
         raise RpcError(UNSUPPORTED, ex.message) from None
     return chosen["task_id"]

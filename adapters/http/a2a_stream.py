@@ -9,7 +9,9 @@ the client holds, ``append: false``; the next ones ``append: true``), each task 
 ``TaskStatusUpdateEvent``, and at completion the whole result with ``lastChunk: true``. A client
 that reconnects (``SubscribeToTask``) gets the same from the task's state, so nothing of the
 artifact is lost. A follow-up that starts a new run for the task (ADR 0024) simply restarts the
-artifact. The stream ends at a terminal or interrupted state, at the cap or at shutdown.
+artifact. The stream ends at a terminal or interrupted state, when the client leaves, or when
+the server stops or its log is gone (``stop``); never at a cap, whatever ``FOLDLINE_SYNC_WAIT_S``
+says: a stream ended early would look to the client like a task that never finished.
 """
 
 from __future__ import annotations
@@ -40,9 +42,8 @@ def task_events(
     stop: Callable[[], bool],
     *,
     keepalive_s: float,
-    deadline: float,
 ) -> Iterator[bytes]:
-    """The SSE frames of the task's stream; ``deadline`` is a ``time.monotonic()``."""
+    """The SSE frames of the task's stream, until its final status or ``stop()``."""
 
     def frame(result: dict[str, Any]) -> bytes:
         return sse.data({"jsonrpc": "2.0", "id": request_id, "result": result})
@@ -83,9 +84,7 @@ def task_events(
             or (recorded.stream_id == current and isinstance(event, JobOutput))
         )
 
-    for recorded in follow(
-        log, after, stop, keepalive_s=keepalive_s, poll_s=0.25, deadline=deadline, wanted=wanted
-    ):
+    for recorded in follow(log, after, stop, keepalive_s=keepalive_s, poll_s=0.25, wanted=wanted):
         if recorded is None:
             yield KEEPALIVE
         elif isinstance(recorded.event, JobAccepted):
@@ -106,5 +105,4 @@ def task_events(
             yield frame(status_update(record))
             if record.state in ENDS:
                 return
-    if stop():
-        yield sse.SHUTDOWN
+    yield sse.SHUTDOWN  # with no deadline, follow ends only once stop() says so

@@ -15,11 +15,18 @@ CONTENT_TYPE_UNSUPPORTED, VERSION_UNSUPPORTED = -32005, -32009
 
 
 class RpcError(Exception):
-    """A JSON-RPC error answer (HTTP 200, as the client insists)."""
+    """A JSON-RPC error answer (HTTP 200, as the client insists); ``data``, when given, is the
+    error object's ``data`` member (foldline's stable string ``code`` for a server fault)."""
 
-    def __init__(self, code: int, message: str) -> None:
+    def __init__(self, code: int, message: str, data: dict[str, Any] | None = None) -> None:
         super().__init__(message)
-        self.code, self.message = code, message
+        self.code, self.message, self.data = code, message, data
+
+    def to_dict(self) -> dict[str, Any]:
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            error["data"] = self.data
+        return error
 
 
 # The A2A wire name of each task state: TASK_STATE_ and the state's own name.

@@ -16,6 +16,7 @@ from msgspec import UNSET, UnsetType
 from adapters.config import LEASE_BUSY_TEXT
 from adapters.dispatch import DispatchFailed
 from adapters.http import media, sse
+from adapters.http.errors import retry_after, status_of
 from adapters.http.follow import follow
 from adapters.http.inbound import INVOCATION_TEXTS, InvocationIn, refusal
 from adapters.runtime import Runtime
@@ -23,7 +24,7 @@ from engine.domain import ids
 from engine.domain.errors import AdmissionRejected, AlreadyExists, Conflict, LeaseBusy
 from engine.domain.job import TERMINAL as JOB_TERMINAL
 from engine.domain.job import JobOutput
-from engine.errors import EngineError, InvalidArgument, InvalidTransition, LogMissing
+from engine.errors import EngineError, InvalidArgument, InvalidTransition
 from projections import queries
 
 T = TypeVar("T")
@@ -276,6 +277,13 @@ def handle_http_error(
 def handle_engine_error(
     req: falcon.Request, resp: falcon.Response, ex: EngineError, params: dict[str, Any]
 ) -> None:
-    # A log that is gone is the server's trouble, not a conflict in the request.
-    resp.status = falcon.HTTP_503 if isinstance(ex, LogMissing) else falcon.HTTP_409
+    """An engine error the resource did not answer itself, in the AgentCore shape. The
+    server's own trouble keeps its status from the one table (a full disk 507, a storage
+    fault or a log that is gone 503, with ``Retry-After`` when it passes by itself): a caller
+    must not read it as a fault of its request. Every other refusal is a 409, as the
+    AgentCore contract has it."""
+    status = status_of(ex)
+    resp.status = status if status.startswith("5") else falcon.HTTP_409
+    if (seconds := retry_after(ex)) is not None:
+        resp.set_header("Retry-After", seconds)
     resp.media = {"error": ex.message, "code": ex.code}

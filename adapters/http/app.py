@@ -13,7 +13,7 @@ from typing import Any
 import falcon
 
 from adapters.http import a2a, agentcore, auth, console, coordination, media, metrics, openapi, v1
-from adapters.http.errors import ApiError, answer, status_of
+from adapters.http.errors import ApiError, answer, retry_after, status_of
 from adapters.runtime import Runtime
 from engine.errors import EngineError
 
@@ -111,6 +111,8 @@ def _engine_error(
     """Engine refusals: the one status table for /v1, the AgentCore shape elsewhere."""
     if req.path.startswith("/v1/"):
         answer(resp, status_of(ex), ex.code, ex.message, **_jsonable(ex.fields))
+        if (seconds := retry_after(ex)) is not None:
+            resp.set_header("Retry-After", seconds)
     else:
         agentcore.handle_engine_error(req, resp, ex, params)
 

@@ -26,6 +26,7 @@ STATUS: dict[type[e.EngineError], str] = {
     e.SchemaTooNew: falcon.HTTP_500,
     e.NotALog: falcon.HTTP_500,
     e.StorageError: falcon.HTTP_503,
+    e.StorageFull: falcon.HTTP_507,
     e.LogMissing: falcon.HTTP_503,
     e.ChainBroken: falcon.HTTP_500,
     d.NotFound: falcon.HTTP_404,
@@ -39,6 +40,18 @@ STATUS: dict[type[e.EngineError], str] = {
     e.NeedsMigration: falcon.HTTP_500,
     RecoveryFailed: falcon.HTTP_503,
 }
+
+
+# A storage fault that passes by itself (space freed, a lock released): when to try again.
+RETRY_AFTER_S = 5
+
+
+def retry_after(error: e.EngineError) -> str | None:
+    """``Retry-After`` for a storage fault that may pass by itself; None for anything else,
+    a log that is gone included (it does not come back without an operator)."""
+    if isinstance(error, e.StorageError) and not isinstance(error, e.LogMissing):
+        return str(RETRY_AFTER_S)
+    return None
 
 
 def status_of(error: e.EngineError) -> str:

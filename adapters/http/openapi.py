@@ -29,7 +29,8 @@ ERRORS = {
     "413": "too large",
     "415": "not JSON",
     "429": "admission refused",
-    "503": "another server holds the workspace",
+    "503": "another server holds the workspace, or a storage fault (Retry-After when it passes)",
+    "507": "the disk is full: storage_full, nothing recorded (Retry-After: 5)",
 }
 
 
@@ -376,7 +377,7 @@ def _entry_points() -> dict[str, Any]:
                         "description": "the job body, a receipt (async) or an SSE stream",
                         "content": {"application/json": {"schema": any_object}, **sse},
                     },
-                    **_agent_errors("400", "404", "409", "413", "429", "503"),
+                    **_agent_errors("400", "404", "409", "413", "429", "503", "507"),
                     "500": _json(s.AgentErrorOut, "the run could not be started"),
                 },
             }

@@ -404,16 +404,17 @@ def _rpc(server: Server, method: str, params: dict[str, Any]) -> tuple[int, byte
     return status, raw
 
 
-def _task_state(server: Server, method: str, task_id: str) -> str:
-    """The task's state as a caller using only ``method`` sees it."""
+def _task_states(server: Server, method: str, task_id: str) -> list[str]:
+    """The task's states as a caller using only ``method`` sees them: one per read, and the
+    first and last of a subscription (which ends with the task, whatever the sync cap)."""
     if method == "GetTask":
         _, raw = _rpc(server, "GetTask", {"id": task_id})
-        return str(json.loads(raw)["result"]["status"]["state"])
+        return [str(json.loads(raw)["result"]["status"]["state"])]
     if method == "ListTasks":
         _, raw = _rpc(server, "ListTasks", {})
         (task,) = json.loads(raw)["result"]["tasks"]
-        return str(task["status"]["state"])
-    _, raw = _rpc(server, "SubscribeToTask", {"id": task_id})  # ends at the sync cap (2 s)
+        return [str(task["status"]["state"])]
+    _, raw = _rpc(server, "SubscribeToTask", {"id": task_id})
     text = raw.decode()
     frames = (
         [json.loads(text)]  # an error answer is plain JSON, not a stream
@@ -421,11 +422,11 @@ def _task_state(server: Server, method: str, task_id: str) -> str:
         else [json.loads(line[6:]) for line in text.splitlines() if line.startswith("data: ")]
     )
     if not frames:
-        return "TASK_STATE_UNKNOWN"
+        return ["TASK_STATE_UNKNOWN"]
     if "error" in frames[-1]:  # a terminal task refuses a subscription
-        return str(frames[-1]["error"]["message"].rpartition(": ")[2])
-    last = frames[-1]["result"]
-    return str((last.get("statusUpdate") or last["task"])["status"]["state"])
+        return [str(frames[-1]["error"]["message"].rpartition(": ")[2])]
+    ends = (frames[0]["result"], frames[-1]["result"])
+    return [str((end.get("statusUpdate") or end["task"])["status"]["state"]) for end in ends]
 
 
 @pytest.mark.parametrize("method", ["GetTask", "ListTasks", "SubscribeToTask"])
@@ -444,11 +445,11 @@ def test_a2a_reads_alone_wake_the_takeover_and_see_the_task_finish(
         task_id = json.loads(raw)["result"]["task"]["id"]
         kill_everything(first)
     with serve(workspace, env) as second:
-        seen = [_task_state(second, method, task_id)]
+        seen = _task_states(second, method, task_id)
         deadline = time.monotonic() + 40
         while seen[-1] != "TASK_STATE_COMPLETED" and time.monotonic() < deadline:
             time.sleep(0.1)
-            seen.append(_task_state(second, method, task_id))
+            seen += _task_states(second, method, task_id)
         assert seen[0] == "TASK_STATE_WORKING"
         assert seen[-1] == "TASK_STATE_COMPLETED", seen[-5:]
         _, raw = _rpc(second, "GetTask", {"id": task_id})

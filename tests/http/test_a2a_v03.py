@@ -19,7 +19,7 @@ from a2a.types import (
     TaskState,
 )
 
-from tests.support.a2a import user_message
+from tests.support.a2a import card_with_only, user_message
 from tests.support.server import Server, read_events, serve
 
 pytestmark = pytest.mark.server
@@ -27,16 +27,9 @@ pytestmark = pytest.mark.server
 RUNNER = 'read -r p; case "$p" in sleepy*) sleep 30;; *) printf "echo: %s" "$p";; esac'
 
 
-def _only(card: dict[str, Any], version: str) -> dict[str, Any]:
-    """The served card with one of its interfaces (and no legacy fields to fall back on)."""
-    interfaces = [i for i in card["supportedInterfaces"] if i["protocolVersion"] == version]
-    trimmed = {k: v for k, v in card.items() if k not in ("url", "protocolVersion")}
-    return {**trimmed, "supportedInterfaces": interfaces}
-
-
 async def _scenario(url: str, card: dict[str, Any]) -> dict[str, Any]:
     seen: dict[str, Any] = {}
-    legacy_card = parse_agent_card(_only(card, "0.3"))
+    legacy_card = parse_agent_card(card_with_only(card, "0.3"))
     streaming = await create_client(legacy_card)
     blocking = await create_client(legacy_card, client_config=ClientConfig(streaming=False))
     seen["transport"] = type(streaming._transport).__name__  # type: ignore[attr-defined]

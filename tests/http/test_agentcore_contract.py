@@ -13,6 +13,7 @@ from adapters.agents import Agents
 from adapters.config import LEASE_BUSY_TEXT
 from engine.domain import commands as c
 from engine.domain.agents import DEFAULT_AGENT, AgentPolicy
+from engine.errors import ChainBroken, EngineError, LogMissing, StorageError, StorageFull
 from tests.http.conftest import MakeClient, sql
 from tests.support import runners
 
@@ -316,3 +317,33 @@ def test_invocation_unexpected_error_is_a_plain_500_without_trace(
     answer = post(client, PROMPT)
     assert answer.status_code == 500
     assert "secret" not in answer.text and "Traceback" not in answer.text
+
+
+@pytest.mark.parametrize(
+    ("error", "status", "retry_after"),
+    [
+        (StorageFull("sqlite: FullError: database or disk is full"), 507, "5"),
+        (StorageError("sqlite: IOError: disk I/O error"), 503, "5"),
+        (LogMissing("the log is gone"), 503, None),
+        (ChainBroken("position 7 does not link"), 500, None),
+    ],
+)
+def test_invocation_storage_fault_keeps_its_server_status_never_a_409(
+    make_client: MakeClient,
+    monkeypatch: pytest.MonkeyPatch,
+    error: EngineError,
+    status: int,
+    retry_after: str | None,
+) -> None:
+    """The server's own trouble is no conflict in the request: the status of the one table,
+    the AgentCore body with the stable code, and ``Retry-After`` when it passes by itself."""
+    client, runtime = make_client()
+
+    def failing(*args: object, **kwargs: object) -> None:
+        raise error
+
+    monkeypatch.setattr(runtime.jobs, "dispatch", failing)
+    answer = post(client, PROMPT)
+    assert answer.status_code == status
+    assert answer.json == {"error": error.message, "code": error.code}
+    assert answer.headers.get("Retry-After") == retry_after

@@ -4,17 +4,22 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def foldline(
-    *args: str, env: dict[str, str] | None = None, timeout: float = 120
+    *args: str,
+    env: dict[str, str] | None = None,
+    timeout: float = 120,
+    prefix: Sequence[str] = (),
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``foldline ARGS`` from the checkout; its exit code is the caller's to check."""
+    """Run ``foldline ARGS`` from the checkout (after ``prefix``, e.g. ``nsenter ... --``); its
+    exit code is the caller's to check."""
     return subprocess.run(
-        [sys.executable, "-m", "adapters.cli", *args],
+        [*prefix, sys.executable, "-m", "adapters.cli", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
