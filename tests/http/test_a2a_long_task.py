@@ -137,6 +137,7 @@ def test_a2a_streams_and_subscriptions_outlive_the_sync_cap_and_end_with_the_tas
         card = json.loads(server.request("GET", "/.well-known/agent-card.json")[2])
         seen = asyncio.run(_scenario(f"http://127.0.0.1:{server.port}", card))
 
+    print("the 1.0 stream, seconds since the call:", *trace(seen["stream_1_0"]), sep="\n")
     for name in ("stream_1_0", "stream_0_3"):
         _assert_live(seen[name])
         _assert_ends_with_the_task(seen[name])
