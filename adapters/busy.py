@@ -9,16 +9,22 @@ slot per worker (its pid, start token and how much work it has in flight) and a 
 the server-wide state and when it last changed. A worker counts its work in and out under
 one lock shared by every process of the server; a ping reads the slots under the same lock,
 first clearing the slot of a worker that died (a ``kill -9`` never leaves the server busy for
-good). Nothing here touches the log: ``/ping`` stays lazy (SPEC §4.2).
+good). The lock is a POSIX record lock on a file every worker inherits, which the kernel lets
+go of when its holder dies, so a worker killed inside it cannot stall the others' pings and
+dispatches. Nothing here touches the log: ``/ping`` stays lazy (SPEC §4.2).
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import mmap
-import multiprocessing
 import os
 import struct
+import tempfile
+import threading
 import time
+from collections.abc import Iterator
 
 from adapters.processes import is_alive, start_token
 
@@ -31,7 +37,10 @@ class BusyBoard:
     """Work in flight per worker process, shared by every process forked after it is made."""
 
     def __init__(self) -> None:
-        self._lock = multiprocessing.get_context("fork").Lock()
+        self._threads = threading.Lock()  # record locks do not exclude a process's threads
+        # The lock's file: unlinked at once, its descriptor inherited by every worker.
+        self._fd, name = tempfile.mkstemp(prefix="foldline-busy-")
+        os.unlink(name)
         # Anonymous and MAP_SHARED: the same page in the master and every forked worker.
         self._page = mmap.mmap(-1, _HEADER.size + SLOTS * _SLOT.size)
         _HEADER.pack_into(self._page, 0, time.time(), 0)
@@ -48,7 +57,7 @@ class BusyBoard:
         self._add(-1)
 
     def _add(self, delta: int) -> None:
-        with self._lock:
+        with self._locked():
             slot = self._slot()
             pid, token, count = _SLOT.unpack_from(self._page, _offset(slot))
             _SLOT.pack_into(self._page, _offset(slot), pid, token, max(0, count + delta))
@@ -59,12 +68,21 @@ class BusyBoard:
     def state(self) -> tuple[bool, float]:
         """Whether any live worker has work in flight, and when that last changed (never
         earlier than the previous answer)."""
-        with self._lock:
+        with self._locked():
             for slot in range(SLOTS):
                 pid, token, count = _SLOT.unpack_from(self._page, _offset(slot))
                 if pid and count and not is_alive(pid, str(token)):
                     _SLOT.pack_into(self._page, _offset(slot), 0, 0, 0)  # a dead worker's
             return self._settle()
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        with self._threads:
+            fcntl.lockf(self._fd, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.lockf(self._fd, fcntl.LOCK_UN)
 
     def _settle(self) -> tuple[bool, float]:
         """Bring the header in line with the slots (under the lock); returns it."""

@@ -49,7 +49,7 @@ def _shown(url: str) -> str:
 def _server_config(args: argparse.Namespace, **flags: Any) -> ServerConfig | None:
     """The configuration ``serve`` runs with (environment, then flags); None after printing a
     one-line error."""
-    from adapters.config import ConfigError, load_config
+    from adapters.config import ConfigError, check_places, load_config
 
     try:
         config = load_config(workspace=args.workspace, **flags)
@@ -60,6 +60,11 @@ def _server_config(args: argparse.Namespace, **flags: Any) -> ServerConfig | Non
         config = replace(config, db_url=args.db)
     elif args.db:
         config = replace(config, db=Path(args.db).resolve(), db_url=None)
+    try:
+        check_places(config)
+    except ConfigError as ex:
+        print(f"foldline: invalid configuration: {ex}", file=sys.stderr)
+        return None
     return config
 
 

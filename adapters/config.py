@@ -68,8 +68,8 @@ class ServerConfig:
     def operator_token_file(self) -> Path:
         """Where the generated operator token lives (0600): beside the log, in the directory
         runs cannot reach; for a PostgreSQL log, in the state directory."""
-        if self.db_url is not None:
-            return self.state_dir / "operator-token"
+        if self.db_url is not None:  # a 0700 directory of its own: the state dir is walked
+            return self.state_dir / "private" / "operator-token"  # into by the run's home
         return self.db.with_name(self.db.name + ".token")
 
     def command_of(self, agent: str) -> str:
@@ -163,6 +163,25 @@ def _bind(text: str) -> str:
     return text
 
 
+def check_places(config: ServerConfig) -> None:
+    """The log and the state directory must be out of the runs' reach (ADR 0029).
+
+    Raises:
+        ConfigError: the log's directory is the workspace itself, or the state directory
+            lies in the workspace.
+    """
+    if config.db_url is None and config.db.parent == config.workspace:
+        raise ConfigError(
+            f"log {config.db}: the log needs a directory of its own, not the workspace itself"
+            " (runs own the workspace and could reach it)"
+        )
+    if config.state_dir.is_relative_to(config.workspace):
+        raise ConfigError(
+            f"FOLDLINE_STATE_DIR={config.state_dir} lies in the workspace: the anchor must be"
+            " out of the runs' reach"
+        )
+
+
 def load_config(
     env: Mapping[str, str] | None = None,
     *,
@@ -230,6 +249,7 @@ def load_config(
         if agents_file
         else default_agents(config.runner),
     )
+    check_places(config)
     if config.run_isolation not in ("auto", "namespace", "modes"):
         raise ConfigError(
             f"FOLDLINE_RUN_ISOLATION={config.run_isolation!r}: expected auto, namespace or modes"

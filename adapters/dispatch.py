@@ -8,9 +8,12 @@ opening the log.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import logging
+import os
 import secrets
+import stat
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -81,13 +84,38 @@ class _Duplicate(Exception):
         self.job_id = job_id
 
 
-def read_prompt(workspace: Path, prompt: str, prompt_file: str) -> bytes:
+PROMPT_LIMIT = 1 << 20
+
+
+def read_prompt(workspace: Path, prompt: str, prompt_file: str, private: Path) -> bytes:
     """The run's stdin: the workspace file named by ``prompt_file``, else ``prompt``.
 
+    A root server reads the file a run may have just swapped for a link, a FIFO or a device,
+    so it is read the careful way, each time (dispatch and resume alike): the last component
+    is never followed as a link, nothing blocks on opening it, and the file opened is judged
+    by what it is: a regular file of at most 1 MiB whose real path lies in the workspace and
+    outside ``private`` (the log's directory, the operator token's).
+
     Raises:
-        OSError: the file cannot be read.
+        OSError: the file cannot be read, or is not one a run may hand over.
     """
-    return (workspace / prompt_file).read_bytes() if prompt_file else prompt.encode()
+    if not prompt_file:
+        return prompt.encode()
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    descriptor = os.open(workspace / prompt_file, flags)
+    try:
+        info = os.fstat(descriptor)
+        real = Path(os.readlink(f"/proc/self/fd/{descriptor}"))
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        if not real.is_relative_to(workspace.resolve()) or real.is_relative_to(private.resolve()):
+            raise OSError(errno.EACCES, "not a file of the workspace a run may hand over")
+        data = os.read(descriptor, PROMPT_LIMIT + 1)
+    finally:
+        os.close(descriptor)
+    if len(data) > PROMPT_LIMIT:
+        raise OSError(errno.EFBIG, f"more than {PROMPT_LIMIT} bytes")
+    return data
 
 
 class Dispatcher:
@@ -106,6 +134,8 @@ class Dispatcher:
         self._lock = threading.Lock()
         # Who runs execute as, and what they cannot see (None: as the server, a non-root one).
         self.sandbox = sandbox.for_server(config)
+        # What a run may never have read to it: the log's directory (its token beside it).
+        self.private = config.db.parent if config.db_url is None else config.state_dir
 
     def join(self, timeout_s: float) -> None:
         """Wait for this process's runs to stop (they stay recorded as running, for recovery)."""
@@ -133,7 +163,7 @@ class Dispatcher:
         try:
             # Read before anything is recorded: a file gone now is a failed dispatch, not a
             # recorded job whose run can never start.
-            stdin = read_prompt(self.config.workspace, prompt, prompt_file)
+            stdin = read_prompt(self.config.workspace, prompt, prompt_file, self.private)
         except OSError as ex:
             raise DispatchFailed(f"prompt file could not be read: {ex}") from ex
 
@@ -226,7 +256,9 @@ class Dispatcher:
         """
         accepted: Any = self._engine().log.read_stream(f"job:{job_id}")[0].event
         try:
-            stdin = read_prompt(self.config.workspace, accepted.prompt, accepted.prompt_file)
+            stdin = read_prompt(
+                self.config.workspace, accepted.prompt, accepted.prompt_file, self.private
+            )
         except OSError as ex:
             raise DispatchFailed(
                 f"promptFile {accepted.prompt_file} could not be read: {ex.strerror or ex}"

@@ -174,6 +174,8 @@ def _finish(engine: DomainEngine, job_id: str, last_output: str, finish: c.Finis
         try:
             engine.log.write(both)
             return
+        except StorageFull:
+            raise  # tried again whole (``_finish_when_room``): the output alone would repeat
         except EngineError:
             _publish(engine, job_id, last_output)
     engine.handle(finish)

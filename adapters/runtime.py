@@ -187,8 +187,12 @@ class Runtime:
             return
         head = log_anchor.head_of(self.engine.log.connection(), self.config.db)
         if head is not None:
-            with self._anchor_lock:
-                log_anchor.write(self.anchor_path, head)
+            try:
+                with self._anchor_lock:
+                    log_anchor.write(self.anchor_path, head)
+            except OSError as ex:  # a full state disk: the next renewal writes it again
+                log.error("the log's anchor %s was not written: %s", self.anchor_path, ex)
+                return
         self._anchored_epoch = self.tenure.epoch
 
     def log_missing(self) -> str | None:
@@ -224,12 +228,16 @@ class Runtime:
         self.tenure.ensure()
         if self._anchored_epoch == self.tenure.epoch or self.anchor_path is None:
             return
-        lost, self._lost = self._lost, None
-        if lost is not None:
-            self.engine.handle(
-                log_anchor.new_log_command(lost, self.holder, self.tenure.epoch or 0)
-            )
-        self._write_anchor()
+        with self._anchor_lock:  # once per tenure and process, not once per waiting request
+            if self._anchored_epoch == self.tenure.epoch:
+                return
+            if self._lost is not None:  # forgotten only once recorded (a refusal tries again)
+                command = log_anchor.new_log_command(
+                    self._lost, self.holder, self.tenure.epoch or 0
+                )
+                self.engine.handle(command)
+                self._lost = None
+            self._write_anchor()
 
     def release_lease(self) -> None:
         """Graceful stop: give the lease back if this instance holds it. The lease file is

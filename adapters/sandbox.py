@@ -201,6 +201,10 @@ def prepare(sandbox: Sandbox, workspace: Path) -> None:
             )
         os.chmod(hidden, 0o700)
     sandbox.home.parent.mkdir(mode=0o711, parents=True, exist_ok=True)
+    for walked in (sandbox.home.parent, sandbox.home.parent.parent):  # home/, the state dir
+        mode = stat.S_IMODE(os.stat(walked).st_mode)
+        if mode & 0o011 != 0o011:  # made 0700 by an operator: the run could not reach home
+            os.chmod(walked, mode | 0o011)
     sandbox.home.mkdir(mode=0o700, exist_ok=True)
     os.chown(sandbox.home, sandbox.user.uid, sandbox.user.gid)
     root = os.lstat(workspace)

@@ -123,8 +123,10 @@ class FileIdentity:
             return False
         try:
             stat = os.stat(self.path)
-        except OSError as ex:
+        except (FileNotFoundError, NotADirectoryError) as ex:
             self.lost = f"{self.path} is gone ({ex.strerror}): the log was deleted or moved"
+        except OSError as ex:  # ESTALE, EIO on a network volume: passing, so not remembered
+            raise StorageError(f"{self.path} cannot be checked: {ex.strerror}") from ex
         else:
             if (stat.st_dev, stat.st_ino) == self.key:
                 return True

@@ -260,6 +260,12 @@ class JsonRpc:
         with contextlib.suppress(LeaseBusy):
             self.runtime.ensure_lease()
 
+    def _wake_quietly(self) -> None:
+        """``_wake`` inside an open stream: a storage fault must not cut it mid-frame (the
+        stream ends on its own when the log is gone)."""
+        with contextlib.suppress(EngineError, OSError):
+            self._wake()
+
     def _write(self) -> None:
         try:
             self.runtime.ensure_lease()
@@ -356,7 +362,7 @@ class JsonRpc:
                 # After a kill, a subscriber may be the only caller: with no cap to end its
                 # stream and make it ask again, the stream itself keeps waking the takeover
                 # that finishes the task (SPEC §8), as a poller's reads do. Free once held.
-                self._wake()
+                self._wake_quietly()
             yield frame
 
     # -- GetTask / CancelTask / ListTasks / SubscribeToTask --------------------------------------

@@ -61,7 +61,9 @@ class Authentication:
     def process_resource(
         self, req: falcon.Request, resp: falcon.Response, resource: Any, params: dict[str, Any]
     ) -> None:
-        if resource is None or not req.path.startswith(GUARDED):
+        # The route's template, not the raw path: the router also matches "//v1/..." (it
+        # strips leading slashes), which a prefix test of the path would wave through.
+        if resource is None or not (req.uri_template or "").startswith(GUARDED):
             return
         caller = self.authenticate(req)
         if getattr(resource, "operator_only", False) and not caller.is_operator:
@@ -108,8 +110,11 @@ class OpenReads:
 
 
 def caller_of(req: falcon.Request) -> Caller:
-    """The caller the middleware put on the request (a missing one is a bug: a 500)."""
-    caller: Caller = req.context.caller
+    """The caller the middleware put on the request; none (a route the middleware did not
+    guard) is refused rather than trusted."""
+    caller: Caller | None = req.context.get("caller")
+    if caller is None:
+        raise _unauthorized()
     return caller
 
 

@@ -6,7 +6,8 @@ from tests.support.cli import foldline
 
 
 def test_cli_serve_refuses_a_file_that_is_not_a_log_with_one_line(tmp_path: Path) -> None:
-    bogus = tmp_path / "bogus.db"
+    bogus = tmp_path / "logs" / "bogus.db"  # the log's directory is never the workspace
+    bogus.parent.mkdir()
     bogus.write_bytes(b"definitely not sqlite" * 200)
     done = foldline("serve", "--workspace", str(tmp_path), "--db", str(bogus))
     assert done.returncode == 2

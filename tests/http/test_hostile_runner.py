@@ -45,7 +45,7 @@ control() {
 }
 http() {  # method path [token]: prints the status code
     if [ -n "$3" ]; then auth="Authorization: Bearer $3"; else auth="X-None: none"; fi
-    code=$(curl -s -o /dev/null -w '%{http_code}' -X "$1" -H "$auth" "$FOLDLINE_URL$2")
+    code=$(curl -s --path-as-is -o /dev/null -w '%{http_code}' -X "$1" -H "$auth" "$FOLDLINE_URL$2")
     [ "$code" -lt 300 ] && return 0
     echo "HTTP $code"; return 1
 }
@@ -80,6 +80,9 @@ attack result-run-token http GET "/v1/jobs/$victim_job/result" "$FOLDLINE_RUN_TO
 attack stream-no-token http GET "/v1/streams/session:$victim_session/events"
 attack stream-run-token http GET "/v1/streams/session:$victim_session/events" "$FOLDLINE_RUN_TOKEN"
 attack read-job-run-token http GET "/v1/jobs/$victim_job" "$FOLDLINE_RUN_TOKEN"
+attack cancel-slashes-no-token http POST "//v1/jobs/$victim_job/cancel"
+attack events-slashes-no-token http GET "//v1/events"
+attack console-slashes-no-token http GET "//console/api/overview"
 
 echo after > after.txt
 control write-after-attacks test -s after.txt
@@ -115,6 +118,9 @@ ATTACKS = {
     "stream-no-token",
     "stream-run-token",
     "read-job-run-token",
+    "cancel-slashes-no-token",
+    "events-slashes-no-token",
+    "console-slashes-no-token",
 }
 
 
@@ -192,6 +198,9 @@ def test_a_hostile_runner_cannot_touch_the_log_the_token_or_the_server(
         for name, answers in attacks.items():
             for answer in answers:
                 assert not answer.startswith("exit=0"), f"{name} succeeded: {answer}"
+                if name.endswith(("no-token", "run-token")):  # refused for the right reason
+                    wanted = "HTTP 401" if name.endswith("no-token") else "HTTP 403"
+                    assert answer.endswith(wanted), f"{name}: {answer}"
         assert all(answer == ["ok"] for answer in controls.values()), controls
         assert len(controls) == 9
         assert f"uid=1000 home={base}/ws.state/home/1000" in result

@@ -104,3 +104,10 @@ def test_a_log_directory_a_run_made_is_never_trusted(tmp_path: Path) -> None:
     jail = sandbox.Sandbox(RunUser(1000, 1000, "1000:1000"), workspace / ".foldline", tmp_path)
     with pytest.raises(LogMissing, match="not a directory of the server's own"):
         sandbox.prepare(jail, workspace)
+
+
+def test_the_log_and_the_state_directory_must_be_out_of_the_workspace(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="a directory of its own"):
+        load_config({"FOLDLINE_DB": str(tmp_path / "foldline.db")}, workspace=str(tmp_path))
+    with pytest.raises(ConfigError, match="lies in the workspace"):
+        load_config({"FOLDLINE_STATE_DIR": str(tmp_path / "state")}, workspace=str(tmp_path))
