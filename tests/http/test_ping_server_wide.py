@@ -37,20 +37,29 @@ def test_ping_is_busy_whichever_worker_answers_and_idle_soon_after(tmp_path: Pat
         before, started_at, _ = _ping(server)
         assert before == "Healthy"
         assert not (workspace / ".foldline").exists()  # /ping stays lazy
-        status, receipt = server.invoke({"prompt": "wait", "async": True, "id": "long"})
-        assert status == 200 and receipt["status"] == "accepted", receipt
+        status, headers, raw = server.request(
+            "POST", "/invocations", {"prompt": "wait", "async": True, "id": "long"}
+        )
+        assert status == 200 and json.loads(raw)["status"] == "accepted", raw
+        runs_in = headers["x-foldline-worker"]
         answers: Counter[str] = Counter()
-        workers: set[str] = set()
+        workers: Counter[str] = Counter()
         last_update = started_at
-        for _ in range(200):
+        deadline = time.monotonic() + 60
+        # 200 pings, and more (bounded) until the worker without the run answered some: the
+        # kernel, not the test, decides which worker takes a connection.
+        while sum(answers.values()) < 200 or len(workers) < 2:
+            assert time.monotonic() < deadline, f"only worker {runs_in} answered: {workers}"
             answer, updated, worker = _ping(server)
             answers[answer] += 1
-            workers.add(worker)
+            workers[worker] += 1
             assert updated >= last_update  # never goes backwards
             last_update = updated
-        print(f"200 pings during the job: {dict(answers)} from workers {sorted(workers)}")
-        assert answers == Counter({"HealthyBusy": 200})
-        assert len(workers) == 2  # both workers answered, and both said busy
+        print(
+            f"{sum(answers.values())} pings during the job: {dict(answers)}, by worker:"
+            f" {dict(workers)} (the run is in {runs_in})"
+        )
+        assert set(answers) == {"HealthyBusy"}  # none Healthy, whichever worker answered
         (workspace / "go").touch()
         body = poll_invocation(server, "long", "ok")
         finished = time.monotonic()
