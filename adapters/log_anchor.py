@@ -25,6 +25,7 @@ import msgspec
 
 from engine.audit.anchor import SERVER_FORMAT, ServerAnchor
 from engine.domain import commands as c
+from engine.domain.lease import LostLog
 from engine.errors import LogMissing
 from projections import queries
 
@@ -103,14 +104,9 @@ def refusal(anchor: ServerAnchor, reason: str, path: Path) -> LogMissing:
 
 def new_log_command(anchor: ServerAnchor, holder: str, epoch: int) -> c.RecordNewLog:
     """``lease.new_log``: what the holder of a new log records of the anchor it lost."""
+    lost = LostLog(
+        anchor.db, anchor.device, anchor.inode, anchor.position, anchor.hash, anchor.recorded_at
+    )
     return c.RecordNewLog(
-        holder=holder,
-        epoch=epoch,
-        lost_db=anchor.db,
-        lost_position=anchor.position,
-        lost_hash=anchor.hash,
-        lost_recorded_at=anchor.recorded_at,
-        lost_device=anchor.device,
-        lost_inode=anchor.inode,
-        command_id=f"new-log:{anchor.position}:{anchor.hash}",
+        holder=holder, epoch=epoch, lost=lost, command_id=f"new-log:{anchor.position}:{anchor.hash}"
     )

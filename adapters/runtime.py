@@ -99,6 +99,15 @@ class Runtime:
 
     def _open_checked(self) -> DomainEngine:
         """Open the log, refusing one that does not extend its anchor (``log_missing``)."""
+        try:
+            engine = self._open_judged()
+        except LogMissing as ex:
+            self.refused = ex.message  # what /metrics and waiting callers say until it opens
+            raise
+        self.refused = None
+        return engine
+
+    def _open_judged(self) -> DomainEngine:
         anchor = log_anchor.read(self.anchor_path) if self.anchor_path else None
         db = self.config.db
         if anchor is not None and not db.exists():
@@ -107,30 +116,22 @@ class Runtime:
         # log, so no run can exist without one.
         self.operator_token.ensure()
         engine = self._open()
-        if self.jobs.sandbox is not None:
-            try:
+        try:
+            if self.jobs.sandbox is not None:
                 sandbox.prepare(self.jobs.sandbox, self.config.workspace)
-            except LogMissing as ex:
-                self.refused = ex.message
-                engine.log.close()
-                raise
-        if anchor is not None:
-            reason = log_anchor.missing_reason(anchor, db, engine.log.connection())
-            if reason is not None:
-                try:
+            if anchor is not None:
+                reason = log_anchor.missing_reason(anchor, db, engine.log.connection())
+                if reason is not None:
                     self._refuse_unless_replaceable(anchor, reason)
-                except LogMissing:
-                    engine.log.close()
-                    raise
-        self.refused = None
+        except LogMissing:
+            engine.log.close()
+            raise
         return engine
 
     def _refuse_unless_replaceable(self, anchor: ServerAnchor, reason: str) -> None:
         if anchor != self._replaceable:
             assert self.anchor_path is not None
-            refused = log_anchor.refusal(anchor, reason, self.anchor_path)
-            self.refused = refused.message
-            raise refused
+            raise log_anchor.refusal(anchor, reason, self.anchor_path)
         self._lost = anchor
 
     def _open(self) -> DomainEngine:

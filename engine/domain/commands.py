@@ -12,6 +12,7 @@ from typing import Annotated
 import msgspec
 
 from engine.domain.job import FileEntry
+from engine.domain.lease import LostLog
 
 Id = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_:.@-]{1,200}$")]
 SessionId = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_:-]{1,200}$")]
@@ -65,12 +66,7 @@ class RecordNewLog(Command, tag="RecordNewLog", frozen=True, kw_only=True):
     name: Id = "workspace"
     holder: Short
     epoch: int
-    lost_db: str
-    lost_position: int
-    lost_hash: Short
-    lost_recorded_at: Short
-    lost_device: int
-    lost_inode: int
+    lost: LostLog
 
 
 # -- session -----------------------------------------------------------------------------

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+import msgspec
+
 from engine.events import Event
 from engine.machines import NEW, MachineSpec, Transition
 
@@ -43,18 +45,24 @@ class LeaseReleased(Event, tag="lease.released", frozen=True, kw_only=True):
     epoch: int
 
 
+class LostLog(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """What the server's anchor last saw of a log that is gone: its file and its head."""
+
+    db: str
+    device: int
+    inode: int
+    position: int
+    hash: str
+    recorded_at: str
+
+
 class LeaseNewLog(Event, tag="lease.new_log", frozen=True, kw_only=True):
     """The holder started this log where its anchor said a log with history had been
-    (``foldline serve --new-log``): the lost log's last anchored position, hash and file."""
+    (``foldline serve --new-log``), naming the log it lost."""
 
     holder: str
     epoch: int
-    lost_db: str
-    lost_position: int
-    lost_hash: str
-    lost_recorded_at: str
-    lost_device: int
-    lost_inode: int
+    lost: LostLog
 
 
 LEASE = MachineSpec(

@@ -147,12 +147,9 @@ def test_new_log_starts_anew_and_records_what_it_lost(tmp_path: Path) -> None:
         status, body = server.invoke({"prompt": "fresh"})
         assert (status, body["result"]) == (200, "done: fresh\n"), body
         (new_log,) = [e for e in _lease_events(server) if e["event_type"] == "lease.new_log"]
-        recorded = new_log["event"]
-        assert (recorded["lost_position"], recorded["lost_hash"]) == (
-            lost["position"],
-            lost["hash"],
-        )
-        assert (recorded["lost_db"], recorded["lost_inode"]) == (lost["db"], lost["inode"])
+        recorded = new_log["event"]["lost"]
+        fields = ("db", "device", "inode", "position", "hash", "recorded_at")
+        assert {key: recorded[key] for key in fields} == {key: lost[key] for key in fields}
     # The anchor now follows the new log; the new log does not extend the lost anchor.
     assert json.loads(_anchor(workspace).read_text())["hash"] != lost["hash"]
     db = workspace / ".foldline" / "foldline.db"

@@ -13,7 +13,7 @@ import pytest
 from adapters import log_anchor
 from engine import LogMissing, open_log
 from engine.audit import verify_against
-from engine.audit.anchor import load
+from engine.audit.anchor import ServerAnchor, load
 from engine.log import Log
 from tests.support.tickets import MACHINES, TicketOpened, TicketTitles
 
@@ -89,13 +89,20 @@ def test_a_new_connection_never_creates_an_empty_file_where_the_log_was(tmp_path
     log.close()
 
 
-def test_the_anchor_is_the_head_and_a_checkpoint_verify_accepts(tmp_path: Path) -> None:
-    db = tmp_path / "foldline.db"
+def _anchored(db: Path) -> tuple[Log, ServerAnchor]:
+    """A log of three events and the anchor of its head."""
     log = _log(db)
     for n in range(3):
         _open_ticket(log, n)
     anchor = log_anchor.head_of(log.connection(), db)
-    assert anchor is not None and anchor.position == log.head()
+    assert anchor is not None
+    return log, anchor
+
+
+def test_the_anchor_is_the_head_and_a_checkpoint_verify_accepts(tmp_path: Path) -> None:
+    db = tmp_path / "foldline.db"
+    log, anchor = _anchored(db)
+    assert anchor.position == log.head()
     assert (anchor.device, anchor.inode) == (db.stat().st_dev, db.stat().st_ino)
     path = log_anchor.anchor_file(tmp_path / "state", db)
     log_anchor.write(path, anchor)
@@ -113,11 +120,7 @@ def test_the_anchor_is_the_head_and_a_checkpoint_verify_accepts(tmp_path: Path) 
 
 def test_a_log_that_does_not_extend_its_anchor_is_named_for_why(tmp_path: Path) -> None:
     db = tmp_path / "foldline.db"
-    log = _log(db)
-    for n in range(3):
-        _open_ticket(log, n)
-    anchor = log_anchor.head_of(log.connection(), db)
-    assert anchor is not None
+    log, anchor = _anchored(db)
     log.close()
     assert log_anchor.missing_reason(anchor, db, None) == f"{db} is gone"
     shorter = _log(tmp_path / "shorter.db")

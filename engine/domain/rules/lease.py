@@ -104,15 +104,6 @@ def record_new_log(cmd: c.RecordNewLog, ctx: Context) -> None:
     held_by(ctx, cmd.name, cmd.holder, cmd.epoch)
     ctx.append(
         ids.lease(cmd.name),
-        lease_.LeaseNewLog(
-            holder=cmd.holder,
-            epoch=cmd.epoch,
-            lost_db=cmd.lost_db,
-            lost_position=cmd.lost_position,
-            lost_hash=cmd.lost_hash,
-            lost_recorded_at=cmd.lost_recorded_at,
-            lost_device=cmd.lost_device,
-            lost_inode=cmd.lost_inode,
-        ),
+        lease_.LeaseNewLog(holder=cmd.holder, epoch=cmd.epoch, lost=cmd.lost),
         epoch=cmd.epoch,
     )
