@@ -1,0 +1,154 @@
+"""The commands that serve a workspace or a log: ``serve``, ``token`` and ``console``.
+
+Each picks its backend from ``--db`` (a file path or a ``postgresql://`` URL)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from adapters.cli.exits import OK, REFUSED
+from engine.log import is_postgres_url, postgres_storage
+from engine.schema import LATEST
+
+if TYPE_CHECKING:
+    from adapters.config import ServerConfig
+
+
+def _looks_like_sqlite(path: Path) -> bool:
+    with open(path, "rb") as handle:
+        header = handle.read(16)
+    return header == b"SQLite format 3\x00" or header == b""
+
+
+def _shown(url: str) -> str:
+    """The URL without its password; a boot error without the extra or with a bad schema."""
+    postgres_storage(url).close()  # checks the URL, connects to nothing
+    from engine.postgres_storage import redact
+
+    return redact(url)
+
+
+def _server_config(args: argparse.Namespace, **flags: Any) -> ServerConfig | None:
+    """The configuration ``serve`` runs with (environment, then flags); None after printing a
+    one-line error."""
+    from adapters.config import ConfigError, check_places, load_config
+
+    try:
+        config = load_config(workspace=args.workspace, **flags)
+    except ConfigError as ex:
+        print(f"foldline: invalid configuration: {ex}", file=sys.stderr)
+        return None
+    if args.db and is_postgres_url(args.db):
+        config = replace(config, db_url=args.db)
+    elif args.db:
+        config = replace(config, db=Path(args.db).resolve(), db_url=None)
+    try:
+        check_places(config)
+    except ConfigError as ex:
+        print(f"foldline: invalid configuration: {ex}", file=sys.stderr)
+        return None
+    return config
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    """Run the HTTP server on the workspace (blocks until stopped)."""
+    from adapters import sandbox
+    from adapters.config import ConfigError
+    from adapters.server import FoldlineServer
+
+    config = _server_config(args, bind=args.bind, workers=args.workers, threads=args.threads)
+    if config is None:
+        return REFUSED
+    # Lazy activation (SPEC §4.2): nothing under the workspace is created or opened here; on
+    # AgentCore the volume is mounted at the first invocation, and a log made before that
+    # would live on the microVM's own disk. A file already there is checked by its header
+    # only, so a wrong --db is still a boot error.
+    if config.db_url is None and config.db.is_file() and not _looks_like_sqlite(config.db):
+        print(f"foldline: not_a_log: {config.db} is not a SQLite database", file=sys.stderr)
+        return REFUSED
+    config = replace(config, new_log=args.new_log)
+    jail = sandbox.for_server(config)
+    try:
+        if jail is not None:  # runs that could not be isolated are never started
+            config = replace(config, run_isolation=sandbox.check(jail, config.run_isolation))
+            jail = sandbox.for_server(config)
+    except ConfigError as ex:
+        print(f"foldline: invalid configuration: {ex}", file=sys.stderr)
+        return REFUSED
+    if config.run_user is not None and config.run_user.is_root:
+        print(
+            "foldline: warning: FOLDLINE_RUN_USER=root: runs execute as root and can reach"
+            " the log and the operator's token",
+            file=sys.stderr,
+        )
+    print(
+        json.dumps(
+            {
+                "db": _shown(config.db_url) if config.db_url else str(config.db),
+                "log": "opened at the first request that needs it",
+                "schema": LATEST,
+                "bind": config.bind,
+                "workers": config.workers,
+                "runs_as": f"{jail.user.name} ({jail.isolation})" if jail else "the server's user",
+                "state_dir": str(config.state_dir),
+                # Where the operator token is (never the token itself): made at first activation.
+                "operator_token": "FOLDLINE_TOKEN"
+                if config.token is not None
+                else str(config.operator_token_file),
+            }
+        ),
+        flush=True,
+    )
+    FoldlineServer(config).run()
+    return OK
+
+
+def run_token(args: argparse.Namespace) -> int:
+    """Print the operator token file's path and token, or with ``--rotate`` replace it first
+    (running workers pick the new one up at their next request, no restart)."""
+    from adapters import operator_token
+
+    config = _server_config(args)
+    if config is None:
+        return REFUSED
+    if config.token is not None:
+        print(
+            "foldline: FOLDLINE_TOKEN is set: it is the operator token and no file is used"
+            " (rotate it by restarting the server with a new value)",
+            file=sys.stderr,
+        )
+        return REFUSED
+    path = config.operator_token_file
+    if not path.is_file():
+        print(
+            f"foldline: no operator token at {path} yet: the server makes it at its first"
+            " activation (the first request that opens the log)",
+            file=sys.stderr,
+        )
+        return REFUSED
+    token = operator_token.rotate(path) if args.rotate else path.read_text().strip()
+    print(json.dumps({"file": str(path), "token": token}))
+    return OK
+
+
+def run_console(args: argparse.Namespace) -> int:
+    """Serve the console read-only over a log file: no lease, no runner, no writes."""
+    from adapters.config import ConfigError, _bind
+    from adapters.console_server import ConsoleServer, check_log, check_loopback
+
+    try:
+        bind = check_loopback(_bind(args.bind))
+    except ConfigError as ex:
+        print(f"foldline: {ex}", file=sys.stderr)
+        return REFUSED
+    db: Path | str = args.db if is_postgres_url(args.db) else Path(args.db).resolve()
+    head = check_log(db)
+    shown = _shown(args.db) if is_postgres_url(args.db) else str(db)
+    print(json.dumps({"db": shown, "head": head, "bind": bind, "read_only": True}), flush=True)
+    ConsoleServer(db, bind).run()
+    return OK
