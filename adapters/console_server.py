@@ -24,11 +24,9 @@ from gunicorn.app.base import BaseApplication
 
 from adapters.config_error import ConfigError
 from adapters.http import app as http_app
-from adapters.http import auth, console, v1
-from adapters.http.errors import ApiError
+from adapters.http import auth, console, errors, v1
 from engine import open_notifier
 from engine.domain import MACHINES
-from engine.errors import EngineError
 from engine.log import Log, open_log_readonly
 from engine.notifier import Notifier
 from projections import default_projections
@@ -123,7 +121,7 @@ def check_loopback(bind: str) -> str:
 
 def create_readonly_app(runtime: ReadOnlyRuntime) -> falcon.App[falcon.Request, falcon.Response]:
     rt: Any = runtime  # the /v1 read resources only touch the part ReadOnlyRuntime has
-    middleware: list[Any] = [http_app.WorkerHeader(), auth.OpenReads()]
+    middleware: list[Any] = [errors.ErrorSurface(), http_app.WorkerHeader(), auth.OpenReads()]
     app = falcon.App(middleware=middleware)
     app.add_route("/v1/sessions", v1.SessionsCollection(rt))
     app.add_route("/v1/sessions/{session_id}", v1.SessionItem(rt))
@@ -138,8 +136,7 @@ def create_readonly_app(runtime: ReadOnlyRuntime) -> falcon.App[falcon.Request, 
     # The same error shapes as the full server (one table, no stack traces to clients).
     app.set_error_serializer(http_app._falcon_error)
     app.add_error_handler(Exception, http_app._unexpected)
-    app.add_error_handler(EngineError, http_app._engine_error)
-    app.add_error_handler(ApiError, http_app._api_error)
+    app.add_error_handler(errors.HANDLED, errors.handle)
     return app
 
 

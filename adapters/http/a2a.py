@@ -24,11 +24,9 @@ from typing import Any
 import falcon
 import msgspec
 
-from adapters.config import LEASE_BUSY_TEXT
 from adapters.http import a2a_accept, a2a_stream, a2a_v03, inbound, media
 from adapters.http.a2a_wire import (
     CONTENT_TYPE_UNSUPPORTED,
-    INTERNAL,
     INVALID_PARAMS,
     INVALID_REQUEST,
     NO_METHOD,
@@ -43,6 +41,7 @@ from adapters.http.a2a_wire import (
     RpcError,
     task_json,
 )
+from adapters.http.errors import rpc_error
 from adapters.http.follow import follow
 from adapters.http.inbound import SEND_MESSAGE_TEXTS, SendMessageIn, refusal
 from adapters.runtime import Runtime
@@ -225,10 +224,14 @@ class JsonRpc:
             handler(params, request_id, resp)
             if legacy is not None:
                 a2a_v03.reshape(resp, legacy)
-        except StorageError as ex:
-            # The server's fault (a full disk, ...), not the request's: -32603 with the stable
-            # code in data, and HTTP 200 still, or the client would lose the code.
-            self._error(resp, request_id, RpcError(INTERNAL, ex.message, {"code": ex.code}))
+        except EngineError as ex:
+            # The server's fault (a full disk, ...) or a busy workspace, not the request's: a
+            # JSON-RPC error from the one table, and HTTP 200 still, or the client would lose
+            # the code. Any other engine error is the HTTP surface's.
+            answer = rpc_error(ex)
+            if answer is None:
+                raise
+            self._error(resp, request_id, answer)
         except RpcError as ex:
             self._error(resp, request_id, ex)
 
@@ -267,10 +270,7 @@ class JsonRpc:
             self._wake()
 
     def _write(self) -> None:
-        try:
-            self.runtime.ensure_lease()
-        except LeaseBusy:
-            raise RpcError(INTERNAL, LEASE_BUSY_TEXT) from None
+        self.runtime.ensure_lease()  # LeaseBusy: a JSON-RPC error from the one table
 
     # -- SendMessage / SendStreamingMessage ------------------------------------------------------
 

@@ -6,28 +6,45 @@ from __future__ import annotations
 
 from typing import Any
 
+from adapters.http.errors import (  # the JSON-RPC codes and error live with the other tables
+    CONTENT_TYPE_UNSUPPORTED,
+    INTERNAL,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    NO_METHOD,
+    NOT_CANCELABLE,
+    PARSE,
+    PUSH_UNSUPPORTED,
+    TASK_NOT_FOUND,
+    UNSUPPORTED,
+    VERSION_UNSUPPORTED,
+    RpcError,
+)
 from engine.domain.task import TaskState as T
 from projections import queries
 
-PARSE, INVALID_REQUEST, NO_METHOD, INVALID_PARAMS, INTERNAL = -32700, -32600, -32601, -32602, -32603
-TASK_NOT_FOUND, NOT_CANCELABLE, PUSH_UNSUPPORTED, UNSUPPORTED = -32001, -32002, -32003, -32004
-CONTENT_TYPE_UNSUPPORTED, VERSION_UNSUPPORTED = -32005, -32009
-
-
-class RpcError(Exception):
-    """A JSON-RPC error answer (HTTP 200, as the client insists); ``data``, when given, is the
-    error object's ``data`` member (foldline's stable string ``code`` for a server fault)."""
-
-    def __init__(self, code: int, message: str, data: dict[str, Any] | None = None) -> None:
-        super().__init__(message)
-        self.code, self.message, self.data = code, message, data
-
-    def to_dict(self) -> dict[str, Any]:
-        error: dict[str, Any] = {"code": self.code, "message": self.message}
-        if self.data is not None:
-            error["data"] = self.data
-        return error
-
+__all__ = [
+    "CONTENT_TYPE_UNSUPPORTED",
+    "INTERNAL",
+    "INVALID_PARAMS",
+    "INVALID_REQUEST",
+    "NOT_CANCELABLE",
+    "NO_METHOD",
+    "PARSE",
+    "PUSH_UNSUPPORTED",
+    "STATE",
+    "STATE_BY_NAME",
+    "TASK_NOT_FOUND",
+    "UNSUPPORTED",
+    "VERSION_UNSUPPORTED",
+    "RpcError",
+    "artifact",
+    "artifact_id",
+    "artifact_update",
+    "message",
+    "status_update",
+    "task_json",
+]
 
 # The A2A wire name of each task state: TASK_STATE_ and the state's own name.
 STATE: dict[str, str] = {state: f"TASK_STATE_{state.name}" for state in T}

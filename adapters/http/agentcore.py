@@ -13,18 +13,15 @@ import falcon
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from adapters.config import LEASE_BUSY_TEXT
-from adapters.dispatch import DispatchFailed
 from adapters.http import media, sse
-from adapters.http.errors import retry_after, status_of
+from adapters.http.errors import INVOCATIONS, ApiError
 from adapters.http.follow import follow
 from adapters.http.inbound import INVOCATION_TEXTS, InvocationIn, refusal
 from adapters.runtime import Runtime
 from engine.domain import ids
-from engine.domain.errors import AdmissionRejected, AlreadyExists, Conflict, LeaseBusy
+from engine.domain.errors import LeaseBusy
 from engine.domain.job import TERMINAL as JOB_TERMINAL
 from engine.domain.job import JobOutput
-from engine.errors import EngineError, InvalidArgument, InvalidTransition
 from projections import queries
 
 T = TypeVar("T")
@@ -99,12 +96,9 @@ def workspace_file(workspace: Path, name: str, limit: int) -> str:
     return str(target.relative_to(root))
 
 
-class HttpError(Exception):
-    """An answer other than 200: ``{"error": message}`` with ``status``."""
-
-    def __init__(self, status: str, message: str, **extra: Any) -> None:
-        super().__init__(message)
-        self.status, self.message, self.extra = status, message, extra
+def _bad(message: str) -> ApiError:
+    """A 400: the request itself is malformed."""
+    return ApiError(falcon.HTTP_400, "invalid_argument", message)
 
 
 def read_invocation(req: falcon.Request, limit: int) -> InvocationIn:
@@ -112,16 +106,16 @@ def read_invocation(req: falcon.Request, limit: int) -> InvocationIn:
     encoding by default), as an ``InvocationIn``. Chunked uploads are bounded by reading
     ``limit + 1``."""
     if req.content_length is not None and req.content_length > limit:
-        raise HttpError(falcon.HTTP_413, f"body exceeds {limit} bytes")
+        raise ApiError(falcon.HTTP_413, "payload_too_large", f"body exceeds {limit} bytes")
     raw = req.stream.read(limit + 1)
     if len(raw) > limit:
-        raise HttpError(falcon.HTTP_413, f"body exceeds {limit} bytes")
+        raise ApiError(falcon.HTTP_413, "payload_too_large", f"body exceeds {limit} bytes")
     try:
         return media.decode(raw, InvocationIn)
     except msgspec.ValidationError as ex:
-        raise HttpError(falcon.HTTP_400, refusal(ex, INVOCATION_TEXTS)) from None
+        raise _bad(refusal(ex, INVOCATION_TEXTS)) from None
     except msgspec.DecodeError:
-        raise HttpError(falcon.HTTP_400, "body must be a JSON object") from None
+        raise _bad("body must be a JSON object") from None
 
 
 def _given(value: T | UnsetType) -> T | None:
@@ -141,6 +135,8 @@ class Ping:
 
 
 class Invocations:
+    errors = INVOCATIONS
+
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
         self.config = runtime.config
@@ -152,17 +148,17 @@ class Invocations:
             return
         prompt, prompt_file = _given(body.prompt), _given(body.prompt_file)
         if (prompt is None) == (prompt_file is None):
-            raise HttpError(falcon.HTTP_400, "exactly one of prompt or promptFile is required")
+            raise _bad("exactly one of prompt or promptFile is required")
         if prompt_file is not None:
             try:
                 prompt_file = workspace_file(
                     self.config.workspace, prompt_file, self.config.max_body
                 )
             except ValueError as ex:
-                raise HttpError(falcon.HTTP_400, str(ex)) from None
+                raise _bad(str(ex)) from None
         session = body.session
         if session is not None and not SESSION_ID.match(session):
-            raise HttpError(falcon.HTTP_400, "session must match ^[A-Za-z0-9_:-]{1,200}$")
+            raise _bad("session must match ^[A-Za-z0-9_:-]{1,200}$")
         agent = body.agent or ""
         caller_id = body.id
         is_async = body.is_async
@@ -171,21 +167,10 @@ class Invocations:
         if caller_id is not None and (known := find_job(runtime, caller_id)) is not None:
             self._duplicate(resp, known)
             return
-        try:
-            runtime.ensure_lease()
-            accepted = runtime.jobs.dispatch(
-                prompt or "", prompt_file or "", session, agent, caller_id
-            )
-        except LeaseBusy:
-            raise HttpError(falcon.HTTP_503, LEASE_BUSY_TEXT) from None
-        except DispatchFailed as ex:
-            raise HttpError(falcon.HTTP_500, str(ex)) from None
-        except (Conflict, InvalidTransition, AlreadyExists) as ex:
-            raise HttpError(falcon.HTTP_409, ex.message, code=ex.code) from None
-        except AdmissionRejected as ex:
-            raise HttpError(falcon.HTTP_429, ex.message, **ex.fields) from None
-        except InvalidArgument as ex:  # an unknown agent, a role's shape
-            raise HttpError(falcon.HTTP_400, ex.message, code=ex.code) from None
+        # A refusal (a busy workspace, admission, a conflict, ...) is answered from the one
+        # table for this route, ``errors.INVOCATION_STATUS``.
+        runtime.ensure_lease()
+        accepted = runtime.jobs.dispatch(prompt or "", prompt_file or "", session, agent, caller_id)
         if accepted.duplicate:
             self._duplicate(resp, accepted.job_id)
             return
@@ -208,20 +193,20 @@ class Invocations:
     def _get(self, req: falcon.Request, resp: falcon.Response, body: InvocationIn) -> None:
         key = str(body.get)
         if body.prompt is not UNSET or body.prompt_file is not UNSET:
-            raise HttpError(falcon.HTTP_400, "get reads a job; it takes no prompt")
+            raise _bad("get reads a job; it takes no prompt")
         # A get is a write request for the lease (SPEC §4.2: it starts recovery after a crash)
         # but only a read for its answer: a busy lease does not stop it.
         with contextlib.suppress(LeaseBusy):
             self.runtime.ensure_lease()
         job_id = find_job(self.runtime, key)
         if job_id is None:
-            raise HttpError(falcon.HTTP_404, f"no job {key!r}")
+            raise ApiError(falcon.HTTP_404, "not_found", f"no job {key!r}")
         if not _wants_sse(req):
             resp.media = job_body(self.runtime, job_id)
             return
         last = req.get_header("Last-Event-ID") or "0"
         if not last.isdigit() or int(last) >= 1 << 63:
-            raise HttpError(falcon.HTTP_400, "Last-Event-ID must be a log position")
+            raise _bad("Last-Event-ID must be a log position")
         self._stream(resp, job_id, None, 0, after=int(last))
 
     def _stream(
@@ -265,25 +250,3 @@ class Invocations:
             elif isinstance(recorded.event, JobOutput):
                 yield sse.event("delta", {"text": recorded.event.text}, recorded.position)
         yield sse.SHUTDOWN  # follow ends without a deadline only when the server stops
-
-
-def handle_http_error(
-    req: falcon.Request, resp: falcon.Response, ex: HttpError, params: dict[str, Any]
-) -> None:
-    resp.status = ex.status
-    resp.media = {"error": ex.message, **ex.extra}
-
-
-def handle_engine_error(
-    req: falcon.Request, resp: falcon.Response, ex: EngineError, params: dict[str, Any]
-) -> None:
-    """An engine error the resource did not answer itself, in the AgentCore shape. The
-    server's own trouble keeps its status from the one table (a full disk 507, a storage
-    fault or a log that is gone 503, with ``Retry-After`` when it passes by itself): a caller
-    must not read it as a fault of its request. Every other refusal is a 409, as the
-    AgentCore contract has it."""
-    status = status_of(ex)
-    resp.status = status if status.startswith("5") else falcon.HTTP_409
-    if (seconds := retry_after(ex)) is not None:
-        resp.set_header("Retry-After", seconds)
-    resp.media = {"error": ex.message, "code": ex.code}

@@ -12,10 +12,19 @@ from typing import Any
 
 import falcon
 
-from adapters.http import a2a, agentcore, auth, console, coordination, media, metrics, openapi, v1
-from adapters.http.errors import ApiError, answer, retry_after, status_of
+from adapters.http import (
+    a2a,
+    agentcore,
+    auth,
+    console,
+    coordination,
+    errors,
+    media,
+    metrics,
+    openapi,
+    v1,
+)
 from adapters.runtime import Runtime
-from engine.errors import EngineError
 
 log = logging.getLogger("foldline.http")
 
@@ -40,7 +49,7 @@ class WorkerHeader:
 
 
 def create_app(runtime: Runtime) -> falcon.App[falcon.Request, falcon.Response]:
-    middleware: list[Any] = [WorkerHeader(), auth.Authentication(runtime)]
+    middleware: list[Any] = [errors.ErrorSurface(), WorkerHeader(), auth.Authentication(runtime)]
     app = falcon.App(middleware=middleware)
     media.install(app)  # resp.media and req.get_media() go through the one msgspec codec
     app.add_route("/ping", agentcore.Ping(runtime))
@@ -67,9 +76,7 @@ def create_app(runtime: Runtime) -> falcon.App[falcon.Request, falcon.Response]:
     console.mount(app, runtime)
     app.set_error_serializer(_falcon_error)
     app.add_error_handler(Exception, _unexpected)
-    app.add_error_handler(EngineError, _engine_error)
-    app.add_error_handler(agentcore.HttpError, agentcore.handle_http_error)
-    app.add_error_handler(ApiError, _api_error)
+    app.add_error_handler(errors.HANDLED, errors.handle)  # in the shape of the route's surface
     return app
 
 
@@ -95,30 +102,3 @@ class OpenApi:
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         resp.media = openapi.document(self.agents)
-
-
-def _api_error(
-    req: falcon.Request, resp: falcon.Response, ex: ApiError, params: dict[str, Any]
-) -> None:
-    answer(resp, ex.status, ex.code, ex.message, **ex.fields)
-    if ex.status == falcon.HTTP_401:
-        resp.set_header("WWW-Authenticate", "Bearer")
-
-
-def _engine_error(
-    req: falcon.Request, resp: falcon.Response, ex: EngineError, params: dict[str, Any]
-) -> None:
-    """Engine refusals: the one status table for /v1, the AgentCore shape elsewhere."""
-    if req.path.startswith("/v1/"):
-        answer(resp, status_of(ex), ex.code, ex.message, **_jsonable(ex.fields))
-        if (seconds := retry_after(ex)) is not None:
-            resp.set_header("Retry-After", seconds)
-    else:
-        agentcore.handle_engine_error(req, resp, ex, params)
-
-
-def _jsonable(fields: dict[str, Any]) -> dict[str, Any]:
-    return {
-        k: v if isinstance(v, (str, int, float, bool, type(None))) else str(v)
-        for k, v in fields.items()
-    }

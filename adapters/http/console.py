@@ -16,7 +16,7 @@ from typing import Any
 import falcon
 import msgspec
 
-from adapters.http.errors import ApiError
+from adapters.http.errors import CONSOLE, ApiError
 from engine.audit import export_line
 from projections import console_queries as q
 
@@ -66,6 +66,8 @@ def _refused(ex: q.QueryError) -> ApiError:
 class Assets:
     """``/console/`` is the page; ``/console/{name}`` its scripts and styles; nothing else."""
 
+    errors = CONSOLE
+
     def __init__(self) -> None:
         root = resources.files("adapters") / "console"
         self.files = {name: (root / name).read_bytes() for name in asset_names()}
@@ -80,11 +82,14 @@ class Assets:
 
 
 class ToSlash:
+    errors = CONSOLE
+
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         raise falcon.HTTPMovedPermanently("/console/")
 
 
 class Reads:
+    errors = CONSOLE
     operator_only = True  # the console shows every session: a run token has no business here
 
     def __init__(self, runtime: Any, read_only: bool) -> None:

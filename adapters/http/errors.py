@@ -1,16 +1,40 @@
-"""One table from every ``EngineError`` class to an HTTP status, and the ``/v1`` error body
-``{"error": {"code", "message", ...fields}}``. A test asserts that no class is missing."""
+"""Every error an HTTP surface answers, from one place: the adapter's own error type, the table
+from each error class to an HTTP status (and, for A2A, to a JSON-RPC error code), and the
+surfaces that write them.
+
+A route's resource names its ``Surface`` (``errors = V1``); the ``ErrorSurface`` middleware
+records it for the request and ``handle`` writes whatever escaped the responder in that shape,
+so no handler looks at the path to decide. A test asserts that no ``EngineError`` class is
+missing from ``STATUS``.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import falcon
 
+from adapters.config import LEASE_BUSY_TEXT
+from adapters.dispatch import DispatchFailed
 from adapters.http import media
 from adapters.recovery import RecoveryFailed
 from engine import errors as e
 from engine.domain import errors as d
+
+
+class ApiError(Exception):
+    """The adapters' own refusal: an HTTP ``status``, a stable ``code``, a ``message`` and the
+    fields that go with it. The route's surface picks the body: ``/v1`` and the console send
+    ``{"error": {"code", "message", ...fields}}``, AgentCore ``{"error": message, ...fields}``."""
+
+    def __init__(self, status: str, code: str, message: str, **fields: Any) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message, self.fields = status, code, message, fields
+
+
+# -- /v1 (and the status of every engine error) -----------------------------------------------
 
 STATUS: dict[type[e.EngineError], str] = {
     e.EngineError: falcon.HTTP_500,
@@ -54,22 +78,176 @@ def retry_after(error: e.EngineError) -> str | None:
     return None
 
 
+def _most_specific(table: dict[type[Any], Any], error: BaseException) -> Any:
+    for cls in type(error).__mro__:
+        if cls in table:
+            return table[cls]
+    return None
+
+
 def status_of(error: e.EngineError) -> str:
     """The status of the most specific class in the table."""
-    for cls in type(error).__mro__:
-        if cls in STATUS:
-            return STATUS[cls]
-    return falcon.HTTP_500
+    return _most_specific(STATUS, error) or falcon.HTTP_500
 
 
-class ApiError(Exception):
-    """An error answered as ``{"error": {"code", "message", ...}}`` with ``status``."""
+# -- AgentCore ``/invocations`` ------------------------------------------------------------------
 
-    def __init__(self, status: str, code: str, message: str, **fields: Any) -> None:
-        super().__init__(message)
-        self.status, self.code, self.message, self.fields = status, code, message, fields
+Body = Callable[[Any], dict[str, Any]]
+
+
+def _with_code(ex: e.EngineError) -> dict[str, Any]:
+    return {"error": ex.message, "code": ex.code}
+
+
+# What a dispatch refusal answers on ``/invocations``, as the source system did: a busy
+# workspace with the session hint, admission with its limits, a malformed request a 400. Every
+# other engine error follows the AgentCore rule (``_agentcore_failure``).
+INVOCATION_STATUS: dict[type[Exception], tuple[str, Body]] = {
+    d.LeaseBusy: (falcon.HTTP_503, lambda ex: {"error": LEASE_BUSY_TEXT}),
+    DispatchFailed: (falcon.HTTP_500, lambda ex: {"error": str(ex)}),
+    d.Conflict: (falcon.HTTP_409, _with_code),
+    e.InvalidTransition: (falcon.HTTP_409, _with_code),
+    d.AlreadyExists: (falcon.HTTP_409, _with_code),
+    d.AdmissionRejected: (falcon.HTTP_429, lambda ex: {"error": ex.message, **ex.fields}),
+    e.InvalidArgument: (falcon.HTTP_400, _with_code),  # an unknown agent, a role's shape
+}
+
+
+# -- A2A JSON-RPC ---------------------------------------------------------------------------------
+
+PARSE, INVALID_REQUEST, NO_METHOD, INVALID_PARAMS, INTERNAL = -32700, -32600, -32601, -32602, -32603
+TASK_NOT_FOUND, NOT_CANCELABLE, PUSH_UNSUPPORTED, UNSUPPORTED = -32001, -32002, -32003, -32004
+CONTENT_TYPE_UNSUPPORTED, VERSION_UNSUPPORTED = -32005, -32009
+
+
+class RpcError(ApiError):
+    """A JSON-RPC error answer (HTTP 200, as the client insists); ``data``, when given, is the
+    error object's ``data`` member (foldline's stable string ``code`` for a server fault)."""
+
+    def __init__(self, code: int, message: str, data: dict[str, Any] | None = None) -> None:
+        super().__init__(falcon.HTTP_200, "rpc_error", message)
+        self.rpc_code, self.data = code, data
+
+    def to_dict(self) -> dict[str, Any]:
+        error: dict[str, Any] = {"code": self.rpc_code, "message": self.message}
+        if self.data is not None:
+            error["data"] = self.data
+        return error
+
+
+# The engine errors a JSON-RPC call answers as a JSON-RPC error, not an HTTP one: the server's
+# own faults (a full disk, ...) with the stable code in ``data``, and a busy workspace.
+RPC_ERRORS: dict[type[e.EngineError], Callable[[Any], RpcError]] = {
+    e.StorageError: lambda ex: RpcError(INTERNAL, ex.message, {"code": ex.code}),
+    d.LeaseBusy: lambda ex: RpcError(INTERNAL, LEASE_BUSY_TEXT),
+}
+
+
+def rpc_error(error: e.EngineError) -> RpcError | None:
+    """The JSON-RPC answer for ``error``, or None when it is no JSON-RPC error."""
+    make = _most_specific(RPC_ERRORS, error)
+    return None if make is None else make(error)
+
+
+# -- surfaces: how a family of routes writes an error ------------------------------------------
 
 
 def answer(resp: falcon.Response, status: str, code: str, message: str, **fields: Any) -> None:
     resp.status = status
     media.json_response(resp, {"error": {"code": code, "message": message, **fields}})
+
+
+def _v1_refusal(resp: falcon.Response, ex: ApiError) -> None:
+    answer(resp, ex.status, ex.code, ex.message, **ex.fields)
+    if ex.status == falcon.HTTP_401:
+        resp.set_header("WWW-Authenticate", "Bearer")
+
+
+def _v1_failure(resp: falcon.Response, ex: Exception) -> None:
+    if not isinstance(ex, e.EngineError):  # a job that could not reach its runner
+        answer(resp, falcon.HTTP_500, "dispatch_failed", str(ex))
+        return
+    answer(resp, status_of(ex), ex.code, ex.message, **_jsonable(ex.fields))
+    if (seconds := retry_after(ex)) is not None:
+        resp.set_header("Retry-After", seconds)
+
+
+def _agentcore_refusal(resp: falcon.Response, ex: ApiError) -> None:
+    resp.status = ex.status
+    resp.media = {"error": ex.message, **ex.fields}
+
+
+def _agentcore_failure(resp: falcon.Response, ex: Exception) -> None:
+    """An engine error in the AgentCore shape. The server's own trouble keeps its status from
+    ``STATUS`` (a full disk 507, a storage fault or a log that is gone 503, with
+    ``Retry-After`` when it passes by itself): a caller must not read it as a fault of its
+    request. Every other refusal is a 409, as the AgentCore contract has it."""
+    if not isinstance(ex, e.EngineError):  # a job that could not reach its runner
+        resp.status = falcon.HTTP_500
+        resp.media = {"error": str(ex)}
+        return
+    status = status_of(ex)
+    resp.status = status if status.startswith("5") else falcon.HTTP_409
+    if (seconds := retry_after(ex)) is not None:
+        resp.set_header("Retry-After", seconds)
+    resp.media = _with_code(ex)
+
+
+def _invocation_failure(resp: falcon.Response, ex: Exception) -> None:
+    found = _most_specific(INVOCATION_STATUS, ex)
+    if found is None:
+        _agentcore_failure(resp, ex)
+        return
+    status, body = found
+    resp.status = status
+    resp.media = body(ex)
+
+
+@dataclass(frozen=True)
+class Surface:
+    """How one family of routes writes an error: ``refusal`` an ``ApiError``, ``failure``
+    an engine error (or a ``DispatchFailed``) the responder let through."""
+
+    name: str
+    refusal: Callable[[falcon.Response, ApiError], None]
+    failure: Callable[[falcon.Response, Exception], None]
+
+
+V1 = Surface("v1", _v1_refusal, _v1_failure)
+AGENTCORE = Surface("agentcore", _agentcore_refusal, _agentcore_failure)
+INVOCATIONS = Surface("invocations", _agentcore_refusal, _invocation_failure)
+# The console's reads refuse in the /v1 shape; an engine error under them keeps the AgentCore
+# shape every route outside /v1 has always answered.
+CONSOLE = Surface("console", _v1_refusal, _agentcore_failure)
+
+HANDLED = (ApiError, e.EngineError, DispatchFailed)
+"""What ``handle`` answers; anything else is the application's ``500``."""
+
+
+class ErrorSurface:
+    """Middleware: records the matched resource's ``errors`` surface (``AGENTCORE`` when it
+    names none) for ``handle``. First in the chain, so a refusal by the authentication
+    middleware is written in its route's shape too."""
+
+    def process_resource(
+        self, req: falcon.Request, resp: falcon.Response, resource: Any, params: dict[str, Any]
+    ) -> None:
+        req.context.errors = getattr(resource, "errors", AGENTCORE)
+
+
+def handle(
+    req: falcon.Request, resp: falcon.Response, error: Exception, params: dict[str, Any]
+) -> None:
+    """The error handler for ``HANDLED``: the request's surface writes it."""
+    surface: Surface = getattr(req.context, "errors", AGENTCORE)
+    if isinstance(error, ApiError):
+        surface.refusal(resp, error)
+    else:
+        surface.failure(resp, error)
+
+
+def _jsonable(fields: dict[str, Any]) -> dict[str, Any]:
+    return {
+        k: v if isinstance(v, (str, int, float, bool, type(None))) else str(v)
+        for k, v in fields.items()
+    }

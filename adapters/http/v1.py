@@ -19,7 +19,7 @@ from adapters import winddown
 from adapters.config import LEASE_BUSY_TEXT
 from adapters.dispatch import DispatchFailed
 from adapters.http import auth, media, sse
-from adapters.http.errors import ApiError
+from adapters.http.errors import V1, ApiError
 from adapters.http.follow import follow
 from adapters.http.schemas import (
     ControlIn,
@@ -110,6 +110,8 @@ T = TypeVar("T")
 
 
 class Reads:
+    errors = V1
+
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
 
@@ -250,6 +252,8 @@ class Events(Reads):
 
 
 class MachinesResource:
+    errors = V1
+
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         machines = Machines(MACHINES).by_kind.values()
         if req.get_param("format") == "mermaid":
@@ -276,6 +280,8 @@ JOB_ACTIONS: dict[str, Callable[[str, str], c.Command]] = {
 
 
 class Control:
+    errors = V1
+
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
 
