@@ -28,9 +28,9 @@ from engine.domain import commands as c
 from engine.domain.engine import DomainEngine
 from engine.domain.errors import LeaseBusy
 from engine.domain.lease import LeaseState
+from engine.domain.rows import LeaseRow
 from engine.errors import EngineError
 from projections import queries
-from projections.queries import LeaseHolder
 
 log = logging.getLogger("foldline.tenure")
 LEASE = "workspace"
@@ -83,7 +83,7 @@ class Tenure:
 
     # -- reading the lease -------------------------------------------------------------------
 
-    def _row(self) -> LeaseHolder | None:
+    def _row(self) -> LeaseRow | None:
         return queries.lease(self._engine().log.connection(), LEASE)
 
     def current_holder(self) -> tuple[str, int] | None:

@@ -18,15 +18,16 @@ from adapters.processes import is_alive, kill_group
 from adapters.runtime import Runtime
 from engine.domain import commands as c
 from engine.domain.job import JobState as J
+from engine.domain.rows import JobRow
 from engine.errors import EngineError
 from projections import queries
 
 
-def process_gone(record: queries.RunProcess) -> bool:
+def process_gone(record: JobRow) -> bool:
     return not is_alive(record.pid or 0, record.start_token or "")
 
 
-def relaunchable(record: queries.RunProcess) -> bool:
+def relaunchable(record: JobRow) -> bool:
     """Suspended, or paused with its process gone (a cold pause): continue starts a new run."""
     return record.state == J.SUSPENDED or (record.state == J.PAUSED and process_gone(record))
 

@@ -16,6 +16,8 @@ from typing import Any
 import msgspec
 
 from engine.domain import MACHINES
+from engine.domain.rows import LeaseRow, out, wire
+from projections.rows import select
 
 MAX_PAGE = 200
 MAX_EXPORT = 100_000
@@ -168,14 +170,13 @@ def _page(rows: list[Any], limit: int, window_end: str | None) -> ListPage:
     return ListPage(items, window_end, partial=window_end is not None)
 
 
-class LeaseRow(msgspec.Struct, frozen=True):
-    name: str
-    state: str
-    holder: str
-    host: str
-    pid: int
-    epoch: int
-    renewed_at: str
+# A lease as the overview shows it: its row's holder and times, derived from the one row type.
+LeaseLine = wire(
+    LeaseRow,
+    "LeaseLine",
+    __name__,
+    keep=("name", "state", "holder", "host", "pid", "epoch", "renewed_at"),
+)
 
 
 class Problem(msgspec.Struct, frozen=True):
@@ -189,7 +190,7 @@ class Problem(msgspec.Struct, frozen=True):
 class Overview(msgspec.Struct, frozen=True):
     head: int
     counts: dict[str, dict[str, int]]  # kind -> state -> entities in that state, zeros kept
-    leases: list[LeaseRow]
+    leases: list[LeaseLine]  # type: ignore[valid-type]
     errors: list[Problem]
     unfinished_notifications: list[Problem]
 
@@ -205,12 +206,7 @@ def overview(conn: Any, recent: int = 10) -> Overview:
         found = dict(conn.execute(f"SELECT state, count(*) FROM {table} GROUP BY state"))
         counts[kind] = {state: found.get(state, 0) for state in STATES[kind]}
     head = conn.execute("SELECT coalesce(max(position), 0) FROM events").fetchall()[0][0]
-    leases = [
-        LeaseRow(*r)
-        for r in conn.execute(
-            "SELECT name, state, holder, host, pid, epoch, renewed_at FROM leases ORDER BY name"
-        )
-    ]
+    leases = [out(LeaseLine, row) for row in select(conn, LeaseRow, "ORDER BY name")]
     errors = [
         Problem("job", *r)
         for r in conn.execute(

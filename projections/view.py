@@ -11,45 +11,18 @@ from typing import Any
 
 from engine.domain import job, session, task
 from engine.domain.rows import JobRow, LeaseRow, SessionRow, TaskRow
-from engine.domain.session import Owed
+from projections.rows import columns, decode, select_one
 
 
 def _marks(values: Any) -> str:
     return ", ".join(f"'{v}'" for v in sorted(values))
 
 
-_JOB_COLUMNS = (
-    "job_id, version, state, session_id, parent_job, depth, resource_group, units, write_scope,"
-    " task_id, agent, token_digest, result_state, run_id"
-)
-_TASK_COLUMNS = "task_id, version, state, session_id"
+_JOB_COLUMNS = columns(JobRow)
 _LIVE_JOBS = _marks(job.LIVE_STATES)
 _JOBS_HOLDING = _marks(job.HOLDS_CAPACITY)
 _SESSIONS_HOLDING = _marks(session.HOLDS_CAPACITY)
 _OPEN_TASKS = _marks(task.OPEN)
-
-
-def _job_row(row: Any) -> JobRow:
-    return JobRow(
-        job_id=row[0],
-        version=row[1],
-        state=row[2],
-        session_id=row[3],
-        parent_job=row[4],
-        depth=row[5],
-        resource_group=row[6],
-        units=row[7],
-        write_scope=tuple(json.loads(row[8])),
-        task_id=row[9],
-        agent=row[10],
-        token_digest=row[11],
-        result_state=row[12],
-        run_id=row[13],
-    )
-
-
-def _task_row(row: Any) -> TaskRow:
-    return TaskRow(task_id=row[0], version=row[1], state=row[2], session_id=row[3])
 
 
 class SqlDomainView:
@@ -61,50 +34,16 @@ class SqlDomainView:
         return rows[0] if rows else None
 
     def lease(self, name: str) -> LeaseRow | None:
-        row = self._one(
-            "SELECT name, version, state, holder, epoch, renewed_at FROM leases WHERE name = ?",
-            name,
-        )
-        if row is None:
-            return None
-        return LeaseRow(
-            name=row[0],
-            version=row[1],
-            state=row[2],
-            holder=row[3],
-            epoch=row[4],
-            renewed_at=row[5],
-        )
+        return select_one(self._cur, LeaseRow, "WHERE name = ?", name)
 
     def session(self, session_id: str) -> SessionRow | None:
-        row = self._one(
-            "SELECT session_id, version, state, resource_group, units, tainted, owes_kind,"
-            " owes_ref, detached_by, requested, has_controller FROM sessions"
-            " WHERE session_id = ?",
-            session_id,
-        )
-        if row is None:
-            return None
-        return SessionRow(
-            session_id=row[0],
-            version=row[1],
-            state=row[2],
-            resource_group=row[3],
-            units=row[4],
-            tainted=bool(row[5]),
-            owes=Owed(row[6], row[7]) if row[6] else None,
-            detached_by=row[8],
-            requested=row[9],
-            has_controller=bool(row[10]),
-        )
+        return select_one(self._cur, SessionRow, "WHERE session_id = ?", session_id)
 
     def job(self, job_id: str) -> JobRow | None:
-        row = self._one(f"SELECT {_JOB_COLUMNS} FROM jobs WHERE job_id = ?", job_id)
-        return _job_row(row) if row else None
+        return select_one(self._cur, JobRow, "WHERE job_id = ?", job_id)
 
     def task(self, task_id: str) -> TaskRow | None:
-        row = self._one(f"SELECT {_TASK_COLUMNS} FROM tasks WHERE task_id = ?", task_id)
-        return _task_row(row) if row else None
+        return select_one(self._cur, TaskRow, "WHERE task_id = ?", task_id)
 
     def live_jobs(self, session_id: str) -> list[JobRow]:
         rows = self._cur.execute(
@@ -112,15 +51,15 @@ class SqlDomainView:
             " ORDER BY accepted_position",
             (session_id,),
         ).fetchall()
-        return [_job_row(row) for row in rows]
+        return decode(JobRow, rows)
 
     def open_tasks(self, session_id: str) -> list[TaskRow]:
         rows = self._cur.execute(
-            f"SELECT {_TASK_COLUMNS} FROM tasks WHERE session_id = ?"
+            f"SELECT {columns(TaskRow)} FROM tasks WHERE session_id = ?"
             f" AND state IN ({_OPEN_TASKS}) ORDER BY created_at, task_id",
             (session_id,),
         ).fetchall()
-        return [_task_row(row) for row in rows]
+        return decode(TaskRow, rows)
 
     def live_descendants(self, job_id: str) -> list[JobRow]:
         rows = self._cur.execute(
@@ -131,7 +70,7 @@ class SqlDomainView:
             f" AND state IN ({_LIVE_JOBS}) ORDER BY depth, accepted_position",
             (job_id,),
         ).fetchall()
-        return [_job_row(row) for row in rows]
+        return decode(JobRow, rows)
 
     def units_held(self, resource_group: str) -> int:
         row = self._one(

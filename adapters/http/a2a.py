@@ -48,6 +48,7 @@ from adapters.runtime import Runtime
 from engine.domain import commands as c
 from engine.domain import ids
 from engine.domain.errors import LeaseBusy
+from engine.domain.rows import TaskRow
 from engine.domain.task import TERMINAL as TASK_TERMINAL
 from engine.domain.task import TaskState as T
 from engine.errors import EngineError, StorageError
@@ -244,7 +245,7 @@ class JsonRpc:
     def _result(resp: falcon.Response, request_id: Any, result: Any) -> None:
         resp.media = {"jsonrpc": "2.0", "id": request_id, "result": result}
 
-    def _task_row(self, task_id: str) -> queries.TaskRecord:
+    def _task_row(self, task_id: str) -> TaskRow:
         record = queries.task(self.runtime.engine.log.connection(), task_id)
         if record is None:
             raise RpcError(TASK_NOT_FOUND, f"Task {task_id} not found")
@@ -315,7 +316,7 @@ class JsonRpc:
             {"jsonrpc": "2.0", "id": request_id, "result": {"task": task_json(row, history)}}
         )
 
-    def _watch(self, task_id: str, deadline: float) -> Iterator[queries.TaskRecord | None]:
+    def _watch(self, task_id: str, deadline: float) -> Iterator[TaskRow | None]:
         """Yields the task row each time it changes, and None when a keep-alive is due."""
         log = self.runtime.engine.log
         interval = self.runtime.config.a2a_keepalive_s

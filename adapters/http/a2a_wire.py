@@ -20,8 +20,8 @@ from adapters.http.errors import (  # the JSON-RPC codes and error live with the
     VERSION_UNSUPPORTED,
     RpcError,
 )
+from engine.domain.rows import TaskRow
 from engine.domain.task import TaskState as T
-from projections import queries
 
 __all__ = [
     "CONTENT_TYPE_UNSUPPORTED",
@@ -70,7 +70,7 @@ def artifact(task_id: str, text: str) -> dict[str, Any]:
     return {"artifactId": artifact_id(task_id), "name": "result", "parts": [{"text": text}]}
 
 
-def task_json(record: queries.TaskRecord, history_length: int | None = None) -> dict[str, Any]:
+def task_json(record: TaskRow, history_length: int | None = None) -> dict[str, Any]:
     task_id, context, state = record.task_id, record.session_id, record.state
     status_text, result, updated = record.status_text, record.result, record.updated_at
     status: dict[str, Any] = {"state": STATE[state], "timestamp": updated}
@@ -93,7 +93,7 @@ def task_json(record: queries.TaskRecord, history_length: int | None = None) -> 
     return task
 
 
-def status_update(record: queries.TaskRecord) -> dict[str, Any]:
+def status_update(record: TaskRow) -> dict[str, Any]:
     """A ``TaskStatusUpdateEvent`` (1.0 has no ``final`` flag: the stream's end says it)."""
     status = task_json(record)["status"]
     update = {"taskId": record.task_id, "contextId": record.session_id, "status": status}

@@ -45,12 +45,12 @@ def job_body(runtime: Runtime, job_id: str) -> dict[str, Any]:
         "session": job.session_id,
         "id": job.caller_id,
         "result": job.result,
-        "files": media.decode_any(job.files.encode()) if job.files else [],
+        "files": list(job.files),
         "startedAt": job.started_at,
         "finishedAt": job.finished_at,
         "state": job.state,
         # An ok run's WARNING: lines: "completed with warnings".
-        "warnings": media.decode_any(job.warnings.encode()),
+        "warnings": list(job.warnings),
     }
     if job.superseded_by is not None:
         body["supersededBy"] = job.superseded_by

@@ -7,6 +7,8 @@ from typing import Annotated, Any
 
 import msgspec
 
+from engine.domain.rows import JobRow, LeaseRow, SessionRow, TaskRow, wire
+
 Reason = Annotated[str, msgspec.Meta(max_length=1000)]
 
 
@@ -24,23 +26,15 @@ class Owed(msgspec.Struct, kw_only=True):
     ref: str
 
 
-class SessionOut(msgspec.Struct, kw_only=True):
-    session_id: str
-    state: str
-    version: int
-    agent: str
-    origin: str
-    resource_group: str | None
-    units: int
-    has_controller: bool
-    run_id: str | None
-    tainted: bool
-    taint_reasons: list[str]
-    owes: Owed | None
-    detached_by: str | None
-    created_at: str
-    updated_at: str
-    finished_at: str | None
+# The entities' bodies are their rows' wire part (``engine.domain.rows``), derived, so a field
+# added to a row is answered and documented without a second declaration. The leaves keep
+# their own wire names for the document (``FileOut``, ``Owed``).
+SessionOut = wire(
+    SessionRow,
+    "SessionOut",
+    __name__,
+    types={"taint_reasons": list[str], "owes": Owed | None},
+)
 
 
 class FileOut(msgspec.Struct, kw_only=True):
@@ -49,63 +43,9 @@ class FileOut(msgspec.Struct, kw_only=True):
     workspace_path: str = ""
 
 
-class JobOut(msgspec.Struct, kw_only=True):
-    job_id: str
-    session_id: str
-    state: str
-    version: int
-    agent: str
-    parent_job: str | None
-    depth: int
-    batch: str | None
-    resource_group: str | None
-    units: int
-    task_id: str | None
-    run_id: str | None
-    pid: int | None
-    runs: int
-    result: str | None
-    files: list[FileOut]
-    exit_code: int | None
-    superseded_by: str | None
-    reason: str | None
-    notify_exit_code: int | None
-    # The notify hook started before a crash and never finished: reported, not run again.
-    notify_lost: bool
-    warnings: list[str]  # the run's WARNING: lines: an ok "completed with warnings"
-    # unread | read | accepted | rejected | integrated once finished ok or error, else null
-    result_state: str | None
-    result_reason: str | None  # why it was accepted or rejected
-    result_sha256: str | None  # of the integrated patch
-    created_at: str
-    started_at: str | None
-    finished_at: str | None
-    updated_at: str
-
-
-class TaskOut(msgspec.Struct, kw_only=True):
-    task_id: str
-    session_id: str
-    state: str
-    version: int
-    message_id: str
-    text: str
-    status_text: str | None
-    result: str | None
-    created_at: str
-    updated_at: str
-
-
-class LeaseOut(msgspec.Struct, kw_only=True):
-    name: str
-    state: str
-    version: int
-    holder: str
-    host: str
-    pid: int
-    epoch: int
-    acquired_at: str
-    renewed_at: str
+JobOut = wire(JobRow, "JobOut", __name__, types={"files": list[FileOut], "warnings": list[str]})
+TaskOut = wire(TaskRow, "TaskOut", __name__)
+LeaseOut = wire(LeaseRow, "LeaseOut", __name__)
 
 
 class EventOut(msgspec.Struct, kw_only=True):
@@ -128,15 +68,15 @@ class Page(msgspec.Struct, kw_only=True):
 
 
 class SessionPage(Page, kw_only=True):
-    sessions: list[SessionOut]
+    sessions: list[SessionOut]  # type: ignore[valid-type]
 
 
 class JobPage(Page, kw_only=True):
-    jobs: list[JobOut]
+    jobs: list[JobOut]  # type: ignore[valid-type]
 
 
 class LeasePage(msgspec.Struct, kw_only=True):
-    leases: list[LeaseOut]
+    leases: list[LeaseOut]  # type: ignore[valid-type]
 
 
 class EventPage(msgspec.Struct, kw_only=True):
@@ -220,13 +160,13 @@ class SpawnBatchIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 
 class JobsOut(msgspec.Struct, kw_only=True):
-    jobs: list[JobOut]
+    jobs: list[JobOut]  # type: ignore[valid-type]
 
 
 class WaitOut(msgspec.Struct, kw_only=True):
     """``GET /v1/jobs/wait``: the jobs now, which of them changed, whether time ran out."""
 
-    jobs: list[JobOut]
+    jobs: list[JobOut]  # type: ignore[valid-type]
     changed: list[str]
     timed_out: bool
 

@@ -8,7 +8,6 @@ to ``expected_version`` and answer the new row. Errors use one table (``adapters
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
@@ -25,12 +24,10 @@ from adapters.http.schemas import (
     ControlIn,
     EventOut,
     EventPage,
-    FileOut,
     JobOut,
     JobPage,
     LeaseOut,
     LeasePage,
-    Owed,
     SessionOut,
     SessionPage,
     TaintIn,
@@ -42,6 +39,7 @@ from engine import Machines
 from engine.domain import MACHINES, ids
 from engine.domain import commands as c
 from engine.domain.errors import LeaseBusy
+from engine.domain.rows import JobRow, LeaseRow, SessionRow, TaskRow, out
 from engine.errors import ConcurrencyError
 from engine.events import RecordedEvent
 from projections import queries
@@ -68,27 +66,20 @@ def _after_position(req: falcon.Request) -> int:
     return int(raw)
 
 
-def session_out(record: queries.SessionRecord) -> SessionOut:
-    fields = msgspec.structs.asdict(record)
-    owes_kind, owes_ref = fields.pop("owes_kind"), fields.pop("owes_ref")
-    fields["taint_reasons"] = json.loads(record.taint_reasons)
-    fields["owes"] = Owed(kind=owes_kind, ref=owes_ref) if owes_kind else None
-    return SessionOut(**fields)
+def session_out(record: SessionRow) -> msgspec.Struct:
+    return out(SessionOut, record)  # type: ignore[no-any-return]
 
 
-def job_out(record: queries.JobRecord) -> JobOut:
-    fields = msgspec.structs.asdict(record)
-    fields["files"] = [FileOut(**f) for f in json.loads(record.files)]
-    fields["warnings"] = json.loads(record.warnings)
-    return JobOut(**fields)
+def job_out(record: JobRow) -> msgspec.Struct:
+    return out(JobOut, record)  # type: ignore[no-any-return]
 
 
-def task_out(record: queries.TaskRecord) -> TaskOut:
-    return TaskOut(**msgspec.structs.asdict(record))
+def task_out(record: TaskRow) -> msgspec.Struct:
+    return out(TaskOut, record)  # type: ignore[no-any-return]
 
 
-def lease_out(record: queries.LeaseRecord) -> LeaseOut:
-    return LeaseOut(**msgspec.structs.asdict(record))
+def lease_out(record: LeaseRow) -> msgspec.Struct:
+    return out(LeaseOut, record)  # type: ignore[no-any-return]
 
 
 def event_out(recorded: RecordedEvent) -> EventOut:
@@ -206,7 +197,7 @@ class StreamEvents(Reads):
         kind, _, key = stream_id.partition(":")
         if kind == "session":
             return key
-        record: queries.JobRecord | queries.TaskRecord | None = None
+        record: JobRow | TaskRow | None = None
         if kind == "job":
             record = queries.job(self.conn, key)
         elif kind == "task":

@@ -1,4 +1,11 @@
-"""What the domain rules read: one row per entity, and the queries admission needs.
+"""What the domain rules read, and what every reader of the read models gets: one row type per
+entity, and the queries admission needs.
+
+Each row holds its read model's columns in the shape a caller uses them (JSON text decoded, the
+owed pair as one ``Owed``), in one order: the fields ``/v1`` answers first, in the order it
+answers them, then the ones only the domain and the adapters read (a run's token digest, a
+write scope, the controller's process). ``projections.rows`` is the one way a row is selected
+and decoded; ``adapters.http.schemas`` derives each wire body from its row with ``wire``.
 
 ``DomainView`` is the port the rules are written against; ``projections.view`` implements it
 with SQL over the read models, inside the write transaction, so every decision sees exactly
@@ -7,57 +14,153 @@ what has been committed before it plus what the same transaction appended.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 import msgspec
 
+from engine.domain import ids
+from engine.domain.job import TERMINAL as JOB_TERMINAL
+from engine.domain.job import FileEntry
 from engine.domain.session import Owed
 
 
 class LeaseRow(msgspec.Struct, frozen=True, kw_only=True):
     name: str
-    version: int
     state: str
+    version: int
     holder: str
+    host: str
+    pid: int
     epoch: int
+    acquired_at: str
     renewed_at: str
+    # -- not on the wire
+    updated_at: str
 
 
 class SessionRow(msgspec.Struct, frozen=True, kw_only=True):
     session_id: str
-    version: int
     state: str
+    version: int
+    agent: str
+    origin: str
     resource_group: str | None
     units: int
+    has_controller: bool
+    run_id: str | None
     tainted: bool
+    taint_reasons: tuple[str, ...]
     owes: Owed | None
     detached_by: str | None
-    requested: str | None
-    has_controller: bool
+    created_at: str
+    updated_at: str
+    finished_at: str | None
+    # -- not on the wire
+    requested: str | None  # what the finishing session was asked to end as
+    error: str | None
+    pid: int | None  # the controller's process, while it runs
+    start_token: str | None
 
 
 class JobRow(msgspec.Struct, frozen=True, kw_only=True):
     job_id: str
-    version: int
-    state: str
     session_id: str
+    state: str
+    version: int
+    agent: str
     parent_job: str | None
     depth: int
+    batch: str | None
     resource_group: str | None
     units: int
+    task_id: str | None
+    run_id: str | None  # the current run
+    pid: int | None
+    runs: int
+    result: str | None
+    files: tuple[FileEntry, ...]
+    exit_code: int | None
+    superseded_by: str | None
+    reason: str | None
+    notify_exit_code: int | None
+    # The notify hook started before a crash and never finished: reported, not run again.
+    notify_lost: bool
+    warnings: tuple[str, ...]  # the run's WARNING: lines: an ok "completed with warnings"
+    # engine.domain.result: unread | read | accepted | rejected | integrated once finished
+    result_state: str | None
+    result_reason: str | None  # why it was accepted or rejected
+    result_sha256: str | None  # of the integrated patch
+    created_at: str
+    started_at: str | None
+    finished_at: str | None
+    updated_at: str
+    # -- not on the wire
     write_scope: tuple[str, ...]
-    task_id: str | None = None
-    agent: str = ""
-    token_digest: str | None = None  # of the current run's token
-    run_id: str | None = None  # the current run
-    result_state: str | None = None  # engine.domain.result; "unread" once finished
+    command_id: str | None
+    token_digest: str | None  # of the current run's token
+    start_token: str | None
+    paused_by: str | None
+
+    @property
+    def caller_id(self) -> str | None:
+        """The ``id`` the ``/invocations`` caller gave, if it came from there."""
+        return ids.invocation_key(self.command_id)
+
+    @property
+    def terminal(self) -> bool:
+        return self.state in JOB_TERMINAL
 
 
 class TaskRow(msgspec.Struct, frozen=True, kw_only=True):
     task_id: str
-    version: int
-    state: str
     session_id: str
+    state: str
+    version: int
+    message_id: str
+    text: str
+    status_text: str | None
+    result: str | None
+    created_at: str
+    updated_at: str
+    # -- not on the wire
+    followups: tuple[tuple[str, str], ...]  # the messages after the first: (message id, text)
+
+    def messages(self) -> list[tuple[str, str]]:
+        """Every message of the task, in order: (message id, text)."""
+        return [(self.message_id, self.text), *self.followups]
+
+
+def wire(
+    row: type[msgspec.Struct],
+    name: str,
+    module: str,
+    *,
+    keep: tuple[str, ...] | None = None,
+    types: dict[str, Any] | None = None,
+) -> type[msgspec.Struct]:
+    """A body derived from ``row``: its fields up to the first one not on the wire (or only
+    ``keep``), in the row's order, with ``types`` replacing a field's type where the wire
+    names its own (for a schema document). ``out`` fills one from a row."""
+    fields = msgspec.structs.fields(row)
+    names = [f.name for f in fields]
+    wanted = keep if keep is not None else tuple(names[: names.index(_FIRST_INTERNAL[row])])
+    by_name = {f.name: f.type for f in fields}
+    chosen = [(n, (types or {}).get(n, by_name[n])) for n in names if n in wanted]
+    return msgspec.defstruct(name, chosen, kw_only=True, module=module)
+
+
+def out(body: type[Any], row: msgspec.Struct) -> Any:
+    """``row`` as the wire body ``body`` (made by ``wire``): the same values, fewer fields."""
+    return body(**{name: getattr(row, name) for name in body.__struct_fields__})
+
+
+# Where each row's wire part ends.
+_FIRST_INTERNAL: dict[type[msgspec.Struct], str] = {
+    LeaseRow: "updated_at",
+    SessionRow: "requested",
+    JobRow: "write_scope",
+    TaskRow: "followups",
+}
 
 
 class DomainView(Protocol):

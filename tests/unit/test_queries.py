@@ -32,7 +32,7 @@ def test_queries_sessions_and_jobs_by_name_not_position(engine: Any) -> None:
     record = queries.session(conn(engine), "s1")
     assert record is not None
     assert (record.state, record.has_controller, record.tainted) == ("running", True, True)
-    assert record.taint_reasons == '["looked odd"]'
+    assert record.taint_reasons == ("looked odd",)
     assert queries.session(conn(engine), "nobody") is None
     engine.handle(c.CreateSession(session_id="s2", start_run_id="r"))
     for jid in ("a", "b", "c"):

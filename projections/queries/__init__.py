@@ -1,0 +1,96 @@
+"""Every read the adapters and recovery make of the read models, as named functions.
+
+Each takes ``conn`` (a connection, or the cursor of a write transaction: anything with
+``execute``) and returns the entity's one row type (``engine.domain.rows``) or a small Struct,
+decoded by ``projections.rows``, never bare tuples indexed by position. Adapters hold no SQL: a
+read they need gets a name here. The reads are told in three modules: the log itself
+(``log``), the entities (``entities``), and what recovery and wind-down look for
+(``recovery``); this package names them all.
+"""
+
+from projections.queries.entities import (
+    Page,
+    count_tasks,
+    find_invocation,
+    job,
+    job_body,
+    job_of_command,
+    job_session,
+    job_state,
+    jobs_by_id,
+    jobs_page,
+    last_job_update,
+    lease,
+    lease_held,
+    leases,
+    run_caller,
+    session,
+    session_controller,
+    sessions_page,
+    task,
+    task_jobs,
+    task_of_command,
+    tasks_newest_first,
+)
+from projections.queries.log import Mark, StateCount, head_mark, log_head, mark_at, stream_counts
+from projections.queries.recovery import (
+    CLOSING_OR_STARTING,
+    PendingNotify,
+    Run,
+    busy,
+    controlled_sessions_in_transition,
+    live_processes,
+    lost_notifies,
+    pending_notifies,
+    resumable_jobs,
+    run_process,
+    runs,
+    runs_before_epoch,
+    session_runs,
+)
+from projections.rows import NOTIFY_LOST
+
+__all__ = [
+    "CLOSING_OR_STARTING",
+    "NOTIFY_LOST",
+    "Mark",
+    "Page",
+    "PendingNotify",
+    "Run",
+    "StateCount",
+    "busy",
+    "controlled_sessions_in_transition",
+    "count_tasks",
+    "find_invocation",
+    "head_mark",
+    "job",
+    "job_body",
+    "job_of_command",
+    "job_session",
+    "job_state",
+    "jobs_by_id",
+    "jobs_page",
+    "last_job_update",
+    "lease",
+    "lease_held",
+    "leases",
+    "live_processes",
+    "log_head",
+    "lost_notifies",
+    "mark_at",
+    "pending_notifies",
+    "resumable_jobs",
+    "run_caller",
+    "run_process",
+    "runs",
+    "runs_before_epoch",
+    "session",
+    "session_controller",
+    "session_runs",
+    "sessions_page",
+    "stream_counts",
+    "task",
+    "task_jobs",
+    "task_of_command",
+    "tasks_newest_first",
+]
