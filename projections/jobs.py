@@ -1,13 +1,12 @@
-"""Read model: every job, its lineage, run, result and notify record."""
+"""Read model: every job, its lineage, run, result and notify record, and what each job event
+does to its row (written as SQL and in memory by ``projections.fold``)."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import msgspec
 
-from engine.domain import ids
 from engine.domain.job import (
     JobAccepted,
     JobCancelled,
@@ -30,14 +29,152 @@ from engine.domain.result import (
     ResultRead,
     ResultRejected,
 )
-from engine.events import RecordedEvent
-from engine.projection import DispatchProjection, Folder, handles
-from projections import memory
+from engine.events import Event, RecordedEvent
+from projections.fold import (
+    ONE_MORE,
+    Change,
+    Fold,
+    FoldedProjection,
+    IfNull,
+    Shape,
+    Update,
+    json_list,
+    update,
+)
 
 TERMINAL = ("ok", "error", "superseded", "cancelled")
 
 
-class JobsProjection(DispatchProjection):
+def _moved(e: RecordedEvent, job: str, **fields: Any) -> Update:
+    """Every job event moves state, version and updated_at; most set more columns."""
+    return update(job, state=e.state, version=e.version, updated_at=e.recorded_at, **fields)
+
+
+# The three events of every job write through shapes: the audit refolds millions of them.
+_ACCEPTED = Shape(
+    "session_id", "state", "version", "accepted_position", "agent", "prompt_file",
+    "command_id", "parent_job", "depth", "batch", "resource_group", "units", "write_scope",
+    "task_id", "created_at", "updated_at",
+)  # fmt: skip
+_STARTED = Shape(
+    "state", "version", "updated_at", "run_id", "pid", "start_token", "epoch", "token_digest",
+    "paused_by", "runs", "started_at",
+)  # fmt: skip
+_FINISHED = Shape(
+    "state", "version", "updated_at", "result", "files", "exit_code", "warnings",
+    "finished_at", "result_state",
+)  # fmt: skip
+
+
+def accepted(e: RecordedEvent, job: str) -> Change:
+    ev: Any = e.event
+    at = e.recorded_at
+    return _ACCEPTED.insert(
+        job, ev.session, e.state, e.version, e.position, ev.agent, ev.prompt_file,
+        e.command_id, ev.parent_job, ev.depth, ev.batch, ev.resource_group, ev.units,
+        json_list(ev.write_scope), ev.task, at, at,
+    )  # fmt: skip
+
+
+def started(e: RecordedEvent, job: str) -> Change:
+    ev: Any = e.event
+    at = e.recorded_at
+    return _STARTED.update(
+        job, e.state, e.version, at, ev.run_id, ev.pid, ev.start_token, ev.epoch,
+        ev.token_digest, None, ONE_MORE, IfNull(at),
+    )  # fmt: skip
+
+
+def finished(e: RecordedEvent, job: str) -> Change:
+    ev: Any = e.event
+    at = e.recorded_at
+    files = msgspec.json.encode(ev.files).decode() if ev.files else "[]"
+    return _FINISHED.update(
+        job, e.state, e.version, at, ev.result, files, ev.exit_code, json_list(ev.warnings),
+        at, UNREAD,
+    )  # fmt: skip
+
+
+def superseded(e: RecordedEvent, job: str) -> Change:
+    return _moved(e, job, superseded_by=e.event.superseded_by, finished_at=e.recorded_at)  # type: ignore[attr-defined]
+
+
+def paused(e: RecordedEvent, job: str) -> Change:
+    return _moved(e, job, paused_by=e.event.by or None)  # type: ignore[attr-defined]
+
+
+def with_reason(e: RecordedEvent, job: str) -> Change:
+    """Suspended or asked to cancel: the reason, if any."""
+    return _moved(e, job, reason=e.event.reason or None)  # type: ignore[attr-defined]
+
+
+def resume_failed(e: RecordedEvent, job: str) -> Change:
+    reason = e.event.reason  # type: ignore[attr-defined]
+    return _moved(e, job, result=reason, reason=reason, finished_at=e.recorded_at)
+
+
+def cancelled(e: RecordedEvent, job: str) -> Change:
+    reason = e.event.reason or None  # type: ignore[attr-defined]
+    return _moved(e, job, finished_at=e.recorded_at, **({"reason": reason} if reason else {}))
+
+
+def notify_started(e: RecordedEvent, job: str) -> Change:
+    return _moved(e, job, notify_pid=e.event.pid)  # type: ignore[attr-defined]
+
+
+def notify_finished(e: RecordedEvent, job: str) -> Change:
+    ev: Any = e.event
+    return _moved(
+        e,
+        job,
+        notify_exit_code=ev.exit_code,
+        notify_ms=ev.ms,
+        notify_stdout=ev.stdout_tail,
+        notify_stderr=ev.stderr_tail,
+    )
+
+
+def notify_lost(e: RecordedEvent, job: str) -> Change:
+    # A hook that ended without an exit code: lost to a crash (a hook killed at its cap
+    # has one). Kept in the version-2 columns, so no refold of existing logs is needed.
+    return _moved(e, job, notify_exit_code=None, notify_ms=0, notify_stderr=e.event.reason)  # type: ignore[attr-defined]
+
+
+def result(e: RecordedEvent, job: str) -> Change:
+    # The result stream is a sub-state: it moves result_* only, never the job's own state
+    # and version (those belong to the job stream). A reason or digest left out keeps the
+    # one recorded before.
+    ev: Any = e.event
+    values: dict[str, Any] = {"result_state": e.state, "updated_at": e.recorded_at}
+    if (reason := getattr(ev, "reason", None)) is not None:
+        values["result_reason"] = reason
+    if (sha256 := getattr(ev, "sha256", None)) is not None:
+        values["result_sha256"] = sha256
+    return update(job, **values)
+
+
+FOLDS: dict[type[Event], Fold] = {
+    JobAccepted: accepted,
+    JobStarted: started,
+    JobFinished: finished,
+    JobSuperseded: superseded,
+    JobPaused: paused,
+    JobContinued: _moved,
+    JobSuspended: with_reason,
+    JobResumeFailed: resume_failed,
+    JobCancelRequested: with_reason,
+    JobCancelled: cancelled,
+    JobNotifyStarted: notify_started,
+    JobNotifyFinished: notify_finished,
+    JobNotifyLost: notify_lost,
+    ResultRead: result,
+    ResultAccepted: result,
+    ResultRejected: result,
+    ResultIntegrated: result,
+}
+
+
+class JobsProjection(FoldedProjection):
     name = "jobs"
     version = 3  # 2: task_id column; 3: run token digest and result disposition
     tables = ("jobs",)
@@ -97,160 +234,5 @@ class JobsProjection(DispatchProjection):
             WHERE notify_pid IS NOT NULL AND notify_ms IS NULL;
     """
 
-    @staticmethod
-    def _id(e: RecordedEvent) -> str:
-        return ids.entity_of(e.stream_id)
-
-    def memory_folder(self, cursor: Any) -> Folder:
-        return memory.jobs_folder(cursor)
-
-    def _set(self, cur: Any, e: RecordedEvent, **fields: Any) -> None:
-        columns = {"state": e.state, "version": e.version, "updated_at": e.recorded_at, **fields}
-        assignments = ", ".join(f"{name} = ?" for name in columns)
-        cur.execute(
-            f"UPDATE jobs SET {assignments} WHERE job_id = ?", (*columns.values(), self._id(e))
-        )
-
-    @handles(JobAccepted)
-    def on_job_accepted(self, cur: Any, e: RecordedEvent) -> None:
-        ev: Any = e.event
-        cur.execute(
-            "INSERT INTO jobs (job_id, session_id, state, version, accepted_position, agent,"
-            " prompt_file, command_id, parent_job, depth, batch, resource_group, units,"
-            " write_scope, task_id, created_at, updated_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                self._id(e),
-                ev.session,
-                e.state,
-                e.version,
-                e.position,
-                ev.agent,
-                ev.prompt_file,
-                e.command_id,
-                ev.parent_job,
-                ev.depth,
-                ev.batch,
-                ev.resource_group,
-                ev.units,
-                json.dumps(list(ev.write_scope)),
-                ev.task,
-                e.recorded_at,
-                e.recorded_at,
-            ),
-        )
-
-    @handles(JobStarted)
-    def on_job_started(self, cur: Any, e: RecordedEvent) -> None:
-        ev: Any = e.event
-        cur.execute(
-            "UPDATE jobs SET state = ?, version = ?, updated_at = ?, run_id = ?, pid = ?,"
-            " start_token = ?, epoch = ?, token_digest = ?, paused_by = NULL, runs = runs + 1,"
-            " started_at = coalesce(started_at, ?) WHERE job_id = ?",
-            (
-                e.state,
-                e.version,
-                e.recorded_at,
-                ev.run_id,
-                ev.pid,
-                ev.start_token,
-                ev.epoch,
-                ev.token_digest,
-                e.recorded_at,
-                self._id(e),
-            ),
-        )
-
-    @handles(JobFinished)
-    def on_job_finished(self, cur: Any, e: RecordedEvent) -> None:
-        ev: Any = e.event
-        self._set(
-            cur,
-            e,
-            result=ev.result,
-            files=msgspec.json.encode(ev.files).decode(),
-            exit_code=ev.exit_code,
-            warnings=json.dumps(list(ev.warnings)),
-            finished_at=e.recorded_at,
-            result_state=UNREAD,
-        )
-
-    @handles(JobSuperseded)
-    def on_job_superseded(self, cur: Any, e: RecordedEvent) -> None:
-        self._set(
-            cur,
-            e,
-            superseded_by=e.event.superseded_by,  # type: ignore[attr-defined]
-            finished_at=e.recorded_at,
-        )
-
-    @handles(JobPaused)
-    def on_job_paused(self, cur: Any, e: RecordedEvent) -> None:
-        self._set(cur, e, paused_by=e.event.by or None)  # type: ignore[attr-defined]
-
-    @handles(JobContinued)
-    def on_job_continued(self, cur: Any, e: RecordedEvent) -> None:
-        self._set(cur, e)
-
-    @handles(JobSuspended)
-    def on_job_suspended(self, cur: Any, e: RecordedEvent) -> None:
-        self._set(cur, e, reason=e.event.reason or None)  # type: ignore[attr-defined]
-
-    @handles(JobResumeFailed)
-    def on_job_resume_failed(self, cur: Any, e: RecordedEvent) -> None:
-        reason = e.event.reason  # type: ignore[attr-defined]
-        self._set(cur, e, result=reason, reason=reason, finished_at=e.recorded_at)
-
-    @handles(JobCancelRequested)
-    def on_job_cancel_requested(self, cur: Any, e: RecordedEvent) -> None:
-        self._set(cur, e, reason=e.event.reason or None)  # type: ignore[attr-defined]
-
-    @handles(JobCancelled)
-    def on_job_cancelled(self, cur: Any, e: RecordedEvent) -> None:
-        reason = e.event.reason or None  # type: ignore[attr-defined]
-        self._set(cur, e, finished_at=e.recorded_at, **({"reason": reason} if reason else {}))
-
-    @handles(JobNotifyStarted)
-    def on_job_notify_started(self, cur: Any, e: RecordedEvent) -> None:
-        self._set(cur, e, notify_pid=e.event.pid)  # type: ignore[attr-defined]
-
-    @handles(JobNotifyFinished)
-    def on_job_notify_finished(self, cur: Any, e: RecordedEvent) -> None:
-        ev: Any = e.event
-        self._set(
-            cur,
-            e,
-            notify_exit_code=ev.exit_code,
-            notify_ms=ev.ms,
-            notify_stdout=ev.stdout_tail,
-            notify_stderr=ev.stderr_tail,
-        )
-
-    @handles(JobNotifyLost)
-    def on_job_notify_lost(self, cur: Any, e: RecordedEvent) -> None:
-        # A hook that ended without an exit code: lost to a crash (a hook killed at its cap
-        # has one). Kept in the version-2 columns, so no refold of existing logs is needed.
-        self._set(
-            cur,
-            e,
-            notify_exit_code=None,
-            notify_ms=0,
-            notify_stderr=e.event.reason,  # type: ignore[attr-defined]
-        )
-
-    @handles(ResultRead, ResultAccepted, ResultRejected, ResultIntegrated)
-    def on_result(self, cur: Any, e: RecordedEvent) -> None:
-        # The result stream is a sub-state: it moves result_* only, never the job's own
-        # state and version (those belong to the job stream).
-        ev: Any = e.event
-        cur.execute(
-            "UPDATE jobs SET result_state = ?, result_reason = coalesce(?, result_reason),"
-            " result_sha256 = coalesce(?, result_sha256), updated_at = ? WHERE job_id = ?",
-            (
-                e.state,
-                getattr(ev, "reason", None),
-                getattr(ev, "sha256", None),
-                e.recorded_at,
-                self._id(e),
-            ),
-        )
+    key = ("job_id",)
+    folds = FOLDS

@@ -1,10 +1,10 @@
-"""Read model: every lease, its holder and epoch."""
+"""Read model: every lease, its holder and epoch, and what each lease event does to its row
+(written as SQL and in memory by ``projections.fold``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from engine.domain import ids
 from engine.domain.lease import (
     LeaseAcquired,
     LeaseNewLog,
@@ -12,12 +12,44 @@ from engine.domain.lease import (
     LeaseRenewed,
     LeaseTakenOver,
 )
-from engine.events import RecordedEvent
-from engine.projection import DispatchProjection, Folder, handles
-from projections import memory
+from engine.events import Event, RecordedEvent
+from projections.fold import Change, Fold, FoldedProjection, put, update
 
 
-class LeasesProjection(DispatchProjection):
+def tenure(e: RecordedEvent, name: str) -> Change:
+    """Acquired or taken over: the whole row again."""
+    ev: Any = e.event
+    at = e.recorded_at
+    return put(
+        name,
+        state=e.state,
+        version=e.version,
+        holder=ev.holder,
+        host=ev.host,
+        pid=ev.pid,
+        epoch=ev.epoch,
+        acquired_at=at,
+        renewed_at=at,
+        updated_at=at,
+    )
+
+
+def touch(e: RecordedEvent, name: str) -> Change:
+    """Renewed, released, or moved to a new log: the same holder, a later time."""
+    at = e.recorded_at
+    return update(name, state=e.state, version=e.version, renewed_at=at, updated_at=at)
+
+
+FOLDS: dict[type[Event], Fold] = {
+    LeaseAcquired: tenure,
+    LeaseTakenOver: tenure,
+    LeaseRenewed: touch,
+    LeaseReleased: touch,
+    LeaseNewLog: touch,
+}
+
+
+class LeasesProjection(FoldedProjection):
     name = "leases"
     version = 1
     tables = ("leases",)
@@ -37,40 +69,5 @@ class LeasesProjection(DispatchProjection):
         ) WITHOUT ROWID;
     """
 
-    @staticmethod
-    def _name(event: RecordedEvent) -> str:
-        return ids.entity_of(event.stream_id)
-
-    def memory_folder(self, cursor: Any) -> Folder:
-        return memory.leases_folder(cursor)
-
-    @handles(LeaseAcquired, LeaseTakenOver)
-    def _tenure(self, cur: Any, e: RecordedEvent) -> None:
-        ev: Any = e.event
-        cur.execute(
-            "INSERT INTO leases VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE"
-            " SET state = excluded.state, version = excluded.version, holder = excluded.holder,"
-            " host = excluded.host, pid = excluded.pid, epoch = excluded.epoch,"
-            " acquired_at = excluded.acquired_at, renewed_at = excluded.renewed_at,"
-            " updated_at = excluded.updated_at",
-            (
-                self._name(e),
-                e.state,
-                e.version,
-                ev.holder,
-                ev.host,
-                ev.pid,
-                ev.epoch,
-                e.recorded_at,
-                e.recorded_at,
-                e.recorded_at,
-            ),
-        )
-
-    @handles(LeaseRenewed, LeaseReleased, LeaseNewLog)
-    def _touch(self, cur: Any, e: RecordedEvent) -> None:
-        cur.execute(
-            "UPDATE leases SET state = ?, version = ?, renewed_at = ?, updated_at = ?"
-            " WHERE name = ?",
-            (e.state, e.version, e.recorded_at, e.recorded_at, self._name(e)),
-        )
+    key = ("name",)
+    folds = FOLDS

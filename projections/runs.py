@@ -1,14 +1,14 @@
 """Read model: the run ledger, runs started and not ended (SPEC §6, §8).
 
 A row appears when a job or a session controller starts a run and disappears when that run
-ends for any reason; after a crash, the rows left are exactly the runs that were cut off.
+ends for any reason; after a crash, the rows left are exactly the runs that were cut off. What
+each event does to the ledger is written as SQL and in memory by ``projections.fold``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from engine.domain import ids
 from engine.domain.job import JobCancelled, JobFinished, JobStarted, JobSuperseded, JobSuspended
 from engine.domain.session import (
     SessionCancelled,
@@ -19,12 +19,61 @@ from engine.domain.session import (
     SessionStopped,
     SessionSuspended,
 )
-from engine.events import RecordedEvent
-from engine.projection import DispatchProjection, Folder, handles
-from projections import memory
+from engine.events import Event, RecordedEvent
+from projections.fold import Change, Delete, Fold, FoldedProjection, Shape
+
+# A start sets every column; a job's starts are as many as its runs.
+_RUN = Shape("run_id", "pid", "start_token", "epoch", "started_at")
 
 
-class RunsProjection(DispatchProjection):
+def _start(kind: str, e: RecordedEvent, entity: str) -> Change:
+    ev: Any = e.event
+    return _RUN.put((kind, entity), ev.run_id, ev.pid, ev.start_token, e.epoch, e.recorded_at)
+
+
+def job_started(e: RecordedEvent, job: str) -> Change:
+    return _start("job", e, job)
+
+
+def job_run_ended(e: RecordedEvent, job: str) -> Change:
+    # A cancelling job's process still runs until its runner confirms the cancel, and a
+    # paused one is stopped, not gone: both keep their run.
+    return Delete(("job", job))
+
+
+def session_started(e: RecordedEvent, session: str) -> Change:
+    if e.event.pid <= 0:  # type: ignore[attr-defined]  # sessions without a controller run nothing
+        return None
+    return _start("session", e, session)
+
+
+def session_run_ended(e: RecordedEvent, session: str) -> Change:
+    return Delete(("session", session))
+
+
+def session_finished(e: RecordedEvent, session: str) -> Change:
+    if e.state == "detached":  # a detached session keeps its controller
+        return None
+    return Delete(("session", session))
+
+
+FOLDS: dict[type[Event], Fold] = {
+    JobStarted: job_started,
+    JobFinished: job_run_ended,
+    JobSuperseded: job_run_ended,
+    JobSuspended: job_run_ended,
+    JobCancelled: job_run_ended,
+    SessionStarted: session_started,
+    SessionPaused: session_run_ended,
+    SessionSuspended: session_run_ended,
+    SessionResumed: session_run_ended,
+    SessionStopped: session_run_ended,
+    SessionCancelled: session_run_ended,
+    SessionFinished: session_finished,
+}
+
+
+class RunsProjection(FoldedProjection):
     name = "runs"
     version = 2  # 2: session runs only for a controller process
     tables = ("runs",)
@@ -42,43 +91,5 @@ class RunsProjection(DispatchProjection):
         ) WITHOUT ROWID;
     """
 
-    @staticmethod
-    def _id(e: RecordedEvent) -> str:
-        return ids.entity_of(e.stream_id)
-
-    def memory_folder(self, cursor: Any) -> Folder:
-        return memory.runs_folder(cursor)
-
-    def _start(self, cur: Any, kind: str, e: RecordedEvent) -> None:
-        ev: Any = e.event
-        cur.execute(
-            "INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (kind, self._id(e), ev.run_id, ev.pid, ev.start_token, e.epoch, e.recorded_at),
-        )
-
-    def _end(self, cur: Any, kind: str, e: RecordedEvent) -> None:
-        cur.execute("DELETE FROM runs WHERE kind = ? AND entity_id = ?", (kind, self._id(e)))
-
-    @handles(JobStarted)
-    def on_job_started(self, cur: Any, e: RecordedEvent) -> None:
-        self._start(cur, "job", e)
-
-    # A cancelling job's process still runs until its runner confirms the cancel, and a
-    # paused one is stopped, not gone: both keep their run.
-    @handles(JobFinished, JobSuperseded, JobSuspended, JobCancelled)
-    def _job_run_ended(self, cur: Any, e: RecordedEvent) -> None:
-        self._end(cur, "job", e)
-
-    @handles(SessionStarted)
-    def on_session_started(self, cur: Any, e: RecordedEvent) -> None:
-        if e.event.pid > 0:  # type: ignore[attr-defined]  # sessions without a controller run nothing
-            self._start(cur, "session", e)
-
-    @handles(SessionPaused, SessionSuspended, SessionResumed, SessionStopped, SessionCancelled)
-    def _session_run_ended(self, cur: Any, e: RecordedEvent) -> None:
-        self._end(cur, "session", e)
-
-    @handles(SessionFinished)
-    def on_session_finished(self, cur: Any, e: RecordedEvent) -> None:
-        if e.state != "detached":  # a detached session keeps its controller
-            self._end(cur, "session", e)
+    key = ("kind", "entity_id")
+    folds = FOLDS

@@ -1,11 +1,10 @@
-"""Read model: every session, its state, controller, reply pointer and taint."""
+"""Read model: every session, its state, controller, reply pointer and taint, and what each
+session event does to its row (written as SQL and in memory by ``projections.fold``)."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from engine.domain import ids
 from engine.domain.session import (
     SessionAttached,
     SessionCancelled,
@@ -24,12 +23,104 @@ from engine.domain.session import (
     SessionSuspended,
     SessionTainted,
 )
-from engine.events import RecordedEvent
-from engine.projection import DispatchProjection, Folder, handles
-from projections import memory
+from engine.events import Event, RecordedEvent
+from projections.fold import Appended, Change, Fold, FoldedProjection, Update, insert, update
+
+_ENDS = ("completed", "failed", "stopped", "cancelled")
 
 
-class SessionsProjection(DispatchProjection):
+def _moved(e: RecordedEvent, session: str, **fields: Any) -> Update:
+    """Every session event moves state, version and updated_at (and finished_at into an end);
+    some set more columns."""
+    if e.state in _ENDS:
+        fields["finished_at"] = e.recorded_at
+    return update(session, state=e.state, version=e.version, updated_at=e.recorded_at, **fields)
+
+
+def created(e: RecordedEvent, session: str) -> Change:
+    ev: Any = e.event
+    return insert(
+        session,
+        state=e.state,
+        version=e.version,
+        agent=ev.agent,
+        origin=ev.origin,
+        resource_group=ev.resource_group,
+        units=ev.units,
+        has_controller=int(ev.has_controller),
+        created_at=e.recorded_at,
+        updated_at=e.recorded_at,
+    )
+
+
+def started(e: RecordedEvent, session: str) -> Change:
+    ev: Any = e.event
+    return _moved(e, session, run_id=ev.run_id, pid=ev.pid, start_token=ev.start_token)
+
+
+def detached(e: RecordedEvent, session: str) -> Change:
+    return _moved(e, session, detached_by=e.event.by)  # type: ignore[attr-defined]
+
+
+def attached(e: RecordedEvent, session: str) -> Change:
+    return _moved(e, session, detached_by=None)
+
+
+def controller_gone(e: RecordedEvent, session: str) -> Change:
+    """Paused or suspended: its controller is no longer running."""
+    return _moved(e, session, pid=None, start_token=None)
+
+
+def resumed(e: RecordedEvent, session: str) -> Change:
+    run_id = e.event.run_id or None  # type: ignore[attr-defined]
+    extra = {"run_id": run_id} if run_id else {}
+    return _moved(e, session, pid=None, start_token=None, detached_by=None, **extra)
+
+
+def finishing(e: RecordedEvent, session: str) -> Change:
+    ev: Any = e.event
+    return _moved(e, session, requested=ev.requested, error=ev.error or None)
+
+
+def finished(e: RecordedEvent, session: str) -> Change:
+    extra = {"detached_by": None} if e.state == "detached" else {}
+    return _moved(e, session, requested=None, **extra)
+
+
+def tainted(e: RecordedEvent, session: str) -> Change:
+    return _moved(e, session, tainted=1, taint_reasons=Appended(e.event.reason))  # type: ignore[attr-defined]
+
+
+def owes(e: RecordedEvent, session: str) -> Change:
+    owed: Any = e.event.owed  # type: ignore[attr-defined]
+    return _moved(e, session, owes_kind=owed.kind, owes_ref=owed.ref)
+
+
+def settled(e: RecordedEvent, session: str) -> Change:
+    return _moved(e, session, owes_kind=None, owes_ref=None)
+
+
+FOLDS: dict[type[Event], Fold] = {
+    SessionCreated: created,
+    SessionStarted: started,
+    SessionDetached: detached,
+    SessionAttached: attached,
+    SessionPaused: controller_gone,
+    SessionSuspended: controller_gone,
+    SessionResumed: resumed,
+    SessionFinishing: finishing,
+    SessionFinished: finished,
+    SessionStopping: _moved,
+    SessionStopped: _moved,
+    SessionCancelling: _moved,
+    SessionCancelled: _moved,
+    SessionTainted: tainted,
+    SessionOwes: owes,
+    SessionSettled: settled,
+}
+
+
+class SessionsProjection(FoldedProjection):
     name = "sessions"
     version = 1
     tables = ("sessions",)
@@ -63,100 +154,5 @@ class SessionsProjection(DispatchProjection):
         CREATE INDEX sessions_by_update ON sessions (updated_at);
     """
 
-    @staticmethod
-    def _id(e: RecordedEvent) -> str:
-        return ids.entity_of(e.stream_id)
-
-    def memory_folder(self, cursor: Any) -> Folder:
-        return memory.sessions_folder(cursor)
-
-    def _set(self, cur: Any, e: RecordedEvent, **fields: Any) -> None:
-        """Every event moves state, version and updated_at; some set more columns."""
-        columns = {"state": e.state, "version": e.version, "updated_at": e.recorded_at, **fields}
-        if e.state in ("completed", "failed", "stopped", "cancelled"):
-            columns["finished_at"] = e.recorded_at
-        assignments = ", ".join(f"{name} = ?" for name in columns)
-        cur.execute(
-            f"UPDATE sessions SET {assignments} WHERE session_id = ?",
-            (*columns.values(), self._id(e)),
-        )
-
-    @handles(SessionCreated)
-    def on_session_created(self, cur: Any, e: RecordedEvent) -> None:
-        ev: Any = e.event
-        cur.execute(
-            "INSERT INTO sessions (session_id, state, version, agent, origin, resource_group,"
-            " units, has_controller, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                self._id(e),
-                e.state,
-                e.version,
-                ev.agent,
-                ev.origin,
-                ev.resource_group,
-                ev.units,
-                int(ev.has_controller),
-                e.recorded_at,
-                e.recorded_at,
-            ),
-        )
-
-    @handles(SessionStarted)
-    def on_session_started(self, cur: Any, e: RecordedEvent) -> None:
-        ev: Any = e.event
-        self._set(cur, e, run_id=ev.run_id, pid=ev.pid, start_token=ev.start_token)
-
-    @handles(SessionDetached)
-    def on_session_detached(self, cur: Any, e: RecordedEvent) -> None:
-        self._set(cur, e, detached_by=e.event.by)  # type: ignore[attr-defined]
-
-    @handles(SessionAttached)
-    def on_session_attached(self, cur: Any, e: RecordedEvent) -> None:
-        self._set(cur, e, detached_by=None)
-
-    @handles(SessionPaused, SessionSuspended)
-    def _controller_gone(self, cur: Any, e: RecordedEvent) -> None:
-        self._set(cur, e, pid=None, start_token=None)
-
-    @handles(SessionResumed)
-    def on_session_resumed(self, cur: Any, e: RecordedEvent) -> None:
-        run_id = e.event.run_id or None  # type: ignore[attr-defined]
-        self._set(
-            cur,
-            e,
-            pid=None,
-            start_token=None,
-            detached_by=None,
-            **({"run_id": run_id} if run_id else {}),
-        )
-
-    @handles(SessionFinishing)
-    def on_session_finishing(self, cur: Any, e: RecordedEvent) -> None:
-        ev: Any = e.event
-        self._set(cur, e, requested=ev.requested, error=ev.error or None)
-
-    @handles(SessionFinished)
-    def on_session_finished(self, cur: Any, e: RecordedEvent) -> None:
-        extra = {"detached_by": None} if e.state == "detached" else {}
-        self._set(cur, e, requested=None, **extra)
-
-    @handles(SessionStopping, SessionStopped, SessionCancelling, SessionCancelled)
-    def _move(self, cur: Any, e: RecordedEvent) -> None:
-        self._set(cur, e)
-
-    @handles(SessionTainted)
-    def on_session_tainted(self, cur: Any, e: RecordedEvent) -> None:
-        reasons = cur.execute(
-            "SELECT taint_reasons FROM sessions WHERE session_id = ?", (self._id(e),)
-        ).fetchall()[0][0]
-        updated = [*json.loads(reasons), e.event.reason]  # type: ignore[attr-defined]
-        self._set(cur, e, tainted=1, taint_reasons=json.dumps(updated))
-
-    @handles(SessionOwes)
-    def on_session_owes(self, cur: Any, e: RecordedEvent) -> None:
-        owed: Any = e.event.owed  # type: ignore[attr-defined]
-        self._set(cur, e, owes_kind=owed.kind, owes_ref=owed.ref)
-
-    @handles(SessionSettled)
-    def on_session_settled(self, cur: Any, e: RecordedEvent) -> None:
-        self._set(cur, e, owes_kind=None, owes_ref=None)
+    key = ("session_id",)
+    folds = FOLDS
