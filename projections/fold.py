@@ -137,6 +137,9 @@ def update(key: Any, **values: Any) -> Update:
     return Update(key, tuple(values), tuple(values.values()))
 
 
+_new = tuple.__new__  # a NamedTuple without its Python-level __new__: the refold's hot path
+
+
 class Shape:
     """The columns a frequent fold writes, named once beside it: its changes carry the values
     in that order and skip building a mapping per event (the audit refolds millions)."""
@@ -145,13 +148,13 @@ class Shape:
         self.columns = columns
 
     def insert(self, key: Any, *values: Any) -> Insert:
-        return Insert(key, self.columns, values)
+        return _new(Insert, (key, self.columns, values))
 
     def update(self, key: Any, *values: Any) -> Update:
-        return Update(key, self.columns, values)
+        return _new(Update, (key, self.columns, values))
 
     def put(self, key: Any, *values: Any) -> Put:
-        return Put(key, self.columns, values)
+        return _new(Put, (key, self.columns, values))
 
 
 ONE_MORE = Add(1)
