@@ -28,7 +28,7 @@ by hand: `tests/arch/test_docs_layout.py` fails when this file and the tree disa
 Beside them: `tests/` (unit, contract, property, crash, golden, http, cli, arch, browser,
 image), `bench/` (benchmarks with ratios against raw APSW and the `eventsourcing` library) and
 `ADR/` (architecture decisions, indexed in `ADR/README.md`). The layers are described in
-[design.md](design.md#layers).
+[design.md](design.md#1-layers).
 """
 
 
