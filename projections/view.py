@@ -102,6 +102,10 @@ class SqlDomainView:
         row = self._one(f"SELECT {_JOB_COLUMNS} FROM jobs WHERE job_id = ?", job_id)
         return _job_row(row) if row else None
 
+    def job_of_command(self, command_id: str) -> JobRow | None:
+        row = self._one(f"SELECT {_JOB_COLUMNS} FROM jobs WHERE command_id = ?", command_id)
+        return _job_row(row) if row else None
+
     def task(self, task_id: str) -> TaskRow | None:
         row = self._one(f"SELECT {_TASK_COLUMNS} FROM tasks WHERE task_id = ?", task_id)
         return _task_row(row) if row else None
