@@ -49,7 +49,7 @@ from engine.events import RecordedEvent
 from engine.log import open_log
 from engine.machines import STREAM_ID_PATTERN, Machines, MachineSpec, stream_head
 from engine.projection import Folder, Projection, ProjectionSet
-from engine.schema import LATEST
+from engine.storage.sqlite.schema import LATEST
 from engine.streams import StreamsProjection
 
 Progress = Callable[[str, int, int], None]
@@ -306,17 +306,20 @@ def _replay_share(path: str, part: int, parts: int, fold: Sequence[str], fast: b
                     ]
             if not feeds:
                 continue
-            recorded = RecordedEvent(
-                position=position,
-                stream_id=stream_id,
-                version=version,
-                event_type=event_type,
-                recorded_at=recorded_at,
-                epoch=epoch,
-                command_id=command_id,
-                state=state,
-                event=event,
-                hash=digest.hex(),
+            recorded = RecordedEvent.from_row(
+                (
+                    position,
+                    stream_id,
+                    version,
+                    event_type,
+                    recorded_at,
+                    epoch,
+                    command_id,
+                    state,
+                    payload,
+                    digest,
+                ),
+                event,
             )
             try:
                 for feed in feeds:
