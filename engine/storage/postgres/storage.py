@@ -156,7 +156,7 @@ class PostgresStorage:
         return pool
 
     def connection(self) -> PgConnection:
-        """This thread's read connection (autocommit; SQLite's dialect, see ``pg_dialect``)."""
+        """This thread's read connection (autocommit; SQLite's dialect, see ``dialect``)."""
         self._check_open()
         held = getattr(self._local, "held", None)
         if held is not None and held[0] == os.getpid() and not held[1].raw.closed:
