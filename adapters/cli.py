@@ -25,8 +25,8 @@ from engine.audit import (
 from engine.audit.anchor import encode as encode_checkpoint
 from engine.audit.anchor import load as load_checkpoint
 from engine.clock import format_time, parse_time
-from engine.log import is_postgres_url, postgres_storage
-from engine.schema import LATEST
+from engine.storage import check_target, parse_target
+from engine.storage.sqlite.schema import LATEST
 
 if TYPE_CHECKING:
     from adapters.config import ServerConfig
@@ -40,10 +40,7 @@ def _looks_like_sqlite(path: Path) -> bool:
 
 def _shown(url: str) -> str:
     """The URL without its password; a boot error without the extra or with a bad schema."""
-    postgres_storage(url).close()  # checks the URL, connects to nothing
-    from engine.postgres_storage import redact
-
-    return redact(url)
+    return check_target(url).shown  # checks the URL, connects to nothing
 
 
 def _server_config(args: argparse.Namespace, **flags: Any) -> ServerConfig | None:
@@ -56,7 +53,7 @@ def _server_config(args: argparse.Namespace, **flags: Any) -> ServerConfig | Non
     except ConfigError as ex:
         print(f"foldline: invalid configuration: {ex}", file=sys.stderr)
         return None
-    if args.db and is_postgres_url(args.db):
+    if args.db and parse_target(args.db).remote:
         config = replace(config, db_url=args.db)
     elif args.db:
         config = replace(config, db=Path(args.db).resolve(), db_url=None)
@@ -159,9 +156,10 @@ def _console(args: argparse.Namespace) -> int:
     except ConfigError as ex:
         print(f"foldline: {ex}", file=sys.stderr)
         return 2
-    db: Path | str = args.db if is_postgres_url(args.db) else Path(args.db).resolve()
+    remote = parse_target(args.db).remote
+    db: Path | str = args.db if remote else Path(args.db).resolve()
     head = check_log(db)
-    shown = _shown(args.db) if is_postgres_url(args.db) else str(db)
+    shown = _shown(args.db) if remote else str(db)
     print(json.dumps({"db": shown, "head": head, "bind": bind, "read_only": True}), flush=True)
     ConsoleServer(db, bind).run()
     return 0

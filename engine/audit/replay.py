@@ -247,17 +247,20 @@ def _replay_share(path: str, part: int, parts: int, fold: Sequence[str], fast: b
                     ]
             if not feeds:
                 continue
-            recorded = RecordedEvent(
-                position=position,
-                stream_id=stream_id,
-                version=version,
-                event_type=event_type,
-                recorded_at=recorded_at,
-                epoch=epoch,
-                command_id=command_id,
-                state=state,
-                event=event,
-                hash=digest.hex(),
+            recorded = RecordedEvent.from_row(
+                (
+                    position,
+                    stream_id,
+                    version,
+                    event_type,
+                    recorded_at,
+                    epoch,
+                    command_id,
+                    state,
+                    payload,
+                    digest,
+                ),
+                event,
             )
             try:
                 for feed in feeds:

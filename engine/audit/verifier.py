@@ -42,7 +42,7 @@ from engine.chain import Violation
 from engine.log import open_log
 from engine.machines import Machines, MachineSpec
 from engine.projection import Projection, ProjectionSet
-from engine.schema import LATEST
+from engine.storage.sqlite.schema import LATEST
 from engine.streams import StreamsProjection
 
 Progress = Callable[[str, int, int], None]
