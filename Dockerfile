@@ -23,8 +23,8 @@
 # The server runs as root, PID 1, and handles SIGTERM itself (gunicorn's master): a graceful
 # stop finishes open requests, releases the workspace lease and exits 0. Runs execute as the
 # run user 1000:1000 (FOLDLINE_RUN_USER) through util-linux's unshare, mount and setpriv;
-# hiding the log's directory in a mount namespace needs CAP_SYS_ADMIN (README "Deploying on
-# AgentCore").
+# hiding the log's directory in a mount namespace needs CAP_SYS_ADMIN
+# (docs/agentcore.md).
 ARG BASE=python:3.11-slim
 FROM ${BASE}
 

@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: serve test test-fast lint bench bench-quick clean
+.PHONY: serve test test-fast lint docs-layout bench bench-quick clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -30,6 +30,10 @@ lint: $(STAMP)
 	$(BIN)/ruff check engine adapters projections tests bench
 	$(BIN)/ruff format --check engine adapters projections tests bench
 	$(BIN)/mypy
+
+# docs/layout.md is generated from the tree (tests/arch/test_docs_layout.py checks it).
+docs-layout: $(STAMP)
+	$(BIN)/python -m tests.support.layout
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.run --runs 3

@@ -15,7 +15,7 @@ from pathlib import Path
 from adapters import demo_agent
 from adapters.agents import Agents, default_agents, load_agents
 from adapters.config_error import ConfigError
-from engine.log import is_postgres_url
+from engine.storage import parse_target
 
 __all__ = ["ConfigError", "RunUser", "ServerConfig", "load_config"]
 
@@ -200,7 +200,7 @@ def load_config(
     if not root.is_dir():
         raise ConfigError(f"workspace {str(root)!r} is not a directory")
     location = env.get("FOLDLINE_DB") or ""
-    db_url = location if is_postgres_url(location) else None
+    db_url = location if parse_target(location).remote else None
     db = Path(location) if location and db_url is None else root / ".foldline" / "foldline.db"
     sync = env.get("FOLDLINE_SYNC", "full")
     if sync not in ("full", "normal"):

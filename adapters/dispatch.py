@@ -17,7 +17,7 @@ import stat
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,12 +28,10 @@ from adapters.busy import BusyBoard
 from adapters.config import ServerConfig
 from adapters.processes import GatedProcess, spawn_gated
 from engine.domain import commands as c
-from engine.domain import ids
+from engine.domain import ids, usecases
 from engine.domain.engine import DomainEngine
 from engine.errors import LogMissing
-from engine.log import Transaction
 from projections import queries
-from projections.view import SqlDomainView
 
 log = logging.getLogger("foldline.dispatch")
 
@@ -79,9 +77,8 @@ class DispatchFailed(Exception):
     """The job could not reach its runner; no job row was left (HTTP 500, retry may run)."""
 
 
-class _Duplicate(Exception):
-    def __init__(self, job_id: str) -> None:
-        self.job_id = job_id
+Admit = Callable[[list[str]], usecases.Request]
+"""The request that admits a launch's new jobs, given their ids (``launch_all``)."""
 
 
 PROMPT_LIMIT = 1 << 20
@@ -159,7 +156,7 @@ class Dispatcher:
         engine = self._engine()
         session_id = session_id or new_id("inv")
         command_id = ids.invocation_command(caller_id) if caller_id is not None else None
-        policy = engine.settings.agent(agent)  # an unknown agent is refused before any IO
+        engine.settings.agent(agent)  # an unknown agent is refused before any IO
         try:
             # Read before anything is recorded: a file gone now is a failed dispatch, not a
             # recorded job whose run can never start.
@@ -167,38 +164,21 @@ class Dispatcher:
         except OSError as ex:
             raise DispatchFailed(f"prompt file could not be read: {ex}") from ex
 
-        def record(tx: Transaction, job_ids: list[str]) -> None:
-            if command_id is not None and tx.known_command(command_id) is not None:
-                raise _Duplicate(_job_of_command(tx, command_id))
-            if SqlDomainView(tx.cursor).session(session_id) is None:
-                engine.handle_in(
-                    tx,
-                    c.CreateSession(
-                        session_id=session_id,
-                        agent=agent,
-                        origin="invocations",
-                        start_run_id=new_id("run"),
-                    ),
-                )
-            engine.handle_in(
-                tx,
-                c.AcceptJob(
-                    job_id=job_ids[0],
-                    session_id=session_id,
-                    prompt=prompt,
-                    prompt_file=prompt_file,
-                    agent=agent,
-                    resource_group=policy.resource_group,
-                    units=policy.units,
-                    command_id=command_id,
-                ),
-            )
-
-        try:
-            job_id, position = self.launch(session_id, stdin, agent, record)
-        except _Duplicate as duplicate:
-            return Accepted(duplicate.job_id, session_id, caller_id, 0, duplicate=True)
-        return Accepted(job_id, session_id, caller_id, position)
+        request = usecases.Invocation(
+            session_id=session_id,
+            agent=agent,
+            prompt=prompt,
+            prompt_file=prompt_file,
+            command_id=command_id,
+            session_run_id=new_id("run"),
+        )
+        started = self.launch(
+            session_id, stdin, agent, lambda job_ids: replace(request, job_id=job_ids[0])
+        )
+        assert started.job_id is not None  # an invocation always names its job
+        return Accepted(
+            started.job_id, session_id, caller_id, started.position, duplicate=started.duplicate
+        )
 
     def spawn(
         self,
@@ -235,15 +215,15 @@ class Dispatcher:
                 )
             )
 
-        def record(tx: Transaction, job_ids: list[str]) -> None:
+        def admit(job_ids: list[str]) -> c.AcceptJobs:
             named = [
                 msgspec.structs.replace(cmd, job_id=job_id)
                 for cmd, job_id in zip(commands, job_ids, strict=True)
             ]
-            engine.handle_in(tx, c.AcceptJobs(jobs=tuple(named)))
+            return c.AcceptJobs(jobs=tuple(named))
 
         launches = [Launch(session_id, item.prompt.encode(), item.agent) for item in items]
-        job_ids, _ = self.launch_all(launches, record)
+        job_ids, _ = self.launch_all(launches, admit)
         return job_ids
 
     def resume(self, job_id: str, extra_input: str = "") -> None:
@@ -267,7 +247,7 @@ class Dispatcher:
             stdin = stdin.rstrip(b"\n") + b"\n\n" + extra_input.encode()
         self.launch_all(
             [Launch(accepted.session, stdin, accepted.agent, job_id=job_id)],
-            lambda tx, _: None,
+            lambda _: None,
         )
 
     def launch(
@@ -275,26 +255,27 @@ class Dispatcher:
         session_id: str,
         stdin: bytes,
         agent: str,
-        record: Callable[[Transaction, list[str]], None],
+        admit: Admit,
         env: Mapping[str, str] | None = None,
-    ) -> tuple[str, int]:
-        """One new job (see ``launch_all``). Returns its id and the commit's position."""
-        job_ids, position = self.launch_all([Launch(session_id, stdin, agent, env=env)], record)
-        return job_ids[0], position
+    ) -> usecases.Started:
+        """One new job (see ``launch_all``). Returns the domain's outcome."""
+        _, started = self.launch_all([Launch(session_id, stdin, agent, env=env)], admit)
+        return started
 
     def launch_all(
-        self, launches: list[Launch], record: Callable[[Transaction, list[str]], None]
-    ) -> tuple[list[str], int]:
-        """Spawn one gated run per launch, let ``record(tx, job_ids)`` accept the jobs in one
-        transaction, start them all there, then open the gates. A launch with a ``job_id`` (an
-        accepted, cut-off job) is a resumption. Either every run starts or none is recorded.
+        self, launches: list[Launch], admit: Admit
+    ) -> tuple[list[str], usecases.Started]:
+        """Spawn one gated run per launch, let the domain decide ``admit(job_ids)`` and start
+        them all in one transaction (``usecases.start``), then open the gates. A launch with a
+        ``job_id`` (an accepted, cut-off job) is a resumption. Either every run starts or none
+        is recorded; a repeated request starts none and answers what the first one made.
 
         Each run gets ``FOLDLINE_URL`` and a fresh ``FOLDLINE_RUN_TOKEN``; only the token's
         sha256 is recorded (``job.started``), so the log never holds a usable credential.
 
         Raises:
             DispatchFailed: a run could not be started (nothing recorded).
-            whatever ``record`` raises (nothing recorded, the processes are abandoned).
+            EngineError: the domain refused (nothing recorded, the processes are abandoned).
         """
         engine = self._engine()
         started: list[tuple[Launch, str, str, str, GatedProcess]] = []
@@ -324,29 +305,28 @@ class Dispatcher:
                 process.abandon()
             raise DispatchFailed(f"runner could not start: {ex}") from ex
 
-        def work(tx: Transaction) -> int:
-            record(tx, [job_id for _, job_id, *_ in started])
-            for launch, job_id, run_id, digest, process in started:
-                engine.handle_in(
-                    tx,
-                    c.StartJob(
-                        job_id=job_id,
-                        run_id=run_id,
-                        pid=process.pid,
-                        start_token=process.token,
-                        epoch=engine.log.epoch,
-                        resumed=launch.job_id is not None,
-                        token_digest=digest,
-                    ),
-                )
-            return tx.position
-
+        job_ids = [job_id for _, job_id, *_ in started]
         try:
-            position = engine.log.write(work)
+            starts = [
+                c.StartJob(
+                    job_id=job_id,
+                    run_id=run_id,
+                    pid=process.pid,
+                    start_token=process.token,
+                    resumed=launch.job_id is not None,
+                    token_digest=digest,
+                )
+                for launch, job_id, run_id, digest, process in started
+            ]
+            outcome = usecases.start(engine, admit(job_ids), starts)
         except BaseException:
             for *_, process in started:
                 process.abandon()
             raise
+        if outcome.duplicate:  # nothing was recorded: these runs are not wanted
+            for *_, process in started:
+                process.abandon()
+            return job_ids, outcome
         for launch, job_id, run_id, _, process in started:
             run = runner.Run(job_id, launch.session_id, run_id, launch.stdin, process)
             thread = threading.Thread(
@@ -356,7 +336,7 @@ class Dispatcher:
                 self._runs[job_id] = thread
             self.busy.enter()
             thread.start()
-        return [job_id for _, job_id, *_ in started], position
+        return job_ids, outcome
 
     def _run(self, run: runner.Run) -> None:
         try:
@@ -399,11 +379,3 @@ class Dispatcher:
             )
         finally:
             self.busy.leave()
-
-
-def _job_of_command(tx: Transaction, command_id: str) -> str:
-    """The job a command already recorded (``known_command`` just said it was)."""
-    job_id = queries.job_of_command(tx.cursor, command_id)
-    if job_id is None:
-        raise LookupError(f"command {command_id} recorded no job")
-    return job_id

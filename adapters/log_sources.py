@@ -15,14 +15,14 @@ import tempfile
 from collections.abc import Iterator
 
 from engine.audit import Reader, open_reader
-from engine.log import is_postgres_url, postgres_storage
 from engine.log_copy import copy_log
+from engine.storage import check_target, parse_target
 
 
 @contextlib.contextmanager
 def as_file(db: str) -> Iterator[str]:
     """The path of a SQLite log holding ``db``: itself, or a copy removed afterwards."""
-    if not is_postgres_url(db):
+    if not parse_target(db).remote:
         yield db
         return
     with tempfile.TemporaryDirectory(prefix="foldline-audit-") as folder:
@@ -33,8 +33,7 @@ def as_file(db: str) -> Iterator[str]:
 
 def open_any_reader(db: str) -> Reader:
     """A raw reader over ``db`` in place (``engine.audit.open_reader`` for a file)."""
-    if is_postgres_url(db):
-        postgres_storage(db, readonly=True).close()  # a clear error without the extra
+    if check_target(db).remote:  # (a clear error without the extra)
         from engine.audit.postgres_source import open_postgres_reader
 
         return open_postgres_reader(db)

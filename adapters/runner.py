@@ -26,7 +26,6 @@ from engine.domain.engine import DomainEngine
 from engine.domain.job import FileEntry
 from engine.domain.job import JobState as J
 from engine.errors import EngineError, StorageFull
-from engine.transaction import Transaction
 from projections import queries
 
 log = logging.getLogger("foldline.runner")
@@ -166,13 +165,8 @@ def _finish(engine: DomainEngine, job_id: str, last_output: str, finish: c.Finis
     were: the output alone (dropped if the job moved on), then the finish, whose refusal is
     the caller's to handle."""
     if last_output:
-
-        def both(tx: Transaction) -> None:
-            engine.handle_in(tx, c.RecordJobOutput(job_id=job_id, text=last_output))
-            engine.handle_in(tx, finish)
-
         try:
-            engine.log.write(both)
+            engine.handle_all([c.RecordJobOutput(job_id=job_id, text=last_output), finish])
             return
         except StorageFull:
             raise  # tried again whole (``_finish_when_room``): the output alone would repeat

@@ -203,10 +203,7 @@ class Runtime:
             return self.refused
         if not self.is_open:
             return None
-        identity = getattr(self.engine.log.storage, "identity", None)  # SQLite's only
-        if identity is not None and not identity.holds():
-            return str(identity.lost)
-        return None
+        return self.engine.log.storage.lost()
 
     def check_log(self) -> None:
         """Raises LogMissing: the log is gone (see ``log_missing``)."""

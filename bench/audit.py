@@ -25,9 +25,9 @@ from bench.audit_diff import append_one, diff_figures
 from bench.ready import build
 from engine import chain
 from engine.audit import export_line, reading, verify
+from engine.audit.replay import MMAP_BYTES
 from engine.audit.source import COLUMNS
 from engine.audit.tables import share_of
-from engine.audit.verifier import MMAP_BYTES
 from engine.domain import MACHINES
 from engine.machines import Machines, stream_head
 from projections import default_projections

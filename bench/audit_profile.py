@@ -26,8 +26,8 @@ from typing import Any
 from bench.audit import _db, _legal_share, _share_rows
 from bench.ready import build
 from engine import chain
-from engine.audit import reading, tables, verifier
-from engine.audit.verifier import CHUNK, MMAP_BYTES
+from engine.audit import reading, replay, tables
+from engine.audit.replay import CHUNK, MMAP_BYTES
 from engine.domain import MACHINES
 from engine.machines import Machines
 from engine.projection import ProjectionSet
@@ -62,7 +62,7 @@ COMPARING: list[float] = []  # CPU seconds of each fast pass spent comparing wit
 
 def fast_pass(path: str, part: int) -> int:
     projections = ProjectionSet([StreamsProjection(), *default_projections()]).projections
-    verifier._CONTEXT.update(machines=Machines(MACHINES), projections=projections)
+    replay.CONTEXT.update(machines=Machines(MACHINES), projections=projections)
     compare_rows = tables.compare_rows
     spent = 0.0
 
@@ -76,7 +76,7 @@ def fast_pass(path: str, part: int) -> int:
 
     tables.compare_rows = timed  # type: ignore[assignment]
     try:
-        found = verifier._replay(path, part, PARTS, [p.name for p in projections])
+        found = replay.replay(path, part, PARTS, [p.name for p in projections])
     finally:
         tables.compare_rows = compare_rows  # type: ignore[assignment]
     assert found.fast and not found.chain_doubted and not found.violations

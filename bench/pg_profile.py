@@ -22,7 +22,7 @@ from typing import Any
 from bench.postgres import Server, raw_batches
 from bench.run import WITH_SERVER_MODELS, _event, concurrent_appends
 from engine import open_log
-from engine.postgres_storage import PostgresWriter
+from engine.storage.postgres.writer import PostgresWriter
 from engine.transaction import Transaction
 from projections import default_projections
 
@@ -31,7 +31,7 @@ PHASES: tuple[tuple[type, str], ...] = (
     (PostgresWriter, "stream_heads"),
     (PostgresWriter, "stream_head"),
     (Transaction, "append_encoded"),
-    (PostgresWriter, "commit_with"),
+    (PostgresWriter, "commit"),
 )
 
 

@@ -12,7 +12,7 @@ nothing does. It refuses a command by raising an ``EngineError``. A repeated ``c
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
@@ -120,6 +120,18 @@ class Engine(Generic[CommandT, ViewT, SettingsT]):
     def clock(self) -> Clock:
         return self.log.clock
 
+    def view_of(self, cursor: Any) -> ViewT:
+        """What ``decide`` reads, over ``cursor``: a write transaction's, or a read
+        connection's for a caller that plans before it writes (and checks again inside)."""
+        view: ViewT = self._view(cursor)
+        return view
+
+    def handle_all(self, commands: Sequence[CommandT]) -> list[CommandResult]:
+        """``handle`` for several commands in one transaction: all of them or none."""
+        for command in commands:
+            self._check(command)
+        return self.log.write(lambda tx: [self.handle_in(tx, command) for command in commands])
+
     def handle(self, command: CommandT) -> CommandResult:
         """Decide and append ``command`` atomically; returns after the commit.
 
@@ -128,10 +140,13 @@ class Engine(Generic[CommandT, ViewT, SettingsT]):
                 (``InvalidTransition``, ``ConcurrencyError``, ``FencedOut``, ...); nothing
                 was appended.
         """
+        self._check(command)
+        return self.log.write(lambda tx: self.handle_in(tx, command))
+
+    def _check(self, command: CommandT) -> None:
         if not isinstance(command, self.accepts):
             expected = " or ".join(cls.__name__ for cls in self.accepts)
             raise InvalidArgument(f"expected a {expected}, got {type(command).__name__}")
-        return self.log.write(lambda tx: self.handle_in(tx, command))
 
     def handle_in(self, tx: Transaction, command: CommandT) -> CommandResult:
         """Run ``command`` inside a transaction the caller already holds (``Log.write``)."""

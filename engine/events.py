@@ -9,6 +9,8 @@ always have defaults.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from typing import Any
 
 import msgspec
 
@@ -49,6 +51,26 @@ class RecordedEvent(msgspec.Struct, frozen=True, kw_only=True):
     state: str
     event: Event
     hash: str
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any], event: Event) -> RecordedEvent:
+        """The envelope of a stored ``events`` row (``engine.chain.Row`` order: position,
+        stream_id, version, event_type, recorded_at, epoch, command_id, state, payload, hash;
+        columns after those are ignored) around ``event``, its payload decoded by the caller
+        (``EventCodec.decode``) or the event the writer encoded into it: the one place the
+        columns become an envelope."""
+        return cls(
+            position=row[0],
+            stream_id=row[1],
+            version=row[2],
+            event_type=row[3],
+            recorded_at=row[4],
+            epoch=row[5],
+            command_id=row[6],
+            state=row[7],
+            event=event,
+            hash=row[9].hex(),
+        )
 
 
 class EventCodec:

@@ -12,7 +12,7 @@ The parts, each backend-neutral unless it says otherwise:
 - ``engine.transaction``: one batch, one scope per caller, rows written once per batch;
 - ``engine.reads``: validated reads of committed events;
 - ``engine.storage``: the seam a database backend implements;
-- ``engine.sqlite_storage``: the SQLite backend (the default and the reference).
+- ``engine.storage.sqlite.storage``: the SQLite backend (the default and the reference).
 """
 
 from __future__ import annotations
@@ -20,10 +20,11 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any, TypeVar
 
 from engine import signals
+from engine.batch import run_batch
+from engine.batch_context import BatchContext, LogStats, WriterCache
 from engine.clock import Clock, SystemClock, format_time
 from engine.errors import InvalidArgument, StorageError
 from engine.events import Event, EventCodec
@@ -31,40 +32,11 @@ from engine.group_commit import GroupCommit
 from engine.machines import Machines, MachineSpec
 from engine.projection import Projection, ProjectionSet
 from engine.reads import MAX_POSITION, MAX_READ_LIMIT, LogReads
-from engine.sqlite_storage import PAGE_SIZE, SqliteStorage, Sync, snapshot
-from engine.storage import Storage, translated
+from engine.storage import Storage, Sync, open_storage, translated
 from engine.streams import StreamsProjection
-from engine.transaction import (
-    MAX_COMMAND_ID,
-    AppendResult,
-    LogStats,
-    Transaction,
-    WriterCache,
-    check_arguments,
-    run_batch,
-)
+from engine.transaction import MAX_COMMAND_ID, AppendResult, Transaction, check_arguments
 
 T = TypeVar("T")
-
-
-def is_postgres_url(target: str | os.PathLike[str]) -> bool:
-    """Whether a log location is a PostgreSQL URL rather than a SQLite file."""
-    return isinstance(target, str) and target.startswith(("postgresql://", "postgres://"))
-
-
-def postgres_storage(url: str, *, readonly: bool = False) -> Storage:
-    """The PostgreSQL backend for ``url`` (``engine.postgres_storage``, the optional extra).
-
-    Raises:
-        InvalidArgument: the URL is malformed, or psycopg is not installed.
-    """
-    try:
-        from engine.postgres_storage import PostgresStorage
-    except ImportError as ex:
-        raise InvalidArgument(
-            f"a PostgreSQL log needs the postgres extra: pip install 'foldline[postgres]' ({ex})"
-        ) from ex
-    return PostgresStorage(url, readonly=readonly)
 
 
 class Log(LogReads):
@@ -83,32 +55,35 @@ class Log(LogReads):
         self.path = storage.path
         self.machines = machines
         self.projections = projections
-        # Every projection but the built-in heads, which the transaction writes itself, with
-        # the event types each says it folds.
-        self._folded = [
-            (p, _event_types(p))
-            for p in projections.projections
-            if not isinstance(p, StreamsProjection)
-        ]
-        self._folding: dict[str, tuple[Projection, ...]] = {}
         self.clock = clock
         self.max_batch = max_batch
         self.codec = EventCodec(machines.event_classes, max_payload_bytes)
-        self.epoch = 0  # the tenure this process appends under (set by the runtime)
-        self.stats = LogStats()
-        self.cache = WriterCache()
-        self._group = GroupCommit(lambda gather: run_batch(self, gather), max_batch)
+        # What a batch needs of this log, as one object: the batch never sees the log.
+        self.parts = BatchContext(storage, machines, self.codec, projections, clock, self.announce)
+        self._group = GroupCommit(lambda gather: run_batch(self.parts, gather), max_batch)
         self._head_changed = threading.Condition()
         self._waiting = 0
 
+    @property
+    def epoch(self) -> int:
+        """The tenure this process appends under (set by the runtime, ``fence``)."""
+        return self.parts.epoch
+
+    @epoch.setter
+    def epoch(self, epoch: int) -> None:
+        self.parts.epoch = epoch
+
+    @property
+    def stats(self) -> LogStats:
+        return self.parts.stats
+
+    @property
+    def cache(self) -> WriterCache:
+        return self.parts.cache
+
     def folding(self, event_type: str) -> tuple[Projection, ...]:
         """The projections (besides the heads) that may act on events of ``event_type``."""
-        found = self._folding.get(event_type)
-        if found is None:
-            found = self._folding[event_type] = tuple(
-                p for p, types in self._folded if types is None or event_type in types
-            )
-        return found
+        return self.parts.folding(event_type)
 
     @property
     def readonly(self) -> bool:
@@ -244,23 +219,6 @@ class Log(LogReads):
             return self.projections.content_hash(cursor)
 
 
-class _NoCursor:
-    def __getattr__(self, name: str) -> Any:
-        raise RuntimeError("a projection's folder touched its cursor before any event")
-
-
-def _event_types(projection: Projection) -> frozenset[str] | None:
-    """The event types a projection folds, as its bulk folder declares them (None: any).
-
-    ``Projection.folder`` promises the same rows as ``apply`` for every event, and skips the
-    types it does not declare, so ``apply`` must leave those alone too: the append path does
-    not call it for them. A folder that needs its cursor to be made is asked nothing."""
-    try:
-        return projection.folder(_NoCursor()).event_types
-    except RuntimeError:
-        return None
-
-
 def _open(
     storage: Storage,
     machines: Sequence[MachineSpec] | Machines,
@@ -322,16 +280,7 @@ def open_log_readonly(
         NeedsMigration: an older schema, or projections whose version or checkpoint is not
             current: open a copy with ``open_log`` instead.
     """
-    from engine.errors import NotALog
-
-    path = os.fspath(path)
-    storage: Storage
-    if is_postgres_url(path):
-        storage = postgres_storage(path, readonly=True)
-    elif not Path(path).is_file():
-        raise NotALog(f"{path}: no such file")
-    else:
-        storage = SqliteStorage(path, "full", 10_000, readonly=True)
+    storage = open_storage(path, readonly=True)
     log = _open(storage, machines, projections, SystemClock(), 1 << 20, 1)
     try:
         storage.check_current({p.name: p.version for p in log.projections.projections})
@@ -353,7 +302,7 @@ def open_log(
     max_batch: int = 256,
 ) -> Log:
     """Open (creating and migrating as needed) the log at ``path``: a SQLite file, or a
-    ``postgresql://`` URL (``engine.postgres_storage``; ``sync`` and ``busy_timeout_ms`` are
+    ``postgresql://`` URL (``engine.storage.postgres.storage``; ``sync`` and ``busy_timeout_ms`` are
     SQLite's).
 
     ``sync="full"`` makes every acknowledged append survive a power cut; ``"normal"`` survives
@@ -370,13 +319,7 @@ def open_log(
         raise InvalidArgument(f"sync must be 'full' or 'normal', got {sync!r}")
     if busy_timeout_ms < 5000:
         raise InvalidArgument("busy_timeout_ms must be at least 5000: writers wait, never fail")
-    path = os.fspath(path)
-    storage: Storage
-    if is_postgres_url(path):
-        storage = postgres_storage(path)
-    else:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        storage = SqliteStorage(path, sync, busy_timeout_ms)
+    storage = open_storage(path, sync=sync, busy_timeout_ms=busy_timeout_ms)
     return open_log_with(
         storage,
         machines,
@@ -391,16 +334,12 @@ __all__ = [
     "MAX_COMMAND_ID",
     "MAX_POSITION",
     "MAX_READ_LIMIT",
-    "PAGE_SIZE",
     "AppendResult",
     "Log",
     "LogStats",
     "Sync",
     "Transaction",
-    "is_postgres_url",
     "open_log",
     "open_log_readonly",
     "open_log_with",
-    "postgres_storage",
-    "snapshot",
 ]

@@ -6,7 +6,7 @@ epochs, payload bytes), so the copy's chain is the source's chain and ``foldline
 the two identical. The tables are the log's own (``events``, ``commands``, ``projections``) and
 every other table the source holds (the read models, ``streams`` first among them), made in
 the target from the source's columns, keys and indexes, in SQLite's dialect (which the
-PostgreSQL backend translates, ``engine.pg_dialect``).
+PostgreSQL backend translates, ``engine.storage.postgres.dialect``).
 
 The copy is one write transaction on the target, so a failed copy leaves it empty; the target
 must be new or an empty log. The source is opened read-only and must be at the newest schema.
@@ -19,15 +19,12 @@ import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from engine import chain
 from engine.clock import SystemClock, format_time
-from engine.errors import InvalidArgument, NotALog
-from engine.log import is_postgres_url, postgres_storage
-from engine.sqlite_storage import SqliteStorage
-from engine.storage import Storage
+from engine.errors import InvalidArgument
+from engine.storage import Storage, Target, open_storage, parse_target
 
 # The tables every log has, made by the target's own migrations (``head`` is PostgreSQL's).
 BASE = ("schema_migrations", "events", "commands", "projections", "head")
@@ -65,18 +62,6 @@ class CopyReport:
     events: int = 0
     tables: dict[str, int] = field(default_factory=dict)
     chain_ok: bool = True
-
-
-def open_storage(location: str | os.PathLike[str], *, readonly: bool) -> Storage:
-    """The storage of a SQLite file or a PostgreSQL URL (not yet migrated or checked)."""
-    text = os.fspath(location)
-    if is_postgres_url(text):
-        return postgres_storage(text, readonly=readonly)
-    if readonly and not Path(text).is_file():
-        raise NotALog(f"{text}: no such file")
-    if not readonly:
-        Path(text).parent.mkdir(parents=True, exist_ok=True)
-    return SqliteStorage(os.path.abspath(text), "full", 10_000, readonly=readonly)
 
 
 def _tables_sqlite(storage: Storage) -> list[Table]:
@@ -158,10 +143,10 @@ def _sqlite_index(definition: str, schema: str) -> str:
     return re.sub(r'\s+COLLATE\s+"C"', "", text)
 
 
-def _tables(storage: Storage) -> list[Table]:
-    if isinstance(storage, SqliteStorage):
-        return _tables_sqlite(storage)
-    return _tables_postgres(storage)
+def _tables(storage: Storage, target: Target) -> list[Table]:
+    if target.remote:
+        return _tables_postgres(storage)
+    return _tables_sqlite(storage)
 
 
 def _events(source: Storage) -> Iterator[list[Any]]:
@@ -182,14 +167,15 @@ def copy_log(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> 
         InvalidArgument: the target already holds events or tables.
         StorageError: either database failed.
     """
-    src = open_storage(source, readonly=True)
+    src_target, dst_target = parse_target(source).absolute(), parse_target(target).absolute()
+    src = open_storage(src_target, readonly=True)
     dst: Storage | None = None
     try:
         src.check_current({})
-        tables = _tables(src)
-        dst = open_storage(target, readonly=False)
+        tables = _tables(src, src_target)
+        dst = open_storage(dst_target, readonly=False)
         dst.migrate(format_time(SystemClock().now()))
-        if dst.max_position() != 0 or _tables(dst):
+        if dst.max_position() != 0 or _tables(dst, dst_target):
             raise InvalidArgument(f"{dst.path}: the target must be a new or empty log")
         report = CopyReport(src.path, dst.path)
         _copy(src, dst, tables, report)
@@ -235,4 +221,4 @@ def _copy(src: Storage, dst: Storage, tables: list[Table], report: CopyReport) -
         raise
 
 
-__all__ = ["CopyReport", "copy_log", "open_storage"]
+__all__ = ["CopyReport", "copy_log"]

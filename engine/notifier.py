@@ -3,29 +3,51 @@
 SQLite's commit hooks fire only for the connection's own writes, so a process learns of other
 processes' commits by polling. ``PRAGMA data_version`` on a connection that never writes
 changes after every commit by anyone else; polling it every 5 ms costs about 3 us and 1 % of a
-core, and wakes a waiter in about 2.5 ms (reference/library-facts.md §2). The notifier then
-wakes ``Log.wait_for`` callers and sends ``signals.committed``: a hint, never the truth.
+core, and wakes a waiter in about 2.5 ms (reference/library-facts.md §2). A backend with news
+of its own (``Storage.wakeups``: PostgreSQL's LISTEN) is run instead of the poll. Either way the
+notifier then wakes ``Log.wait_for`` callers and sends ``signals.committed``: a hint, never the
+truth.
+
+The notifier sees the log through ``Watched``, the four things it uses, so that it needs
+nothing of ``engine.log`` (which needs nothing of it).
 """
 
 from __future__ import annotations
 
 import os
 import threading
+from typing import Protocol
 
 from engine import signals
-from engine.log import Log
+from engine.storage.seam import Storage
+
+
+class Watched(Protocol):
+    """What the notifier needs of a log (``engine.log.Log`` is one)."""
+
+    @property
+    def storage(self) -> Storage: ...
+
+    def data_version(self) -> int: ...
+
+    def head(self) -> int: ...
+
+    def wake(self) -> None: ...
 
 
 class Notifier:
-    """One polling thread per process and log. Start it with ``open_notifier``. A backend with
-    wake-ups of its own subclasses it and replaces ``_run`` (``engine.pg_notifier``)."""
+    """One thread per process and log: polls the data version, or runs the backend's own
+    wake-ups. Start it with ``open_notifier``."""
 
     thread_name = "foldline-notifier"
 
-    def __init__(self, log: Log, interval: float = 0.005) -> None:
+    def __init__(self, log: Watched, interval: float = 0.005) -> None:
         self.log = log
         self.interval = interval
+        self._wakeups = log.storage.wakeups()
         self._stop = threading.Event()
+        # Set while a commit elsewhere would wake this notifier (tests wait on it).
+        self.listening = threading.Event()
         self._pid = os.getpid()
         self._thread = threading.Thread(target=self._run, name=self.thread_name, daemon=True)
 
@@ -39,7 +61,11 @@ class Notifier:
             self._thread.join(timeout=5)
 
     def _run(self) -> None:
+        if self._wakeups is not None:
+            self._wakeups.run(self._wake, self._stop, self.listening)
+            return
         seen = self.log.data_version()
+        self.listening.set()
         while not self._stop.wait(self.interval):
             version = self.log.data_version()
             if version == seen:
@@ -54,11 +80,6 @@ class Notifier:
             signals.committed.send(self.log, position=self.log.head())
 
 
-def open_notifier(log: Log, interval: float = 0.005) -> Notifier:
-    """Start noticing other processes' commits; call ``stop`` when done. A backend with wake-ups
-    of its own (PostgreSQL's LISTEN, ``engine.pg_notifier``) gives them instead of polling."""
-    own = getattr(log.storage, "notifier", None)
-    if own is not None:
-        started: Notifier = own(log).start()
-        return started
+def open_notifier(log: Watched, interval: float = 0.005) -> Notifier:
+    """Start noticing other processes' commits; call ``stop`` when done."""
     return Notifier(log, interval).start()

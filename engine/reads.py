@@ -13,7 +13,7 @@ from engine import chain
 from engine.errors import InvalidArgument
 from engine.events import EventCodec, RecordedEvent
 from engine.machines import Machines, StreamHead
-from engine.storage import Storage
+from engine.storage.seam import Storage
 
 MAX_READ_LIMIT = 10_000
 MAX_POSITION = (1 << 63) - 1  # SQLite's INTEGER range
@@ -32,18 +32,7 @@ class LogReads:
     machines: Machines
 
     def decode(self, row: Sequence[Any]) -> RecordedEvent:
-        return RecordedEvent(
-            position=row[0],
-            stream_id=row[1],
-            version=row[2],
-            event_type=row[3],
-            recorded_at=row[4],
-            epoch=row[5],
-            command_id=row[6],
-            state=row[7],
-            event=self.codec.decode(row[3], row[8]),
-            hash=row[9].hex(),
-        )
+        return RecordedEvent.from_row(row, self.codec.decode(row[3], row[8]))
 
     def read_stream(self, stream_id: str, after_version: int = 0) -> list[RecordedEvent]:
         """Events of one stream with ``version > after_version``, in version order."""

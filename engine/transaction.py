@@ -13,15 +13,15 @@ taken after the rows of the works before it are written, so its own failure stil
 its own part.
 
 What the log knows about its tail, its stream heads and its projection checkpoints is kept
-between batches (``WriterCache``) while no other process commits (``Writer.begin``).
+between batches (``engine.batch_context.WriterCache``) while no other process commits
+(``Writer.begin``). A transaction sees its log only through that context (``BatchContext``);
+the batch around it, one try or two, is ``engine.batch``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import time
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -32,12 +32,12 @@ from engine.clock import Clock, SystemClock, format_time
 from engine.errors import ConcurrencyError, FencedOut, InvalidArgument
 from engine.events import Event, RecordedEvent
 from engine.machines import Machine, StreamHead
-from engine.storage import CommandRow, EventRow, Writer, translated
+from engine.storage.seam import CommandRow, EventRow, Writer
 from engine.streams import head_rows
 
 if TYPE_CHECKING:
+    from engine.batch_context import BatchContext
     from engine.group_commit import Request
-    from engine.log import Log
 
 MAX_COMMAND_ID = 256
 # Stream heads kept between batches. Bounded so that memory does not grow with the number of
@@ -55,33 +55,6 @@ class AppendResult(msgspec.Struct, frozen=True, kw_only=True):
     last_position: int
     state: str
     duplicate: bool = False
-
-
-@dataclass
-class LogStats:
-    """Counters of this process's writes, for metrics. Updated only by the batch leader."""
-
-    commits: int = 0
-    events: int = 0
-    commit_seconds: float = 0.0
-    batch_sizes: dict[int, int] = field(default_factory=dict)  # batch size -> batches
-
-
-@dataclass
-class WriterCache:
-    """What this process's writer knew after its last commit; true while ``valid``."""
-
-    valid: bool = False
-    tail: tuple[int, bytes, int] = (0, chain.GENESIS, 0)
-    heads: dict[str, StreamHead] = field(default_factory=dict)
-    # True when every projection of this log is current and every registered one it does not
-    # keep is fenced: ``prepare`` and ``fence_lagging`` would find nothing to do.
-    settled: bool = False
-
-    def forget(self) -> None:
-        self.valid = False
-        self.settled = False
-        self.heads.clear()
 
 
 def _system_now() -> str:
@@ -141,11 +114,11 @@ class _SqlCursor:
 class Transaction:
     """The write side of one batch: appends and reads inside the open transaction."""
 
-    def __init__(self, log: Log, writer: Writer, shared: bool, cached: bool) -> None:
-        self._log = log
+    def __init__(self, context: BatchContext, writer: Writer, shared: bool, cached: bool) -> None:
+        self._context = context
         self.writer = writer
         self._shared = shared
-        cache = log.cache
+        cache = context.cache
         self._cache = cache if cached else None
         if not cached:
             cache.forget()
@@ -224,8 +197,9 @@ class Transaction:
 
     def read_heads(self, batch: Sequence[Request], trust_new: bool) -> None:
         """Read at once the heads of the streams the batch's works said they append to and
-        nothing here knows yet, where a lookup is a round trip (PostgreSQL's ``stream_heads``):
-        one query instead of one per work. SQLite's lookups are in-process and stay lazy.
+        nothing here knows yet, where a lookup is a round trip (a writer that
+        ``reads_heads_at_once``: PostgreSQL): one query instead of one per work. SQLite's
+        lookups are in-process and stay lazy.
 
         ``trust_new`` (the caller has checked that every work is a plain append, which may run
         again): when each of those streams is one its append says is new (expected version
@@ -233,11 +207,8 @@ class Transaction:
         not new makes its first event collide with the stored one on ``UNIQUE (stream_id,
         version)``: the batch fails whole, and ``run_batch`` runs it again reading the heads
         (ADR 0026)."""
-        read = getattr(self.writer, "stream_heads", None)
-        if read is None:
+        if not self.writer.capabilities.reads_heads_at_once:
             return
-        # (A writer that can tell the collision from any other failure: ``run_batch``.)
-        trust_new = trust_new and hasattr(self.writer, "collided")
         cache = self._cache
         known = cache.heads if cache is not None else {}
         unknown = [r for r in batch if r.stream_id is not None and r.stream_id not in known]
@@ -248,7 +219,7 @@ class Transaction:
             return
         if len(wanted) < 2:
             return  # one lookup either way: ``head_of`` makes it when the work asks
-        found: dict[str, tuple[int, str]] = read(sorted(wanted))
+        found = self.writer.stream_heads(sorted(wanted))
         self._read = {
             s: StreamHead(s, *found[s]) if s in found else StreamHead(s, 0, None) for s in wanted
         }
@@ -283,17 +254,11 @@ class Transaction:
             self.writer.insert_commands(commands)
 
     def commit(self) -> None:
-        """Write whatever is still buffered and commit. A writer that can send both at once
-        (PostgreSQL's ``commit_with``: one wait for the server instead of one per table)
-        gets the rows with the commit; any other writes them first."""
+        """Hand whatever is still buffered to the writer's commit: a writer whose statements
+        wait for a server sends them with the COMMIT and waits once, not once per table."""
         rows, commands = self._rows, self._command_rows
         self._rows, self._command_rows = [], []
-        commit_with = getattr(self.writer, "commit_with", None)
-        if commit_with is not None:
-            commit_with(rows, head_rows(rows) if rows else (), commands)
-            return
-        self._write(rows, commands)
-        self.writer.commit()
+        self.writer.commit(rows, head_rows(rows) if rows else (), commands)
 
     # -- reads inside the transaction ----------------------------------------------------
 
@@ -341,7 +306,7 @@ class Transaction:
         ``event_types`` when given (``engine.projection.EventSource``)."""
         if self._rows or self._command_rows:
             self.enter_sql()
-        return map(self._log.decode, self.writer.rows_after(position, event_types))
+        return map(self._context.decode, self.writer.rows_after(position, event_types))
 
     # -- appends -------------------------------------------------------------------------
 
@@ -356,10 +321,10 @@ class Transaction:
         """Append events to one stream; see ``Log.append`` for the contract. Inside a
         transaction nobody else can move the head, so ``expected_version=None`` appends at it
         (the domain rules, which read the rows they decide on in the same transaction)."""
-        log = self._log
+        context = self._context
         check_arguments(expected_version, events, command_id, at_head_allowed=True)
-        machine = log.machines.for_stream(stream_id)
-        encode = log.codec.encode
+        machine = context.machines.for_stream(stream_id)
+        encode = context.codec.encode
         encoded = [encode(event) for event in events]
         return self.append_encoded(
             stream_id, expected_version, events, encoded, machine, command_id, epoch
@@ -376,7 +341,7 @@ class Transaction:
         epoch: int | None,
     ) -> AppendResult:
         """``append`` for events validated and encoded by the caller (outside the batch)."""
-        epoch = self._log.epoch if epoch is None else epoch
+        epoch = self._context.epoch if epoch is None else epoch
         if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
             raise InvalidArgument(f"epoch must be an int >= 0, got {epoch!r}")
         if command_id is not None:
@@ -390,7 +355,7 @@ class Transaction:
             raise FencedOut(epoch, self.epoch)
         recorded_at = self._recorded_at
         if recorded_at is None:
-            recorded_at = self._recorded_at = recorded_now(self._log.clock)
+            recorded_at = self._recorded_at = recorded_now(self._context.clock)
         first_version = head.version + 1
         position = self.position
         previous = self.last_hash
@@ -415,20 +380,7 @@ class Transaction:
             )
             previous = link(previous, *row)
             rows.append((*row, previous))
-            recorded.append(
-                RecordedEvent(
-                    position=position,
-                    stream_id=stream_id,
-                    version=head.version,
-                    event_type=event_type,
-                    recorded_at=recorded_at,
-                    epoch=epoch,
-                    command_id=command_id,
-                    state=state,
-                    event=event,
-                    hash=previous.hex(),
-                )
-            )
+            recorded.append(RecordedEvent.from_row((*row, previous), event))
         first = self.position + 1
         self.position, self.last_hash, self.epoch = position, previous, epoch
         self.appended.extend(recorded)
@@ -442,7 +394,7 @@ class Transaction:
         # The built-in heads are buffered above; the other projections see each event now,
         # those that may act on its type. One that runs SQL reaches the database through
         # ``self.cursor``, which flushes first.
-        folding = self._log.folding
+        folding = self._context.folding
         cursor = self.cursor
         for event_ in recorded:
             for projection in folding(event_.event_type):
@@ -460,125 +412,10 @@ class Transaction:
 
     def remember(self) -> None:
         """Keep what is now true of the log for the next batch (after a successful commit)."""
-        cache = self._log.cache
+        cache = self._context.cache
         cache.valid = True
         cache.tail = (self.position, self.last_hash, self.epoch)
         heads = cache.heads
         if len(heads) + len(self._heads) > HEAD_CACHE_SIZE:
             heads.clear()
         heads.update(self._heads)
-
-
-def run_batch(log: Log, gather: Callable[[], list[Request]]) -> None:
-    """Run a batch of requests in one transaction; each request gets its result or error.
-
-    ``gather`` gives the batch. A batch of plain appends only (each may run again) takes the
-    streams they say are new as new without reading them (``Transaction.read_heads``); if the
-    log proves one of them wrong, or any of its works fails (its error may hold only for a new
-    stream), the batch is rolled back and run once more, reading."""
-    if _run_once(log, gather, trust_new=True):
-        _run_once(log, gather, trust_new=False)
-
-
-def _run_once(log: Log, gather: Callable[[], list[Request]], trust_new: bool) -> bool:
-    """``run_batch``'s one try; True when it must be made again, without ``trust_new``.
-
-    A writer whose BEGIN waits for a server
-    (``begins_while_gathering``: PostgreSQL's head-row lock is a round trip) opens the
-    transaction first, while the batch's callers are still queueing; any other (SQLite's
-    in-process BEGIN) opens it once they have, holding its lock no longer than the batch."""
-    started = time.perf_counter()
-    projections = log.projections
-    cache = log.cache
-    batch: list[Request] = []
-    writer: Writer | None = None
-    trusted = False
-    try:
-        writer = log.storage.writer()
-        early = getattr(writer, "begins_while_gathering", False)
-        began = writer.begin() if early else False
-        batch = gather()
-        if not early:
-            began = writer.begin()
-        cached = began and cache.valid
-        shared = len(batch) > 1
-        tx = Transaction(log, writer, shared, cached)
-        # With nothing written by anybody else since our last commit, and that commit leaving
-        # every projection settled, ``prepare`` would read the checkpoints to do nothing.
-        registered = (
-            None
-            if cached and cache.settled
-            else projections.prepare(writer.cursor, tx.events_after)
-        )
-        if shared:  # (after ``prepare``, which may refold the heads' table)
-            trust_new = trust_new and all(request.expected is not None for request in batch)
-            tx.read_heads(batch, trust_new)
-            trusted = tx.trusted
-        for request in batch:
-            tx.start_work()
-            try:
-                request.result = request.work(tx)
-                tx.finish_work()
-            except BaseException as ex:  # scoped to its caller, re-raised in its thread
-                if tx.broken is not None:
-                    raise
-                if trusted:  # its answer may rest on a stream taken as new: ask a read
-                    raise _Untrusted from ex
-                request.error = translated(log.storage, ex)
-                tx.abandon_work()
-                if not shared:
-                    writer.rollback()
-                    return False
-                if tx.savepoint:
-                    writer.rollback_to_savepoint()
-            if tx.savepoint:
-                writer.release_savepoint()
-        if registered is not None and tx.appended:
-            # (Another table than the buffered rows: the order of the two does not matter.)
-            projections.fence_lagging(writer.cursor, registered, tx.start_position)
-        tx.commit()
-    except BaseException as ex:
-        cache.forget()
-        if writer is not None:
-            with contextlib.suppress(BaseException):  # the original failure is the news
-                writer.rollback()
-        if trusted and (isinstance(ex, _Untrusted) or getattr(writer, "collided", _never)(ex)):
-            for request in batch:  # nothing of the try is kept: the works run again
-                request.result, request.error = None, None
-            return True
-        failure = translated(log.storage, ex)
-        for request in batch or gather():
-            request.result, request.error = None, request.error or failure
-        return False
-    if tx.invalidated:
-        cache.forget()
-        return False
-    if registered is not None:
-        cache.settled = _settled(registered, projections.names, bool(tx.appended))
-    tx.remember()
-    if tx.appended:
-        stats = log.stats
-        stats.commits += 1
-        stats.events += len(tx.appended)
-        stats.commit_seconds += time.perf_counter() - started
-        stats.batch_sizes[len(batch)] = stats.batch_sizes.get(len(batch), 0) + 1
-        log.announce(tx.position)
-    return False
-
-
-def _never(ex: BaseException) -> bool:
-    return False
-
-
-class _Untrusted(Exception):
-    """A work of a batch that took streams as new failed: its error (a transition the initial
-    state refuses, say) may be true only of a new stream, so the batch runs again, reading."""
-
-
-def _settled(registered: dict[str, int | None], ours: frozenset[str], fenced: bool) -> bool:
-    """Whether ``prepare`` and ``fence_lagging`` left nothing for the next batch to do: each
-    of ours is current (checkpoint NULL) and each other registered one has a checkpoint."""
-    return all(
-        checkpoint is None if name in ours else checkpoint is not None or fenced
-        for name, checkpoint in registered.items()
-    )

@@ -42,6 +42,9 @@ class SqlDomainView:
     def job(self, job_id: str) -> JobRow | None:
         return select_one(self._cur, JobRow, "WHERE job_id = ?", job_id)
 
+    def job_of_command(self, command_id: str) -> JobRow | None:
+        return select_one(self._cur, JobRow, "WHERE command_id = ?", command_id)
+
     def task(self, task_id: str) -> TaskRow | None:
         return select_one(self._cur, TaskRow, "WHERE task_id = ?", task_id)
 

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from adapters.cli.exits import OK, REFUSED
-from engine.log import is_postgres_url, postgres_storage
-from engine.schema import LATEST
+from engine.storage import check_target, parse_target
+from engine.storage.sqlite.schema import LATEST
 
 if TYPE_CHECKING:
     from adapters.config import ServerConfig
@@ -27,10 +27,7 @@ def _looks_like_sqlite(path: Path) -> bool:
 
 def _shown(url: str) -> str:
     """The URL without its password; a boot error without the extra or with a bad schema."""
-    postgres_storage(url).close()  # checks the URL, connects to nothing
-    from engine.postgres_storage import redact
-
-    return redact(url)
+    return check_target(url).shown  # checks the URL, connects to nothing
 
 
 def _server_config(args: argparse.Namespace, **flags: Any) -> ServerConfig | None:
@@ -43,7 +40,7 @@ def _server_config(args: argparse.Namespace, **flags: Any) -> ServerConfig | Non
     except ConfigError as ex:
         print(f"foldline: invalid configuration: {ex}", file=sys.stderr)
         return None
-    if args.db and is_postgres_url(args.db):
+    if args.db and parse_target(args.db).remote:
         config = replace(config, db_url=args.db)
     elif args.db:
         config = replace(config, db=Path(args.db).resolve(), db_url=None)
@@ -146,9 +143,10 @@ def run_console(args: argparse.Namespace) -> int:
     except ConfigError as ex:
         print(f"foldline: {ex}", file=sys.stderr)
         return REFUSED
-    db: Path | str = args.db if is_postgres_url(args.db) else Path(args.db).resolve()
+    remote = parse_target(args.db).remote
+    db: Path | str = args.db if remote else Path(args.db).resolve()
     head = check_log(db)
-    shown = _shown(args.db) if is_postgres_url(args.db) else str(db)
+    shown = _shown(args.db) if remote else str(db)
     print(json.dumps({"db": shown, "head": head, "bind": bind, "read_only": True}), flush=True)
     ConsoleServer(db, bind).run()
     return OK

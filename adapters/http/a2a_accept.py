@@ -12,69 +12,28 @@ into the same task plans again (optimistic concurrency, bounded).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import replace
 
 from adapters.config import LEASE_BUSY_TEXT
 from adapters.dispatch import DispatchFailed, new_id
 from adapters.http.a2a_wire import INTERNAL, INVALID_PARAMS, TASK_NOT_FOUND, UNSUPPORTED, RpcError
 from adapters.http.inbound import MessageIn
 from adapters.runtime import Runtime
-from engine.domain import commands as c
-from engine.domain import ids
-from engine.domain.errors import LeaseBusy
-from engine.domain.rows import DomainView
-from engine.domain.task import TERMINAL
+from engine.domain import usecases
+from engine.domain.errors import LeaseBusy, SessionNotFound, TaskEnded, TaskMoved, TaskNotFound
 from engine.errors import EngineError, InvalidArgument, StorageError
-from engine.log import Transaction
 from projections import queries
-from projections.view import SqlDomainView
 
 RETRIES = 5
 
 
-@dataclass(frozen=True)
-class _Plan:
-    task_id: str | None  # None: a new task
-    version: int  # the task's version the run's stdin was built from
-    messages: tuple[str, ...]  # every text the run gets, in order
-
-
-class _Duplicate(Exception):
-    def __init__(self, task_id: str) -> None:
-        self.task_id = task_id
-
-
-class _Raced(Exception):
-    """The task changed between the plan and the transaction."""
-
-
-def _target(view: DomainView, message: MessageIn, session_id: str) -> str | None:
-    """The open task the message goes to, or None for a new one. Raises the RpcErrors."""
-    session = view.session(session_id)
-    if message.context_id is not None and session is None:
-        raise RpcError(INVALID_PARAMS, f"unknown contextId {message.context_id}")
-    target = message.task_id
-    if target is None and session is not None and session.owes is not None:
-        target = session.owes.ref if session.owes.kind == "a2a" else None
-    if target is None:
-        return None
-    task = view.task(target)
-    if task is None or task.session_id != session_id:
-        raise RpcError(TASK_NOT_FOUND, f"Task {target} not found in this context")
-    if task.state in TERMINAL:
-        raise RpcError(UNSUPPORTED, f"Task {target} is in terminal state")
-    return target
-
-
-def _plan(runtime: Runtime, message: MessageIn, session_id: str, text: str) -> _Plan:
-    conn = runtime.engine.log.connection()
-    target = _target(SqlDomainView(conn), message, session_id)
-    if target is None:
-        return _Plan(None, 0, (text,))
-    record = queries.task(conn, target)
-    if record is None:  # the view saw it: only a projection rebuild could get here
-        raise _Raced
-    return _Plan(target, record.version, (*(t for _, t in record.messages()), text))
+def _refusal(message: MessageIn, ex: SessionNotFound | TaskNotFound | TaskEnded) -> RpcError:
+    """The JSON-RPC error of the domain's refusal of where a message goes."""
+    if isinstance(ex, SessionNotFound):
+        return RpcError(INVALID_PARAMS, f"unknown contextId {message.context_id}")
+    if isinstance(ex, TaskNotFound):
+        return RpcError(TASK_NOT_FOUND, f"Task {ex.fields['task_id']} not found in this context")
+    return RpcError(UNSUPPORTED, f"Task {ex.fields['task_id']} is in terminal state")
 
 
 def _context_of(runtime: Runtime, task_id: str | None) -> str | None:
@@ -86,98 +45,71 @@ def _context_of(runtime: Runtime, task_id: str | None) -> str | None:
 def accept(runtime: Runtime, message: MessageIn, text: str) -> str:
     """Record the message's work and start its run; a known messageId answers its task again.
     Returns the task id."""
-    command_id = ids.a2a_command(message.message_id)
-    session_id = message.context_id or _context_of(runtime, message.task_id) or new_id("a2a")
+    request = usecases.TaskMessage(
+        session_id=message.context_id or _context_of(runtime, message.task_id) or new_id("a2a"),
+        session_named=message.context_id is not None,
+        task_named=message.task_id,
+        message_id=message.message_id,
+        text=text,
+        agent=message.agent,
+        new_task_id=new_id("task"),
+        session_run_id=new_id("run"),
+    )
     for _ in range(RETRIES):
-        known = queries.task_of_command(runtime.engine.log.connection(), command_id)
-        if known is not None:
-            return str(known)
-        plan = _plan(runtime, message, session_id, text)
         try:
-            return _launch(runtime, message, session_id, text, command_id, plan)
-        except _Duplicate as duplicate:
-            return duplicate.task_id
-        except _Raced:
+            return _attempt(runtime, request)
+        except (SessionNotFound, TaskNotFound, TaskEnded) as ex:
+            raise _refusal(message, ex) from None
+        except TaskMoved:
             continue
     raise RpcError(INTERNAL, "the task kept changing under this message; send it again")
 
 
-def _launch(
-    runtime: Runtime, message: MessageIn, session_id: str, text: str, command_id: str, plan: _Plan
-) -> str:
+def _attempt(runtime: Runtime, request: usecases.TaskMessage) -> str:
+    """Plan the run's stdin from the committed log, then launch it; ``TaskMoved``: plan again."""
     engine = runtime.engine
-    chosen: dict[str, str] = {}
-    agent = message.agent
+    route = usecases.route(engine, request)
+    if route.replay is not None:
+        return str(route.replay.task_id)
+    messages: tuple[str, ...] = (request.text,)
+    version = 0
+    if route.task is not None:
+        record = queries.task(engine.log.connection(), route.task.task_id)
+        if record is None:  # the view saw it: only a projection rebuild could get here
+            raise TaskMoved(f"task {route.task.task_id} is gone", task_id=route.task.task_id)
+        messages = (*(t for _, t in record.messages()), request.text)
+        version = record.version
+    planned = replace(
+        request,
+        planned_task=route.task.task_id if route.task else None,
+        planned_version=version,
+    )
+    return _launch(runtime, planned, messages)
+
+
+def _launch(runtime: Runtime, request: usecases.TaskMessage, messages: tuple[str, ...]) -> str:
     try:
-        policy = engine.settings.agent(agent)
+        runtime.engine.settings.agent(request.agent)
     except InvalidArgument as ex:
         raise RpcError(INVALID_PARAMS, ex.message) from None
-
-    def record(tx: Transaction, job_ids: list[str]) -> None:
-        job_id = job_ids[0]
-        if tx.known_command(command_id) is not None:
-            raise _Duplicate(str(queries.task_of_command(tx.cursor, command_id)))
-        view = SqlDomainView(tx.cursor)
-        target = _target(view, message, session_id)
-        if target != plan.task_id:
-            raise _Raced
-        if target is None:
-            if view.session(session_id) is None:
-                engine.handle_in(
-                    tx,
-                    c.CreateSession(
-                        session_id=session_id, origin="a2a", start_run_id=new_id("run")
-                    ),
-                )
-            target = new_id("task")
-            engine.handle_in(
-                tx,
-                c.CreateTask(
-                    task_id=target,
-                    session_id=session_id,
-                    message_id=message.message_id,
-                    text=text,
-                ),
-            )
-        else:
-            task = view.task(target)
-            if task is None or task.version != plan.version:
-                raise _Raced
-            engine.handle_in(
-                tx,
-                c.AddTaskMessage(
-                    task_id=target,
-                    message_id=message.message_id,
-                    text=text,
-                    superseded_by=job_id,
-                ),
-            )
-        engine.handle_in(
-            tx,
-            c.AcceptJob(
-                job_id=job_id,
-                session_id=session_id,
-                prompt=text,
-                agent=agent,
-                resource_group=policy.resource_group,
-                units=policy.units,
-                task_id=target,
-                owed=False,
-                command_id=command_id,
-            ),
-        )
-        chosen["task_id"] = target
-
-    stdin = "\n".join(plan.messages).encode()
-    env = {"FOLDLINE_TASK_MESSAGES": str(len(plan.messages))}
+    stdin = "\n".join(messages).encode()
+    env = {"FOLDLINE_TASK_MESSAGES": str(len(messages))}
     try:
-        runtime.jobs.launch(session_id, stdin, agent, record, env=env)
+        started = runtime.jobs.launch(
+            request.session_id,
+            stdin,
+            request.agent,
+            lambda job_ids: replace(request, job_id=job_ids[0]),
+            env=env,
+        )
     except DispatchFailed as ex:
         raise RpcError(INTERNAL, f"Dispatch failed on the remote: {ex}") from None
     except LeaseBusy:
         raise RpcError(INTERNAL, LEASE_BUSY_TEXT) from None
     except StorageError:
         raise  # the server's fault, not the message's: JsonRpc answers it -32603 with its code
+    except (SessionNotFound, TaskNotFound, TaskEnded, TaskMoved):
+        raise  # where the message goes: ``accept`` answers them
     except EngineError as ex:
         raise RpcError(UNSUPPORTED, ex.message) from None
-    return chosen["task_id"]
+    return str(started.task_id)

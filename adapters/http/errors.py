@@ -61,6 +61,10 @@ STATUS: dict[type[e.EngineError], str] = {
     d.Forbidden: falcon.HTTP_403,
     d.LeaseBusy: falcon.HTTP_503,
     d.NotLeaseHolder: falcon.HTTP_409,
+    d.SessionNotFound: falcon.HTTP_404,
+    d.TaskNotFound: falcon.HTTP_404,
+    d.TaskEnded: falcon.HTTP_409,
+    d.TaskMoved: falcon.HTTP_409,
     e.NeedsMigration: falcon.HTTP_500,
     RecoveryFailed: falcon.HTTP_503,
 }

@@ -1,10 +1,10 @@
 """The raw audit commands (history, state, export, tail) on a log in PostgreSQL.
 
 ``engine.audit.source.Reader`` reads rows through the log's read connection with SQLite's SQL,
-which the PostgreSQL backend translates (``engine.pg_dialect``), so a reader over a read-only
-``PostgresStorage`` serves those commands unchanged. The audits that need SQLite itself (verify
-refolds into an attached scratch database; diff joins two attached logs; checkpoints) read a
-SQLite copy made by ``engine.log_copy`` instead.
+which the PostgreSQL backend translates (``engine.storage.postgres.dialect``), so a reader
+over a read-only ``PostgresStorage`` serves those commands unchanged. The audits that need
+SQLite itself (verify refolds into an attached scratch database; diff joins two attached logs;
+checkpoints) read a SQLite copy made by ``engine.log_copy`` instead.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from engine.clock import SystemClock
 from engine.errors import NotALog, SchemaTooNew
 from engine.log import Log
 from engine.machines import Machines
-from engine.postgres_schema import LATEST
-from engine.postgres_storage import PostgresStorage
 from engine.projection import ProjectionSet
+from engine.storage.postgres.schema import LATEST
+from engine.storage.postgres.storage import PostgresStorage
 
 
 def open_postgres_reader(url: str) -> Reader:

@@ -21,8 +21,8 @@ from engine.errors import NotALog, SchemaTooNew
 from engine.log import Log
 from engine.machines import Machines
 from engine.projection import ProjectionSet
-from engine.schema import APPLICATION_ID, LATEST
-from engine.sqlite_storage import SqliteStorage
+from engine.storage.sqlite.schema import APPLICATION_ID, LATEST
+from engine.storage.sqlite.storage import SqliteStorage
 
 COLUMNS = (
     "position, stream_id, version, event_type, recorded_at, epoch, command_id, state, payload, hash"

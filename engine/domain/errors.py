@@ -58,3 +58,31 @@ class Forbidden(EngineError):
     an ancestor of the job whose result it judges, the job is in another session)."""
 
     code = "forbidden"
+
+
+# -- where an A2A message goes (engine.domain.usecases) ------------------------------------
+
+
+class SessionNotFound(NotFound):
+    """The message names a session (its A2A context) that does not exist."""
+
+    code = "session_not_found"
+
+
+class TaskNotFound(NotFound):
+    """The task the message names, or its session owes, is not a task of that session."""
+
+    code = "task_not_found"
+
+
+class TaskEnded(Conflict):
+    """The task the message goes to is in a terminal state: it takes no more messages."""
+
+    code = "task_ended"
+
+
+class TaskMoved(Conflict):
+    """The task changed between the plan of a message (its run's stdin) and the write that
+    records it; the caller plans again."""
+
+    code = "task_moved"

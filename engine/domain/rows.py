@@ -172,6 +172,10 @@ class DomainView(Protocol):
 
     def task(self, task_id: str) -> TaskRow | None: ...
 
+    def job_of_command(self, command_id: str) -> JobRow | None:
+        """The job a command (its idempotency key) accepted, if any."""
+        ...
+
     def live_jobs(self, session_id: str) -> list[JobRow]:
         """Non-terminal jobs of a session, oldest first."""
         ...

@@ -140,26 +140,30 @@ def test_layers_engine_stays_free_of_edge_libraries() -> None:
         assert not found, f"{path.relative_to(ROOT)} imports {found}"
 
 
+def _users_of(*libraries: str) -> set[str]:
+    """The modules of ``engine`` that import any of ``libraries``, as paths under engine/."""
+    return {
+        p.relative_to(ROOT / "engine").as_posix()
+        for p in (ROOT / "engine").rglob("*.py")
+        if any(m.split(".")[0] in libraries for m in imported_modules(p))
+    }
+
+
 def test_layers_only_the_sqlite_backend_touches_apsw() -> None:
     """Everything above the storage seam is backend-neutral (ADR 0022); the SQLite backend is
-    its storage and its checkpoint thread (ADR 0027)."""
-    users = {
-        p.name
-        for p in (ROOT / "engine").rglob("*.py")
-        if any(m.split(".")[0] == "apsw" for m in imported_modules(p))
-    }
-    assert users <= {"sqlite_storage.py", "sqlite_checkpoint.py"}
+    its own package of the storage wing (ADR 0032)."""
+    assert _users_of("apsw")
+    assert all(user.startswith("storage/sqlite/") for user in _users_of("apsw"))
 
 
 def test_layers_only_the_postgres_backend_touches_psycopg() -> None:
     """psycopg is an optional extra: nothing but the PostgreSQL backend may import it, so a
-    SQLite-only install never needs it (ADR 0026)."""
-    users = {
-        p.name
-        for p in (ROOT / "engine").rglob("*.py")
-        if any(m.split(".")[0] in ("psycopg", "psycopg_pool") for m in imported_modules(p))
-    }
-    assert users <= {"postgres_storage.py", "pg_notifier.py"}
+    SQLite-only install never needs it (ADR 0026); and not its URL module, which the selector
+    loads for any location (ADR 0032)."""
+    users = _users_of("psycopg", "psycopg_pool")
+    assert users and all(user.startswith("storage/postgres/") for user in users)
+    assert "storage/postgres/url.py" not in users
+    assert "storage/postgres/__init__.py" not in users
 
 
 @pytest.mark.parametrize("package", ["engine", "projections", "adapters"])

@@ -1,5 +1,5 @@
 """The console in headless Chromium against a real ``foldline serve``: live counts, timelines,
-markup shown as text, keyboard-only use, and the README's screenshot."""
+markup shown as text, keyboard-only use, and the screenshot in docs/console.md."""
 
 from __future__ import annotations
 
@@ -142,7 +142,7 @@ def test_console_keyboard_alone_reaches_every_control(workspace: Path, console: 
 
 
 def test_console_screenshot_of_the_overview(workspace: Path, console: Any) -> None:
-    """The picture in the README; kept when FOLDLINE_CONSOLE_SCREENSHOT names a file."""
+    """The picture in docs/console.md; kept when FOLDLINE_CONSOLE_SCREENSHOT names a file."""
     from playwright.sync_api import expect
 
     with running(workspace) as server:

@@ -1,4 +1,4 @@
-"""The audit commands on logs of a user-declared machine (the README's door), found through
+"""The audit commands on logs of a user-declared machine (docs/embedding.md's door), found through
 ``--machines``, ``FOLDLINE_MACHINES`` or an installed entry point, under a path with ``#`` and
 a space in it."""
 

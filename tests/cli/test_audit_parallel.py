@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from engine import FixedClock, RecordedEvent
-from engine.audit import verifier, verify
+from engine.audit import replay, verifier, verify
 from engine.domain import MACHINES
 from engine.projection import Projection
 from projections import default_projections, open_engine
@@ -68,14 +68,14 @@ def test_audit_parallel_fast_pass_proves_a_clean_log_alone(
     share's in-memory refold matches its share of the stored rows (the key shares line up
     with the stream shares), so nothing is refolded or chain-checked the exact way."""
     passes: list[bool] = []
-    replay_share = verifier._replay_share
+    replay_share = replay._replay_share
 
     def recorded(*args: Any) -> Any:
         passes.append(args[-1])
         return replay_share(*args)
 
     monkeypatch.setattr(verifier, "_pool", lambda workers: None)  # every share in this process
-    monkeypatch.setattr(verifier, "_replay_share", recorded)
+    monkeypatch.setattr(replay, "_replay_share", recorded)
     monkeypatch.setattr(verifier, "_check_chain", None)  # an exact chain check would fail here
     report = verify(clean, MACHINES, default_projections(), workers=shares)
     assert report.ok and report.events == 23

@@ -1,7 +1,8 @@
 """One contract, every implementation: the log on each storage backend, and a tiny model.
 
 The model is obviously right; the log must behave the same way for every call here, on every
-backend of the storage seam (``tests.support.backends``; SQLite only today).
+backend of the storage seam (``tests.support.backends``: SQLite and PostgreSQL), and on the toy
+backend made of the seam's protocols alone (``tests.support.toy_storage``, ADR 0032).
 """
 
 from __future__ import annotations
@@ -37,6 +38,10 @@ from tests.support.tickets import (
     TicketStarted,
     TicketTitles,
 )
+from tests.support.toy_storage import toy_storage
+
+# Every backend the suite holds the log to: the real ones, and the toy.
+CONTRACT_BACKENDS = {**BACKENDS, "toy": toy_storage}
 
 
 class RealLogView:
@@ -63,12 +68,12 @@ class RealLogView:
         return self.log.head()
 
 
-@pytest.fixture(params=[*BACKENDS, "model"])
+@pytest.fixture(params=[*CONTRACT_BACKENDS, "model"])
 def subject(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
     if request.param == "model":
         yield ModelLog(MACHINES)
         return
-    storage = BACKENDS[request.param](tmp_path)
+    storage = CONTRACT_BACKENDS[request.param](tmp_path)
     log = open_log_with(storage, MACHINES, [TicketTitles()])
     yield RealLogView(log)
     log.close()
@@ -195,10 +200,10 @@ def test_log_oversized_payload_is_refused(subject: Any) -> None:
     assert subject.head() == 0
 
 
-@pytest.mark.parametrize("backend", sorted(BACKENDS))
+@pytest.mark.parametrize("backend", sorted(CONTRACT_BACKENDS))
 def test_log_append_requires_an_expected_version(tmp_path: Path, backend: str) -> None:
     """Only a transaction's own rules may append at the head; callers must say which version."""
-    log = open_log_with(BACKENDS[backend](tmp_path), MACHINES)
+    log = open_log_with(CONTRACT_BACKENDS[backend](tmp_path), MACHINES)
     with pytest.raises(InvalidArgument, match="expected_version"):
         log.append("ticket:a", None, [TicketOpened()])  # type: ignore[arg-type]
     assert log.write(lambda tx: tx.append("ticket:a", None, [TicketOpened()])).last_version == 1
@@ -206,12 +211,12 @@ def test_log_append_requires_an_expected_version(tmp_path: Path, backend: str) -
     log.close()
 
 
-@pytest.mark.parametrize("backend", sorted(BACKENDS))
+@pytest.mark.parametrize("backend", sorted(CONTRACT_BACKENDS))
 def test_log_two_handles_see_each_others_commits(tmp_path: Path, backend: str) -> None:
     """Each handle keeps its tail and stream heads between batches (ADR 0021): a commit through
     another handle (another process, in production) must make it read them again."""
-    first = open_log_with(BACKENDS[backend](tmp_path), MACHINES)
-    second = open_log_with(BACKENDS[backend](tmp_path), MACHINES)
+    first = open_log_with(CONTRACT_BACKENDS[backend](tmp_path), MACHINES)
+    second = open_log_with(CONTRACT_BACKENDS[backend](tmp_path), MACHINES)
     first.append("ticket:a", 0, [TicketOpened()])
     second.append("ticket:a", 1, [TicketStarted()])
     with pytest.raises(ConcurrencyError) as refused:
@@ -226,12 +231,12 @@ def test_log_two_handles_see_each_others_commits(tmp_path: Path, backend: str) -
     second.close()
 
 
-@pytest.mark.parametrize("backend", sorted(BACKENDS))
+@pytest.mark.parametrize("backend", sorted(CONTRACT_BACKENDS))
 def test_log_an_older_epoch_from_another_handle_is_fenced_out(tmp_path: Path, backend: str) -> None:
     """A zombie host still writing under the tenure it lost: the newer epoch another handle
     appended under refuses every write of the older one, and nothing is appended."""
-    zombie = open_log_with(BACKENDS[backend](tmp_path), MACHINES)
-    successor = open_log_with(BACKENDS[backend](tmp_path), MACHINES)
+    zombie = open_log_with(CONTRACT_BACKENDS[backend](tmp_path), MACHINES)
+    successor = open_log_with(CONTRACT_BACKENDS[backend](tmp_path), MACHINES)
     zombie.fence(1)
     zombie.append("ticket:a", 0, [TicketOpened()])
     successor.fence(2)
@@ -245,7 +250,7 @@ def test_log_an_older_epoch_from_another_handle_is_fenced_out(tmp_path: Path, ba
     successor.close()
 
 
-@pytest.mark.parametrize("backend", sorted(BACKENDS))
+@pytest.mark.parametrize("backend", sorted(CONTRACT_BACKENDS))
 @pytest.mark.parametrize("folded", [False, True], ids=["buffered", "projection-sql"])
 def test_log_shared_batch_checks_heads_it_did_not_know(
     tmp_path: Path, backend: str, folded: bool
@@ -254,8 +259,8 @@ def test_log_shared_batch_checks_heads_it_did_not_know(
     them from the database, and the batch's own appends come before those reads: racers on
     one stream get one winner, stale versions are refused, nothing else is disturbed."""
     projections = [TicketTitles()] if folded else []
-    first = open_log_with(BACKENDS[backend](tmp_path), MACHINES, projections)
-    second = open_log_with(BACKENDS[backend](tmp_path), MACHINES, projections)
+    first = open_log_with(CONTRACT_BACKENDS[backend](tmp_path), MACHINES, projections)
+    second = open_log_with(CONTRACT_BACKENDS[backend](tmp_path), MACHINES, projections)
     first.append("ticket:seen", 0, [TicketOpened()])
     second.append("ticket:old", 0, [TicketOpened()])
     second.append("ticket:old", 1, [TicketStarted()])

@@ -21,7 +21,7 @@ import pytest
 from adapters.config import LEASE_BUSY_TEXT
 from engine import open_log
 from engine.domain import MACHINES
-from engine.postgres_storage import PostgresStorage
+from engine.storage.postgres.storage import PostgresStorage
 from projections import default_projections
 from tests.support.postgres import session_cluster
 from tests.support.server import RECOVERY_ENV, RECOVERY_RUNNER, Server, read_events, serve

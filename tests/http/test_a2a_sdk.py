@@ -1,4 +1,4 @@
-"""The official a2a-sdk client against a real gunicorn, unchanged (SPEC §5.2)."""
+"""The official a2a-sdk client against a real gunicorn, unchanged (design.md §5.2)."""
 
 from __future__ import annotations
 

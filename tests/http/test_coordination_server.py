@@ -254,10 +254,9 @@ def test_warning_lines_make_an_ok_with_warnings_in_every_surface(tmp_path: Path)
         assert "done" in task["artifacts"][0]["parts"][0]["text"]
 
 
-def test_the_readme_worked_example_runs_as_the_root_agent(tmp_path: Path) -> None:
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("## Agents that coordinate workers", 1)[1]
-    example = section.split("```python\n", 1)[1].split("```", 1)[0]
+def test_the_documented_worked_example_runs_as_the_root_agent(tmp_path: Path) -> None:
+    page = (ROOT / "docs" / "agents-and-workers.md").read_text()
+    example = page.split("```python\n", 1)[1].split("```", 1)[0]
     workspace = tmp_path / "ws"
     workspace.mkdir()
     (workspace / "root.py").write_text(example)

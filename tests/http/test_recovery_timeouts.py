@@ -1,4 +1,4 @@
-"""SPEC §4.3's session timeouts, recorded by the lease holder for sessions with a controller.
+"""design.md §4.3's session timeouts, recorded by the lease holder for sessions with a controller.
 
 The runtime's clock is injected: the graces are crossed by moving it, not by sleeping.
 """

@@ -1,4 +1,4 @@
-"""SPEC §4.3: a session is attached only while its recorded controller is alive."""
+"""design.md §4.3: a session is attached only while its recorded controller is alive."""
 
 from __future__ import annotations
 

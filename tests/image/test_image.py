@@ -29,7 +29,7 @@ from tests.support.server import free_port
 pytestmark = [pytest.mark.slow, pytest.mark.server]
 
 # Runs hide the log's directory in a mount namespace of their own, which a container gets
-# only with CAP_SYS_ADMIN (README "Deploying on AgentCore"). Docker's default seccomp
+# only with CAP_SYS_ADMIN (docs/agentcore.md). Docker's default seccomp
 # profile allows unshare and mount once the capability is there; hosts whose Docker applies
 # an AppArmor profile also need --security-opt apparmor=unconfined.
 RUN_FLAGS = ("--cap-add=SYS_ADMIN",)

@@ -1,4 +1,4 @@
-"""A reference model of the agents' rules (issue 14, mmo-semantics §3.3, §3.5, §5, §6.2),
+"""A reference model of the agents' rules (issue 14, design.md §5.5, §4.8, §4.7),
 written from the issue text with dicts and lists.
 
 It knows nothing of SQL, events or the engine's rule code. The stateful test in

@@ -135,8 +135,8 @@ class LogOnPostgresVersusModel(LogVersusModel):
         self, stream_id: str, expected: int, events: list[Event], command_id: str | None
     ) -> object:
         # PostgreSQL text cannot hold U+0000: an append the model accepts whose title
-        # ticket_titles would store with one is refused whole instead (README, "Running on
-        # PostgreSQL"); a repeated command answers its first outcome and stores nothing new.
+        # ticket_titles would store with one is refused whole instead (docs/postgresql.md);
+        # a repeated command answers its first outcome and stores nothing new.
         nul = any(isinstance(e, TicketOpened) and "\x00" in e.title for e in events)
         if not nul or command_id in self.model.commands:
             return super()._both(stream_id, expected, events, command_id)

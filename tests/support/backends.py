@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from engine.sqlite_storage import SqliteStorage
 from engine.storage import Storage
+from engine.storage.sqlite.storage import SqliteStorage
 
 
 def _sqlite(folder: Path) -> Storage:
@@ -20,7 +20,7 @@ def _sqlite(folder: Path) -> Storage:
 
 
 def _postgres(folder: Path) -> Storage:
-    from engine.postgres_storage import PostgresStorage
+    from engine.storage.postgres.storage import PostgresStorage
     from tests.support.postgres import session_cluster
 
     # One schema per test folder: two storages made for one test share the log, as two

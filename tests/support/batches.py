@@ -17,7 +17,7 @@ def one_batch(
 
     A write holding the transaction open makes them queue behind it (white-box: the queue is
     watched, bounded in time), so they must commit together. It holds it for less than the
-    server's idle-in-transaction limit (``engine.postgres_storage``)."""
+    server's idle-in-transaction limit (``engine.storage.postgres.storage``)."""
     entered, gate = threading.Event(), threading.Event()
 
     def hold(tx: Any) -> None:

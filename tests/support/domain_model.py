@@ -1,4 +1,4 @@
-"""A small reference model of the domain rules, written from SPEC §4.2-§4.7 with dicts.
+"""A small reference model of the domain rules, written from design.md §4.2-§4.7 with dicts.
 
 It knows nothing of SQL, events or the engine's code: the stateful test drives it and the real
 engine with the same commands and checks that they agree on every outcome and every row.

@@ -1,4 +1,4 @@
-"""The README's door: a machine and a read model a user declares in a package of their own.
+"""docs/embedding.md's door: a machine and a read model a user declares in a package of their own.
 
 The generic-engine tests import it; the audit tests copy this file into a folder of its own
 (``doors.py`` beside a distribution whose ``foldline.machines`` entry point names it), so the

@@ -1,4 +1,4 @@
-"""The four machines against SPEC §4.2-§4.5, written out here independently of the code."""
+"""The four machines against design.md §4.2-§4.5, written out here independently of the code."""
 
 from __future__ import annotations
 
@@ -64,14 +64,14 @@ SPEC: dict[str, dict[str, tuple[list[str | None], set[str]]]] = {
         "job.started": (["queued", "paused", "suspended"], {"running"}),
         "job.finished": (["running"], {"ok", "error"}),
         "job.superseded": (["queued", "running", "paused", "suspended"], {"superseded"}),
-        # Not in the SPEC §4.4 table: live output chunks, kept in the log so that SSE deltas
+        # Not in the design.md §4.4 table: live output chunks, kept in the log so that SSE deltas
         # have positions and survive a reconnect to another worker (ADR 0011).
         "job.output": (["running", "cancelling"], {"="}),
         "job.paused": (["running"], {"paused"}),
         "job.continued": (["paused"], {"running"}),
-        # Paused too: a paused run whose process died is cut off like a running one (SPEC §8).
+        # Paused too: a paused run whose process died is cut off like a running one (design.md §8).
         "job.suspended": (["running", "paused"], {"suspended"}),
-        # Not in the SPEC §4.4 table: recovery could not start a cut-off job again (ADR 0017).
+        # Not in the design.md §4.4 table: recovery could not start a cut-off job again (ADR 0017).
         "job.resume_failed": (["suspended"], {"error"}),
         "job.cancel_requested": (JOB_LIVE, {"cancelling"}),
         "job.cancelled": (["cancelling", "queued", "paused", "suspended"], {"cancelled"}),

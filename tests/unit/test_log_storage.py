@@ -19,7 +19,8 @@ from engine import (
     open_log,
     signals,
 )
-from engine.schema import MIGRATIONS, Migration, migrate
+from engine.storage.seam import Migration
+from engine.storage.sqlite.schema import MIGRATIONS, migrate
 from tests.support.tickets import (
     MACHINES,
     TicketNoted,

@@ -24,15 +24,16 @@ from engine import (
     SchemaTooNew,
     open_log,
     open_notifier,
-    pg_arrays,
 )
+from engine.batch import run_batch
 from engine.group_commit import Request
 from engine.log import open_log_readonly
-from engine.pg_dialect import Dialect
-from engine.postgres_schema import LATEST as PG_LATEST
-from engine.postgres_storage import PostgresStorage, redact, split_url
-from engine.schema import LATEST
-from engine.transaction import run_batch
+from engine.storage.postgres import arrays as pg_arrays
+from engine.storage.postgres.dialect import Dialect
+from engine.storage.postgres.schema import LATEST as PG_LATEST
+from engine.storage.postgres.storage import PostgresStorage
+from engine.storage.postgres.url import redact, split_url
+from engine.storage.sqlite.schema import LATEST
 from tests.support.batches import one_batch
 from tests.support.postgres import session_cluster, with_schema
 from tests.support.tickets import MACHINES, TicketNoted, TicketOpened, TicketTitles
@@ -439,7 +440,7 @@ def test_postgres_a_batch_with_any_other_work_trusts_nothing(tmp_path: Path) -> 
         return Request(lambda tx: tx.append(stream_id, 0, [TicketOpened()]), stream_id, 0)
 
     batch = [Request(other), create("ticket:taken"), create("ticket:new")]
-    run_batch(first, lambda: batch)
+    run_batch(first.parts, lambda: batch)
     assert runs == [1]
     assert batch[0].error is None and batch[0].result.last_version == 1
     assert isinstance(batch[1].error, ConcurrencyError)
@@ -472,7 +473,7 @@ def test_postgres_a_commit_whose_rows_fail_commits_none_of_them(
         ("ticket:c", kind, 1, "open", position + 2, position + 2, "t", "t"),
     ]
     with pytest.raises(Exception, match=r"unique|duplicate|null"):
-        writer.commit_with(rows, heads, [])
+        writer.commit(rows, heads, [])
     writer.rollback()
     assert log.head() == 1 and log.stream_head("ticket:b").version == 0
     assert log.append("ticket:b", 0, [TicketOpened()]).first_position == 2

@@ -1,4 +1,4 @@
-"""The domain rules of SPEC §4.2-§4.7, one behaviour per test, through the command API."""
+"""The domain rules of design.md §4.2-§4.7, one behaviour per test, through the command API."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def job(engine: Engine, jid: str, sid: str = "s1", start: bool = False, **kw: An
         engine.handle(c.StartJob(job_id=jid, run_id=f"run-{jid}", pid=100))
 
 
-# -- reply pointer (SPEC §4.6) -------------------------------------------------------------
+# -- reply pointer (design.md §4.6) -------------------------------------------------------------
 
 
 def test_rules_new_job_supersedes_the_owed_job(engine: Engine) -> None:
@@ -210,7 +210,7 @@ def test_rules_terminal_session_cannot_resume_and_tainted_needs_permission(
     assert row(engine, "sessions", "session_id", "dirty")["tainted"] == 1
 
 
-# -- admission and capacity (SPEC §4.7) ----------------------------------------------------
+# -- admission and capacity (design.md §4.7) ----------------------------------------------------
 
 
 def test_rules_capacity_is_exact_and_paused_work_releases_it(engine: Engine) -> None:

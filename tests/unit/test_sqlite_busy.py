@@ -13,7 +13,7 @@ from pathlib import Path
 
 import apsw
 
-from engine.sqlite_storage import SqliteStorage
+from engine.storage.sqlite.storage import SqliteStorage
 
 # A process that opened the new file in rollback mode and holds its write lock, as a
 # connection in the middle of switching that file to WAL does.

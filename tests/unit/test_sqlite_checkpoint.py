@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from engine import Log, open_log
-from engine import sqlite_checkpoint as ckpt
-from engine.sqlite_storage import SqliteStorage
+from engine.storage.sqlite import checkpoint as ckpt
+from engine.storage.sqlite.storage import SqliteStorage
 from tests.support.tickets import MACHINES, TicketOpened
 
 
@@ -80,7 +80,7 @@ def test_checkpoint_backstop_bounds_the_wal_when_the_thread_is_behind(
     db_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(ckpt.Checkpointer, "request", lambda self: None)
-    monkeypatch.setattr("engine.sqlite_storage.BACKSTOP_PAGES", 2 * ckpt.CHECKPOINT_PAGES)
+    monkeypatch.setattr("engine.storage.sqlite.writer.BACKSTOP_PAGES", 2 * ckpt.CHECKPOINT_PAGES)
     log = open_log(db_path, MACHINES)
     writer = log.storage.writer()  # type: ignore[attr-defined]
     seen: list[int] = []

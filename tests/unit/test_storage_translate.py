@@ -6,8 +6,9 @@ from __future__ import annotations
 import apsw
 from psycopg import errors as pg_errors
 
-from engine import postgres_storage, sqlite_storage
 from engine.errors import StorageError, StorageFull
+from engine.storage.postgres import storage as postgres_storage
+from engine.storage.sqlite import storage as sqlite_storage
 
 
 def test_translate_names_a_full_disk_storage_full_on_sqlite_and_postgresql() -> None:

@@ -1,15 +1,15 @@
-"""The log's schema on PostgreSQL, as numbered migrations (``engine.schema``'s counterpart).
+"""The log's schema on PostgreSQL, as numbered migrations (the SQLite schema's counterpart).
 
 The tables and their columns are SQLite's (same names, same order, same meaning), so rows
 cross the seam unchanged and the audit tools compare logs across backends. What only this
 backend has: the ``head`` row every write locks (ADR 0026), and the SQL functions the read
-models call by SQLite's names (``engine.pg_dialect``). Numbers match ``engine.schema``: a log
-at migration N has the same tables on either backend.
+models call by SQLite's names (``engine.storage.postgres.dialect``). Numbers match
+``engine.storage.sqlite.schema``: a log at migration N has the same tables on either backend.
 """
 
 from __future__ import annotations
 
-from engine.schema import Migration
+from engine.storage.seam import Migration
 
 _APPEND_ONLY = """
 CREATE FUNCTION refuse_change() RETURNS trigger LANGUAGE plpgsql AS $$

@@ -1,7 +1,7 @@
 """A batch's columns as PostgreSQL array literals, built here as one string each.
 
 A batch's rows go to the server as ``INSERT ... SELECT FROM unnest(%s::bigint[], ...)``: one
-statement, whatever the number of rows (``engine.postgres_storage``). psycopg adapts a list
+statement, whatever the number of rows (``engine.storage.postgres.storage``). psycopg adapts a list
 parameter element by element in Python; building the literal with ``str.join`` is about a
 third of that cost on the client (ADR 0026), the hot path's largest share, and the server
 parses it as fast. Each literal is sent as one text parameter and cast by the statement.

@@ -15,7 +15,7 @@ statement once (cached by its text) into PostgreSQL's dialect:
 SQLite's scalar functions the read models use and PostgreSQL lacks (``instr``, ``json_insert``
 with ``'$[#]'``, ``json_array`` as ``foldline_json_array``) are SQL functions, with SQLite's
 compact JSON text, created in each log's schema by its
-migrations (``engine.postgres_storage``). A statement this module cannot translate is run as
+migrations (``engine.storage.postgres.storage``). A statement this module cannot translate is run as
 written, so PostgreSQL's own error names it.
 """
 

@@ -8,19 +8,12 @@ release is refused (``SchemaTooNew``) before anything is written.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from engine.errors import NotALog, SchemaTooNew
+from engine.storage.seam import Migration
 
 APPLICATION_ID = 0x666F6C64  # "fold": marks a SQLite file as a foldline log
-
-
-@dataclass(frozen=True)
-class Migration:
-    number: int
-    name: str
-    sql: str
 
 
 _APPEND_ONLY = """

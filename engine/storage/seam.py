@@ -3,23 +3,35 @@
 Everything backend-neutral lives above this seam and is shared by every backend: the group
 commit (``engine.group_commit``), the machine checks, the hash chain, the command table's
 semantics and the deferred row buffers (``engine.transaction``), the projection framework
-(``engine.projection``) and the validated reads (``engine.reads``). A backend implements the two
-protocols below; SQLite (``engine.sqlite_storage``) is the reference implementation.
+(``engine.projection``) and the validated reads (``engine.reads``). A backend implements the
+protocols below, and nothing else: SQLite (``engine.storage.sqlite``) is the reference, PostgreSQL
+(``engine.storage.postgres``) the optional one.
+
+What a backend may do beyond the minimum is declared here too, never found out by looking at
+the object: ``Writer.capabilities`` (flags whose ``False`` is always correct, only slower),
+``Storage.wakeups`` (None: the notifier polls ``data_version``) and ``Storage.lost`` (None: the
+log can be written). ``tests/arch`` refuses ``getattr``/``hasattr`` on a storage or a writer.
 
 A row of the ``events`` table travels across the seam as a plain tuple in column order:
 ``(position, stream_id, version, event_type, recorded_at, epoch, command_id, state, payload,
 hash)`` (``engine.chain.Row``). Cursors handed to projections and domain views are DB-API style
-and take ``?`` placeholders; a backend whose driver wants another style adapts them.
+and take ``?`` placeholders and SQLite's dialect; a backend whose driver wants another style
+adapts them. The built-in heads projection refolds from the ``events`` table in SQL, so that
+cursor sees ``events`` too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
 
 from engine.errors import EngineError
 
+# How far a commit is synced: "full" survives a power cut, "normal" a process crash (SQLite's).
+Sync = Literal["full", "normal"]
 # position, stream_id, version, event_type, recorded_at, epoch, command_id, state, payload, hash
 EventRow = tuple[Any, ...]
 # stream_id, kind, version, state, first_position, last_position, created_at, updated_at
@@ -30,8 +42,50 @@ CommandRow = tuple[str, str, int, int]
 CommandOutcome = tuple[str, int, int, int, int, str]
 
 
+@dataclass(frozen=True)
+class Migration:
+    """One numbered step of a backend's schema. Numbers mean the same tables on every
+    backend, so a log at migration N can be copied and compared across them."""
+
+    number: int
+    name: str
+    sql: str
+
+
+@dataclass(frozen=True)
+class WriterCapabilities:
+    """What a writer does beyond the protocol's minimum. Every flag off is correct; a flag on
+    saves round trips where a statement waits for a server (ADR 0026)."""
+
+    # ``begin`` waits for a server: the batch's leader opens the transaction while its callers
+    # are still queueing, instead of after (``engine.batch``).
+    begins_while_gathering: bool = False
+    # ``stream_heads`` reads many heads in one round trip, and ``collided`` tells the duplicate
+    # key that a stream wrongly taken as new makes of the commit: a batch of appends may then
+    # take the streams they say are new on trust (``Transaction.read_heads``).
+    reads_heads_at_once: bool = False
+
+
+class Wakeups(Protocol):
+    """A backend's own news of other processes' commits (PostgreSQL's LISTEN), used by
+    ``engine.notifier`` instead of polling ``Storage.data_version``."""
+
+    def run(
+        self, wake: Callable[[], None], stop: threading.Event, listening: threading.Event
+    ) -> None:
+        """Call ``wake`` after commits made elsewhere until ``stop`` is set, keeping
+        ``listening`` set while a wake-up would be delivered. A lost wake-up costs latency,
+        never correctness: waiters read by position."""
+        ...
+
+
 class Writer(Protocol):
     """One process's writer: used by the group-commit leader only, one batch at a time."""
+
+    @property
+    def capabilities(self) -> WriterCapabilities:
+        """What this writer does beyond the minimum (``WriterCapabilities()``: nothing)."""
+        ...
 
     @property
     def cursor(self) -> Any:
@@ -47,8 +101,16 @@ class Writer(Protocol):
         """
         ...
 
-    def commit(self) -> None:
-        """Make the transaction durable (to the configured sync level)."""
+    def commit(
+        self,
+        rows: Sequence[EventRow] = (),
+        heads: Sequence[HeadRow] = (),
+        commands: Sequence[CommandRow] = (),
+    ) -> None:
+        """Write the batch's last buffered rows (as ``insert_events``, ``upsert_heads`` and
+        ``insert_commands`` would) and make the transaction durable (to the configured sync
+        level). One call, so that a writer whose statements wait for a server can send them
+        with the commit and wait once."""
         ...
 
     def rollback(self) -> None:
@@ -71,6 +133,16 @@ class Writer(Protocol):
 
     def stream_head(self, stream_id: str) -> tuple[int, str] | None:
         """``(version, state)`` of a stream as of this transaction, None if it does not exist."""
+        ...
+
+    def stream_heads(self, stream_ids: Sequence[str]) -> dict[str, tuple[int, str]]:
+        """``stream_head`` of many streams (absent: not in the result). Asked only of a writer
+        that ``reads_heads_at_once``."""
+        ...
+
+    def collided(self, ex: BaseException) -> bool:
+        """Whether ``ex`` is a row refused as a duplicate key. Asked only of a writer that
+        ``reads_heads_at_once``, after a batch that took streams as new failed."""
         ...
 
     def command_outcome(self, command_id: str) -> CommandOutcome | None: ...
@@ -126,6 +198,15 @@ class Storage(Protocol):
 
     def content_cursor(self) -> AbstractContextManager[Any]:
         """A cursor over one consistent read snapshot, for a ``with`` block."""
+        ...
+
+    def wakeups(self) -> Wakeups | None:
+        """This backend's own news of other processes' commits; None: poll ``data_version``."""
+        ...
+
+    def lost(self) -> str | None:
+        """Why the log can no longer be written here (its file deleted or replaced under this
+        process), None while it can. Cheap: asked before requests and by long waits."""
         ...
 
     def migrate(self, recorded_at: str) -> int: ...

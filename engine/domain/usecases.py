@@ -1,0 +1,277 @@
+"""Starting work for a caller (SPEC §7, §5.2; ADR 0033): what a request becomes when it takes
+more than one command, decided in one write together with the starts of its runs.
+
+Two requests start work: an invocation (its session if missing, then the job) and an A2A
+message (a new task, or the open task it names or its session owes, into which it is folded).
+The caller spawns the runs gated before the write, so their ids and tokens are known, and
+hands ``start`` the request and the runs' ``StartJob`` commands; ``start`` decides the request
+and starts the runs in one transaction, or starts nothing.
+
+A request's idempotency key is looked up here and nowhere else: inside the write (the
+authority) and, for a message, in ``route`` before its runs are spawned, so that a repeat
+never spawns anything. A repeat appends nothing and answers what the first one made.
+
+A message's run gets every text of its task on stdin, so the task is planned from the
+committed log before the write (``route``) and checked again inside it: a task that moved in
+between is a ``TaskMoved``, and the caller plans again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import msgspec
+
+from engine.domain import commands as c
+from engine.domain import ids
+from engine.domain.engine import DomainEngine
+from engine.domain.errors import SessionNotFound, TaskEnded, TaskMoved, TaskNotFound
+from engine.domain.rows import DomainView, TaskRow
+from engine.domain.task import TERMINAL
+from engine.log import Transaction
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """An ``/invocations`` request: the session if missing, then the job."""
+
+    session_id: str
+    agent: str
+    prompt: str
+    prompt_file: str
+    command_id: str | None  # the caller's idempotency key, as a command id
+    session_run_id: str  # the run of the session, if this request creates it
+    job_id: str = ""  # filled in by the caller once the run is spawned
+
+
+@dataclass(frozen=True)
+class TaskMessage:
+    """An A2A message: a new task, or a follow-up folded into an open one."""
+
+    session_id: str
+    session_named: bool  # the caller named the session: it must exist
+    task_named: str | None  # the task the caller named, if any
+    message_id: str
+    text: str
+    agent: str
+    new_task_id: str  # the task's id, if the message opens one
+    session_run_id: str  # the run of the session, if the message creates it
+    planned_task: str | None = None  # what the run's stdin was built from (``route``)
+    planned_version: int = 0
+    job_id: str = ""  # filled in by the caller once the run is spawned
+
+    @property
+    def command_id(self) -> str:
+        return ids.a2a_command(self.message_id)
+
+
+Request = Invocation | TaskMessage | c.AcceptJobs | None
+"""What ``start`` decides before the starts: a request, a batch of jobs, or nothing (the runs
+resume jobs accepted earlier)."""
+
+
+@dataclass(frozen=True)
+class Started:
+    """The outcome of ``start``, or of ``route`` for a message recorded before."""
+
+    job_id: str | None = None  # the invocation's job (the first one's, on a repeat)
+    task_id: str | None = None  # the message's task
+    duplicate: bool = False  # a repeat: nothing was appended, no run was started
+    position: int = 0  # the commit's; 0 on a repeat
+
+
+@dataclass(frozen=True)
+class Route:
+    """Where a message goes, as the committed log says (``route``)."""
+
+    replay: Started | None  # the message was recorded before: what it made
+    task: TaskRow | None  # the open task it folds into; None: a new task
+
+
+def start(engine: DomainEngine, request: Request, starts: Sequence[c.StartJob]) -> Started:
+    """Decide ``request`` and start the runs in one write. A repeat starts nothing. Each
+    start carries the tenure this process appends under as the write runs (its ``epoch`` is
+    set here, not by the caller, so a tenure taken over meanwhile fences it).
+
+    Raises:
+        EngineError: the rules refused the request or a start (nothing recorded); for a
+            message also ``SessionNotFound``, ``TaskNotFound``, ``TaskEnded``, ``TaskMoved``.
+    """
+
+    def work(tx: Transaction) -> Started:
+        started = _decide(engine, tx, request)
+        if started.duplicate:
+            return started
+        for command in starts:
+            engine.handle_in(tx, msgspec.structs.replace(command, epoch=engine.log.epoch))
+        return Started(started.job_id, started.task_id, position=tx.position)
+
+    return engine.log.write(work)
+
+
+def route(engine: DomainEngine, message: TaskMessage) -> Route:
+    """Plan ``message`` from the committed log: what it made if it was recorded before, else
+    the open task it goes to (``start`` checks this again inside its write).
+
+    Raises:
+        SessionNotFound, TaskNotFound, TaskEnded: see ``_target``.
+    """
+    view = engine.view_of(engine.log.connection())
+    replay = _made_by(view, message.command_id)
+    if replay is not None:
+        return Route(replay, None)
+    return Route(None, _target(view, message))
+
+
+def _decide(engine: DomainEngine, tx: Transaction, request: Request) -> Started:
+    if isinstance(request, Invocation):
+        return _invoke(engine, tx, request)
+    if isinstance(request, TaskMessage):
+        return _fold(engine, tx, request)
+    if request is not None:
+        engine.handle_in(tx, request)
+    return Started()
+
+
+def _made_by(view: DomainView, command_id: str) -> Started | None:
+    """What a command recorded before made: its job (and the job's task), as a repeat."""
+    job = view.job_of_command(command_id)
+    return None if job is None else Started(job.job_id, job.task_id, duplicate=True)
+
+
+def _replay(tx: Transaction, view: DomainView, command_id: str | None) -> Started | None:
+    """Inside the write, the authority: a command id the log knows is a repeat."""
+    if command_id is None or tx.known_command(command_id) is None:
+        return None
+    replay = _made_by(view, command_id)
+    if replay is None:  # the command's job is in the same commit: only a bug could get here
+        raise LookupError(f"command {command_id} recorded no job")
+    return replay
+
+
+def _invoke(engine: DomainEngine, tx: Transaction, request: Invocation) -> Started:
+    view = engine.view_of(tx.cursor)
+    command_id = request.command_id
+    replay = _replay(tx, view, command_id)
+    if replay is not None:
+        return replay
+    policy = engine.settings.agent(request.agent)
+    if view.session(request.session_id) is None:
+        engine.handle_in(
+            tx,
+            c.CreateSession(
+                session_id=request.session_id,
+                agent=request.agent,
+                origin="invocations",
+                start_run_id=request.session_run_id,
+            ),
+        )
+    engine.handle_in(
+        tx,
+        c.AcceptJob(
+            job_id=request.job_id,
+            session_id=request.session_id,
+            prompt=request.prompt,
+            prompt_file=request.prompt_file,
+            agent=request.agent,
+            resource_group=policy.resource_group,
+            units=policy.units,
+            command_id=command_id,
+        ),
+    )
+    return Started(request.job_id)
+
+
+def _target(view: DomainView, message: TaskMessage) -> TaskRow | None:
+    """The open task ``message`` goes to, or None for a new one.
+
+    Raises:
+        SessionNotFound: the message names a session that does not exist.
+        TaskNotFound: the task it names (or its session owes) is not one of its session.
+        TaskEnded: that task is in a terminal state.
+    """
+    session_id = message.session_id
+    session = view.session(session_id)
+    if message.session_named and session is None:
+        raise SessionNotFound(f"no session {session_id}", session_id=session_id)
+    target = message.task_named
+    if target is None and session is not None and session.owes is not None:
+        target = session.owes.ref if session.owes.kind == "a2a" else None
+    if target is None:
+        return None
+    task = view.task(target)
+    if task is None or task.session_id != session_id:
+        raise TaskNotFound(
+            f"no task {target} in session {session_id}", task_id=target, session_id=session_id
+        )
+    if task.state in TERMINAL:
+        raise TaskEnded(f"task {target} is {task.state}", task_id=target, state=task.state)
+    return task
+
+
+def _fold(engine: DomainEngine, tx: Transaction, message: TaskMessage) -> Started:
+    view = engine.view_of(tx.cursor)
+    command_id = message.command_id
+    replay = _replay(tx, view, command_id)
+    if replay is not None:
+        return replay
+    policy = engine.settings.agent(message.agent)
+    session_id = message.session_id
+    target = _target(view, message)
+    if (target.task_id if target else None) != message.planned_task:
+        raise TaskMoved("the message goes to another task than planned", session_id=session_id)
+    if target is None:
+        if view.session(session_id) is None:
+            engine.handle_in(
+                tx,
+                c.CreateSession(
+                    session_id=session_id, origin="a2a", start_run_id=message.session_run_id
+                ),
+            )
+        task_id = message.new_task_id
+        engine.handle_in(
+            tx,
+            c.CreateTask(
+                task_id=task_id,
+                session_id=session_id,
+                message_id=message.message_id,
+                text=message.text,
+            ),
+        )
+    else:
+        task_id = target.task_id
+        if target.version != message.planned_version:
+            raise TaskMoved(
+                f"task {task_id} moved since the message was planned",
+                task_id=task_id,
+                planned=message.planned_version,
+                version=target.version,
+            )
+        engine.handle_in(
+            tx,
+            c.AddTaskMessage(
+                task_id=task_id,
+                message_id=message.message_id,
+                text=message.text,
+                superseded_by=message.job_id,
+            ),
+        )
+    engine.handle_in(
+        tx,
+        c.AcceptJob(
+            job_id=message.job_id,
+            session_id=session_id,
+            prompt=message.text,
+            agent=message.agent,
+            resource_group=policy.resource_group,
+            units=policy.units,
+            task_id=task_id,
+            owed=False,
+            command_id=command_id,
+        ),
+    )
+    return Started(message.job_id, task_id)
+
+
+__all__ = ["Invocation", "Request", "Route", "Started", "TaskMessage", "route", "start"]
