@@ -1,6 +1,6 @@
 """The storage wing stays one wing (ADR 0032): backends are found by one selector, say what they
-can do through the seam's declarations rather than being probed, and the core has no import
-cycle. Each check is shown to fail on a probe, so that it cannot pass by seeing nothing."""
+can do through the seam's declarations rather than being probed, and nothing below the log
+imports it. Each check is shown to fail on a probe, so that it cannot pass by seeing nothing."""
 
 from __future__ import annotations
 
@@ -9,11 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.arch.test_structure import imports_of, modules_of
+
 ROOT = Path(__file__).resolve().parents[2]
 WING = ROOT / "engine" / "storage"
-# Modules another change splits; the size limit waits for it.
-OVERSIZE_ALLOWED = {"engine/audit/verifier.py"}
-MAX_LINES = 450
 # getattr/hasattr inside the wing that probe no backend, each with its reason.
 WING_GETATTR_ALLOWED = {
     ("postgres/dialect.py", "self._raw"): "PgCursor proxies psycopg's cursor it wraps",
@@ -88,52 +87,6 @@ def scheme_literals(path: Path) -> list[str]:
         and id(node) not in docstrings
         and node.value.lower() in SCHEME_LITERALS
     ]
-
-
-def imports_anywhere(path: Path, modules: set[str]) -> set[str]:
-    """The ``modules`` that ``path`` imports, at any depth (functions and TYPE_CHECKING blocks
-    included). ``from a import b`` is the module ``a.b`` when there is one, else ``a``; a
-    package's ``__init__`` run on the way to its module is not counted as an import."""
-    tree = ast.parse(path.read_text(), filename=str(path))
-    names: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            for alias in node.names:
-                sub = f"{node.module}.{alias.name}"
-                names.add(sub if sub in modules else node.module)
-        elif isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-    return names & modules
-
-
-def module_name(path: Path, root: Path = ROOT) -> str:
-    parts = path.relative_to(root).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def cycles(graph: dict[str, set[str]]) -> list[str]:
-    def reaches(start: str, goal: str) -> bool:
-        seen, todo = set(), [start]
-        while todo:
-            for nxt in graph.get(todo.pop(), ()):
-                if nxt == goal:
-                    return True
-                if nxt not in seen:
-                    seen.add(nxt)
-                    todo.append(nxt)
-        return False
-
-    return sorted(name for name in graph if reaches(name, name))
-
-
-def core_graph(root: Path) -> dict[str, set[str]]:
-    """The import graph of the generic core's modules (``engine``, not its domain layer)."""
-    paths = {
-        module_name(p, root): p
-        for p in (root / "engine").rglob("*.py")
-        if "domain" not in p.relative_to(root).parts
-    }
-    return {name: imports_anywhere(path, set(paths)) for name, path in paths.items()}
 
 
 # -- declared capabilities, never probed ------------------------------------------------------
@@ -234,37 +187,18 @@ def test_wing_sqlite_path_never_imports_psycopg(tmp_path: Path) -> None:
     assert done.stdout.strip() == "[]"
 
 
-# -- no cycle in the core -------------------------------------------------------------------
+# -- the batch and the backends stand below the log ------------------------------------------
 
 
-def test_wing_the_core_has_no_import_cycle() -> None:
-    graph = core_graph(ROOT)
-    found = cycles(graph)
-    assert not found, f"import cycles through {found}"
-    for name in ("engine.transaction", "engine.batch", "engine.batch_context", "engine.notifier"):
-        assert "engine.log" not in graph[name], name
-    for name in graph:
-        if name.startswith("engine.storage"):
-            assert "engine.log" not in graph[name], name
-
-
-def test_wing_cycle_check_can_fail() -> None:
-    """engine.log -> engine.transaction -> engine.log under TYPE_CHECKING, as it once was."""
-    graph = {
-        "engine.log": {"engine.transaction"},
-        "engine.transaction": {"engine.log"},
-        "engine.clock": set(),
-    }
-    assert cycles(graph) == ["engine.log", "engine.transaction"]
-
-
-# -- sizes ----------------------------------------------------------------------------------
-
-
-def test_wing_no_core_module_is_over_the_size_limit() -> None:
-    sizes = {
-        path.relative_to(ROOT).as_posix(): len(path.read_text().splitlines())
-        for path in (ROOT / "engine").rglob("*.py")
-    }
-    over = {p: n for p, n in sizes.items() if n > MAX_LINES and p not in OVERSIZE_ALLOWED}
-    assert not over, over
+def test_wing_the_batch_and_the_backends_never_import_the_log() -> None:
+    """No cycle in the core is held for every package by ``test_structure``; this names the
+    arrows that once closed it, so that a batch keeps getting a ``BatchContext``, not the Log."""
+    modules = modules_of(ROOT / "engine")
+    graph = {name: imports_of(path, set(modules)) for name, path in modules.items()}
+    near = ("engine.transaction", "engine.batch", "engine.batch_context", "engine.notifier")
+    reaching = [
+        name
+        for name in graph
+        if (name in near or name.startswith("engine.storage")) and "engine.log" in graph[name]
+    ]
+    assert not reaching, reaching
