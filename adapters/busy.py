@@ -11,7 +11,7 @@ one lock shared by every process of the server; a ping reads the slots under the
 first clearing the slot of a worker that died (a ``kill -9`` never leaves the server busy for
 good). The lock is a POSIX record lock on a file every worker inherits, which the kernel lets
 go of when its holder dies, so a worker killed inside it cannot stall the others' pings and
-dispatches. Nothing here touches the log: ``/ping`` stays lazy (SPEC §4.2).
+dispatches. Nothing here touches the log: ``/ping`` stays lazy (design.md §4.2).
 """
 
 from __future__ import annotations

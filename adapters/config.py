@@ -1,4 +1,4 @@
-"""Server settings from the environment and ``foldline serve`` flags (SPEC §11).
+"""Server settings from the environment and ``foldline serve`` flags (design.md §11).
 
 Flags win over the environment. An invalid value is a boot error with a one-line explanation
 (``ConfigError``), never a stack trace.

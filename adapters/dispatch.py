@@ -1,5 +1,5 @@
 """Starting jobs: record the job, spawn its run gated, open the gate after the commit, and
-watch it in a thread of this process (SPEC §7). Also the one place a prompt is read.
+watch it in a thread of this process (design.md §7). Also the one place a prompt is read.
 
 A run and its notify hook are in-flight work, counted on the server's busy board
 (``adapters.busy``): what ``/ping`` reports as HealthyBusy, whichever worker answers, without

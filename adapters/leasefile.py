@@ -1,4 +1,4 @@
-"""The exclusive lease file beside the log (SPEC §4.2): ``<db>.lease``.
+"""The exclusive lease file beside the log (design.md §4.2): ``<db>.lease``.
 
 On a network filesystem SQLite's WAL locking is not safe for two hosts, so the gate to writing
 is a small file every host can see: claimed create-exclusive (a whole record linked into
@@ -73,7 +73,7 @@ class LeaseFile:
         return temporary
 
     def confirm_takeover(self, record: LeaseRecord, pause_s: float) -> bool:
-        """Write our claim, pause, and say whether it is still there (SPEC §4.2: confirm,
+        """Write our claim, pause, and say whether it is still there (design.md §4.2: confirm,
         then open): a contender that wrote after us has won the file."""
         self.replace(record)
         time.sleep(pause_s)

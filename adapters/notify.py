@@ -1,4 +1,4 @@
-"""The notify hook (SPEC §9): once per job that ends ``ok`` or ``error``, never again.
+"""The notify hook (design.md §9): once per job that ends ``ok`` or ``error``, never again.
 
 ``FOLDLINE_NOTIFY`` runs as ``sh -c`` in its own process group with the result on stdin; the
 group is killed at the cap. Unlike a run, it gets the server's whole environment (where a

@@ -1,7 +1,7 @@
 """The operator token: ``FOLDLINE_TOKEN``, or a random one kept in a 0600 file beside the log.
 
 The file (``ServerConfig.operator_token_file``) is made at the server's first activation, never
-at boot (SPEC §4.2: nothing under the workspace exists before the first request that needs it),
+at boot (design.md §4.2: nothing under the workspace exists before the first request that needs it),
 in a directory runs cannot read. Several gunicorn workers may activate at the same moment, so
 it is made race-free: a temporary file, fsynced, then ``os.link`` to the final name, which
 fails for all but the first (they read the winner's). Workers re-read it when its inode or

@@ -1,4 +1,4 @@
-"""Recovery after a crash (SPEC §8): run when this server instance takes the lease, before it
+"""Recovery after a crash (design.md §8): run when this server instance takes the lease, before it
 dispatches anything new. Every decision is recorded as an event; nothing is "written on read".
 
 1. The recent tail of the hash chain is checked.
@@ -14,7 +14,7 @@ dispatches anything new. Every decision is recorded as an event; nothing is "wri
    paused: that waits for a continue, which relaunches it). One that cannot be (its
    prompt file is gone, its capacity is taken) is recorded ``job.resume_failed`` and recovery
    goes on: one bad entity never locks the workspace.
-6. The timeouts of SPEC §4.3 are recorded for sessions with a controller (``record_timeouts``,
+6. The timeouts of design.md §4.3 are recorded for sessions with a controller (``record_timeouts``,
    also run by the holder at every lease renewal).
 
 The port is narrow: the engine, a way to start a job again, and the two graces. Recovery knows
@@ -50,7 +50,7 @@ class RecoveryFailed(StorageError):
 
 @dataclass(frozen=True)
 class Graces:
-    """SPEC §4.3: how long a controller may take to come up, and to go away."""
+    """design.md §4.3: how long a controller may take to come up, and to go away."""
 
     start_s: float
     transition_s: float
@@ -129,7 +129,7 @@ def _record_lost_notifications(engine: DomainEngine) -> None:
 
 
 def record_timeouts(engine: DomainEngine, graces: Graces) -> None:
-    """SPEC §4.3, for sessions that record a controller: ``starting`` with no live controller
+    """design.md §4.3, for sessions that record a controller: ``starting`` with no live controller
     past the start grace becomes ``failed`` (it never started) or ``suspended``; a closing
     state whose controller is gone past the transition grace reaches its terminal state."""
     now = engine.clock.now()

@@ -1,4 +1,4 @@
-"""Executes one job run (SPEC §7): feeds the prompt, streams output, records the outcome.
+"""Executes one job run (design.md §7): feeds the prompt, streams output, records the outcome.
 
 Runs in a thread of the worker that dispatched the job. Live output is appended as
 ``job.output`` events every ``output_flush_s``; the final stdout is the result, exit 0 means
@@ -49,7 +49,7 @@ MAX_WARNINGS = 100
 
 def warnings_of(result: str) -> tuple[str, ...]:
     """``WARNING: <text>`` lines of the output: an ``ok`` run that has them "completed with
-    warnings" (mmo-semantics §3.1). At most 100, each at most 1000 characters."""
+    warnings" (design.md §4.4). At most 100, each at most 1000 characters."""
     texts = (
         line[len(WARNING) :].strip()[:1000]
         for line in result.splitlines()

@@ -1,7 +1,7 @@
 """One server process's view of foldline: the engine, opened lazily, and the parts that use it.
 
 Each gunicorn worker builds its own engine on first need (never before fork, never for
-``/ping``: SPEC §4.2's lazy activation). All workers of one ``foldline serve`` share a lease
+``/ping``: design.md §4.2's lazy activation). All workers of one ``foldline serve`` share a lease
 holder name, so the lease belongs to the server instance: the first request that writes takes
 it, and the others of the same instance find it theirs.
 

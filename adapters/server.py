@@ -1,12 +1,12 @@
 """``foldline serve``: the Falcon app under gunicorn (gthread workers).
 
 - One holder name per server instance, made in the master and inherited by every worker, so
-  all workers share the workspace lease (SPEC §4.2).
+  all workers share the workspace lease (design.md §4.2).
 - gthread workers: each waiting request or open stream holds a thread, so the default is 32
   threads per worker; ``--timeout`` only watches the worker's main loop, not long streams.
 - ``post_worker_init`` wraps the worker's SIGTERM handler so that open streams see the shutdown
   and end cleanly instead of being cut at the graceful timeout
-  (``reference/library-facts.md`` §7).
+  (design.md §13.3).
 - No control socket: two instances would otherwise share one default path.
 - On exit the master releases the lease if this instance holds it.
 """

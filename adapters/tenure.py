@@ -1,4 +1,4 @@
-"""The workspace lease, held by one server instance (SPEC §4.2): acquire on request, judge a
+"""The workspace lease, held by one server instance (design.md §4.2): acquire on request, judge a
 stale holder, confirm a takeover, renew, fence ourselves off, lose, release.
 
 Two gates, both taken: the lease file beside the log (the one gate hosts on a shared filesystem
@@ -41,7 +41,7 @@ class Tenure:
 
     ``recover`` runs once, in the process that takes the lease, before ``ensure`` returns;
     ``is_recovered`` is what the other workers of the instance wait for instead. ``on_renewed``
-    runs after every renewal (the holder keeps SPEC §4.3's clocks).
+    runs after every renewal (the holder keeps design.md §4.3's clocks).
     """
 
     def __init__(
@@ -137,7 +137,7 @@ class Tenure:
 
         A takeover is confirmed before anything is appended: our record goes into the file,
         and only if it is still there (and the log's lease unchanged) after the confirm pause
-        is ``lease.taken_over`` recorded (SPEC §4.2).
+        is ``lease.taken_over`` recorded (design.md §4.2).
         """
         engine, host = self._engine(), os.uname().nodename
         row = self._row()

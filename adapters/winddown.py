@@ -1,4 +1,4 @@
-"""Session-wide relaunch and graceful stop (mmo-semantics §3.3.1, §3.6), over the runtime.
+"""Session-wide relaunch and graceful stop (design.md §5.5), over the runtime.
 
 - ``continue_paused``: after a session's continue, each job its pause paused goes on: a live
   (stopped) process is continued; one whose process is gone gets a new run

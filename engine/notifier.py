@@ -3,7 +3,7 @@
 SQLite's commit hooks fire only for the connection's own writes, so a process learns of other
 processes' commits by polling. ``PRAGMA data_version`` on a connection that never writes
 changes after every commit by anyone else; polling it every 5 ms costs about 3 us and 1 % of a
-core, and wakes a waiter in about 2.5 ms (reference/library-facts.md §2). A backend with news
+core, and wakes a waiter in about 2.5 ms (design.md §13.2). A backend with news
 of its own (``Storage.wakeups``: PostgreSQL's LISTEN) is run instead of the poll. Either way the
 notifier then wakes ``Log.wait_for`` callers and sends ``signals.committed``: a hint, never the
 truth.

@@ -199,7 +199,7 @@ def overview(conn: Any, recent: int = 10) -> Overview:
     """Counts per state per machine, the log head, leases and what needs an operator's eye.
 
     A notify hook recorded as started and never finished is a lost notification once no
-    server is running it (SPEC §9); the console lists them all and lets the reader judge.
+    server is running it (design.md §9); the console lists them all and lets the reader judge.
     """
     counts: dict[str, dict[str, int]] = {}
     for table, kind in (*_KIND_OF_TABLE.items(), ("leases", "lease")):

@@ -1,4 +1,4 @@
-"""Read model: the run ledger, runs started and not ended (SPEC §6, §8).
+"""Read model: the run ledger, runs started and not ended (design.md §6, §8).
 
 A row appears when a job or a session controller starts a run and disappears when that run
 ends for any reason; after a crash, the rows left are exactly the runs that were cut off. What

@@ -61,7 +61,7 @@ def run_serve(args: argparse.Namespace) -> int:
     config = _server_config(args, bind=args.bind, workers=args.workers, threads=args.threads)
     if config is None:
         return REFUSED
-    # Lazy activation (SPEC §4.2): nothing under the workspace is created or opened here; on
+    # Lazy activation (design.md §4.2): nothing under the workspace is created or opened here; on
     # AgentCore the volume is mounted at the first invocation, and a log made before that
     # would live on the microVM's own disk. A file already there is checked by its header
     # only, so a wrong --db is still a boot error.

@@ -1,7 +1,7 @@
-"""A2A v1.0 JSON-RPC on ``POST /`` and the agent card (SPEC §5.2).
+"""A2A v1.0 JSON-RPC on ``POST /`` and the agent card (design.md §5.2).
 
 The wire follows what the official ``a2a-sdk`` client insists on
-(``reference/a2a-agentcore-wire.md``): camelCase ProtoJSON, ``TASK_STATE_*`` and ``ROLE_*``
+(design.md §13.4): camelCase ProtoJSON, ``TASK_STATE_*`` and ``ROLE_*``
 enum names, SendMessage wrapped as ``{"task": ...}``, GetTask and CancelTask bare, one whole
 JSON-RPC envelope per SSE ``data:`` line with the Task first, errors as JSON-RPC objects in
 HTTP 200. The official client gives up after 5 s of silence, so streams send a comment and
@@ -60,7 +60,7 @@ INTERRUPTED = frozenset({T.INPUT_REQUIRED, T.AUTH_REQUIRED})
 
 def agent_card(base_url: str) -> dict[str, Any]:
     """A dual card: a 1.0 and a 0.3 interface on the same URL (the 1.0 client picks 1.0), and
-    the legacy top-level fields a 0.3 client reads (``reference/a2a-agentcore-wire.md``)."""
+    the legacy top-level fields a 0.3 client reads (design.md §13.4)."""
     description = "foldline: runs each message through the configured agent command"
     return {
         "name": "foldline",
@@ -260,7 +260,7 @@ class JsonRpc:
     def _wake(self) -> None:
         """A read that starts the lease acquisition exactly as an AgentCore ``get`` does: after
         a kill, a caller that only polls (or lists, or subscribes) is what wakes the takeover
-        and its recovery (SPEC §8). The answer is read from the log either way."""
+        and its recovery (design.md §8). The answer is read from the log either way."""
         with contextlib.suppress(LeaseBusy):
             self.runtime.ensure_lease()
 
@@ -362,7 +362,7 @@ class JsonRpc:
             if frame is a2a_stream.KEEPALIVE:
                 # After a kill, a subscriber may be the only caller: with no cap to end its
                 # stream and make it ask again, the stream itself keeps waking the takeover
-                # that finishes the task (SPEC §8), as a poller's reads do. Free once held.
+                # that finishes the task (design.md §8), as a poller's reads do. Free once held.
                 self._wake_quietly()
             yield frame
 

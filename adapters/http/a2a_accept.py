@@ -1,4 +1,4 @@
-"""Where an A2A message goes (SPEC §5.2, ADR 0024): a new task, or the open task it names (or
+"""Where an A2A message goes (design.md §5.2, ADR 0024): a new task, or the open task it names (or
 its context owes), into which it is folded.
 
 A folded message is recorded on the task (``task.message_added``), the task's live run is

@@ -1,4 +1,4 @@
-"""A2A 0.3 on the same URL (SPEC §5.2 "a plus"; ``reference/a2a-agentcore-wire.md`` §1.10): the
+"""A2A 0.3 on the same URL (design.md §5.2 "a plus"; design.md §13.4): the
 0.3 method names, mapped onto the 1.0 handlers, and the 0.3 shapes, translated at the edge.
 
 Inbound, ``params`` become their 1.0 form (``role: user``, parts by ``kind``, ``blocking``);

@@ -1,4 +1,4 @@
-"""The AgentCore runtime contract (SPEC §5.1): ``GET /ping`` and ``POST /invocations``."""
+"""The AgentCore runtime contract (design.md §5.1): ``GET /ping`` and ``POST /invocations``."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def find_job(runtime: Runtime, key: str) -> str | None:
 
 
 def job_body(runtime: Runtime, job_id: str) -> dict[str, Any]:
-    """The AgentCore job body (SPEC §5.1): ``status`` is ``running`` for any live state."""
+    """The AgentCore job body (design.md §5.1): ``status`` is ``running`` for any live state."""
     job = queries.job_body(runtime.engine.log.connection(), job_id)
     if job is None:
         raise LookupError(f"no job {job_id}")  # callers pass ids of jobs they found or made
@@ -194,7 +194,7 @@ class Invocations:
         key = str(body.get)
         if body.prompt is not UNSET or body.prompt_file is not UNSET:
             raise _bad("get reads a job; it takes no prompt")
-        # A get is a write request for the lease (SPEC §4.2: it starts recovery after a crash)
+        # A get is a write request for the lease (design.md §4.2: it starts recovery after a crash)
         # but only a read for its answer: a busy lease does not stop it.
         with contextlib.suppress(LeaseBusy):
             self.runtime.ensure_lease()

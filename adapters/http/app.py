@@ -1,7 +1,7 @@
 """The Falcon WSGI application factory. No IO at import or construction: the runtime opens
 the log lazily, per process, on the first request that needs it; ``/ping``, the agent card,
 ``/openapi.json``, ``/v1/machines`` with the operator token and any refused request without
-a token never do (SPEC §4.2, lazy activation). ``auth.Authentication`` guards ``/v1`` and
+a token never do (design.md §4.2, lazy activation). ``auth.Authentication`` guards ``/v1`` and
 ``/console/api``."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Agents that coordinate workers over ``/v1`` (mmo-semantics §3.5, §5, §6): spawning from a
+"""Agents that coordinate workers over ``/v1`` (design.md §4.8, §5.5, §4.7): spawning from a
 running job, listing and waiting on children, and the result's disposition.
 
 Two kinds of caller (``adapters.http.auth``): the operator and a running job, by the

@@ -1,4 +1,4 @@
-"""The ``/v1`` read and control API (SPEC §5.3), served from the read models.
+"""The ``/v1`` read and control API (design.md §5.3), served from the read models.
 
 Every route needs a bearer token (``adapters.http.auth``). Reads take no lease; a run token
 reads only its own session, checked here where the entity's session is known. Controls are
@@ -345,7 +345,7 @@ class SessionControl(Control):
         SessionItem(self.runtime).on_get(req, resp, session_id)
 
     def _check_controller(self, session_id: str) -> None:
-        """SPEC §4.3: ``session.attached`` only while the recorded controller (pid + start
+        """design.md §4.3: ``session.attached`` only while the recorded controller (pid + start
         token) is alive. A session without a controller of its own has nothing to check."""
         controller = queries.session_controller(self.runtime.engine.log.connection(), session_id)
         if controller is None or not controller.has_controller:

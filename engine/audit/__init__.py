@@ -1,4 +1,4 @@
-"""Audits of a log (SPEC §10): verify, diff, checkpoints, the state at a point, export.
+"""Audits of a log (design.md §10): verify, diff, checkpoints, the state at a point, export.
 
 Every audit only reads its inputs. The raw commands read rows and never decode a payload
 (``source``), so they work on a log of any machine; ``verify`` replays and refolds with the

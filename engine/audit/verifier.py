@@ -124,7 +124,7 @@ def verify(
     progress: Progress | None = None,
     workers: int | None = None,
 ) -> Report:
-    """Every check of SPEC §10 ``verify``: the hash chain and gap-free positions, contiguous
+    """Every check of design.md §10 ``verify``: the hash chain and gap-free positions, contiguous
     versions per stream, every event legal when replayed through the declared machines (a
     stream kind with no declaration is one finding), and every projection equal to a fresh
     fold. Each violation names a position and a kind.

@@ -1,4 +1,4 @@
-"""The built-in machines: lease, session, job, task (SPEC §4.2-§4.5) and a job's result."""
+"""The built-in machines: lease, session, job, task (design.md §4.2-§4.5) and a job's result."""
 
 from engine.domain.job import JOB
 from engine.domain.lease import LEASE

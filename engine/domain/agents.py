@@ -1,5 +1,5 @@
 """Agents (roles) as the rules see them: what each may spawn and how many of it may be active
-(mmo-semantics §6.2). The adapter builds these from ``FOLDLINE_AGENTS_FILE``; the name ``""``
+(design.md §4.7). The adapter builds these from ``FOLDLINE_AGENTS_FILE``; the name ``""``
 is the default agent (``FOLDLINE_RUNNER``), which has no limits and spawns only its like."""
 
 from __future__ import annotations

@@ -138,7 +138,7 @@ class TaintSession(Command, tag="TaintSession", frozen=True, kw_only=True):
 
 
 class OweRelay(Command, tag="OweRelay", frozen=True, kw_only=True):
-    """Record that a session owes a relay report to another session (SPEC §4.6)."""
+    """Record that a session owes a relay report to another session (design.md §4.6)."""
 
     session_id: SessionId
     to_session: SessionId

@@ -1,4 +1,4 @@
-"""Job: a unit of work on a session (SPEC §4.4). Stream ``job:<id>``."""
+"""Job: a unit of work on a session (design.md §4.4). Stream ``job:<id>``."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ class JobState(StrEnum):
 J = JobState
 TERMINAL = frozenset({J.OK, J.ERROR, J.SUPERSEDED, J.CANCELLED})
 LIVE_STATES = [s for s in J if s not in TERMINAL]
-# Capacity is held in these states (SPEC §4.7); paused and suspended release it.
+# Capacity is held in these states (design.md §4.7); paused and suspended release it.
 HOLDS_CAPACITY = frozenset({J.QUEUED, J.RUNNING, J.CANCELLING})
 
 

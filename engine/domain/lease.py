@@ -1,4 +1,4 @@
-"""Lease: a single-writer tenure over the workspace (SPEC §4.2). Stream ``lease:<name>``.
+"""Lease: a single-writer tenure over the workspace (design.md §4.2). Stream ``lease:<name>``.
 
 A lease whose stream does not exist yet is *free*: ``lease.acquired`` creates the stream. Every
 tenure gets the next epoch; the log refuses appends carrying an older one (ADR 0008).

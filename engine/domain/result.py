@@ -1,4 +1,4 @@
-"""A job's result disposition (mmo-semantics §3.5): a sub-state machine of a finished job.
+"""A job's result disposition (design.md §4.8): a sub-state machine of a finished job.
 Stream ``result:<job id>``; it does not exist until the result is first read, which is what
 ``unread`` means (the jobs read model shows ``unread`` for a finished job without the stream).
 

@@ -1,4 +1,4 @@
-"""Session: a long-lived agent context (SPEC §4.3). Stream ``session:<id>``."""
+"""Session: a long-lived agent context (design.md §4.3). Stream ``session:<id>``."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ class SessionState(StrEnum):
 S = SessionState
 TERMINAL = frozenset({S.COMPLETED, S.FAILED, S.STOPPED, S.CANCELLED})
 LIVE_STATES = [s for s in S if s not in TERMINAL]
-# Capacity is held in these states (SPEC §4.7); paused and suspended release it.
+# Capacity is held in these states (design.md §4.7); paused and suspended release it.
 HOLDS_CAPACITY = frozenset(
     {S.STARTING, S.RUNNING, S.DETACHED, S.FINISHING, S.STOPPING, S.CANCELLING}
 )

@@ -1,4 +1,4 @@
-"""Task: an A2A task (SPEC §4.5), with A2A v1.0 state names. Stream ``task:<id>``."""
+"""Task: an A2A task (design.md §4.5), with A2A v1.0 state names. Stream ``task:<id>``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Starting work for a caller (SPEC §7, §5.2; ADR 0033): what a request becomes when it takes
+"""Starting work for a caller (design.md §7, §5.2; ADR 0033): what a request becomes when it takes
 more than one command, decided in one write together with the starts of its runs.
 
 Two requests start work: an invocation (its session if missing, then the job) and an A2A

@@ -1,4 +1,4 @@
-"""The domain rules: how each command becomes events (SPEC §4.2-§4.7), one module per
+"""The domain rules: how each command becomes events (design.md §4.2-§4.7), one module per
 aggregate (``lease``, ``session``, ``job``, ``task``, ``result``) and one per shared policy
 (``pointer``, ``admission``, ``lineage``, ``roles``).
 

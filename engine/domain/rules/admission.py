@@ -1,4 +1,4 @@
-"""Admission (SPEC §4.7): capacity per resource group, write scopes that may not overlap, and
+"""Admission (design.md §4.7): capacity per resource group, write scopes that may not overlap, and
 which sessions take new work. Every check runs inside the write transaction, so it is exact:
 a batch sees what its earlier items took."""
 
@@ -17,7 +17,7 @@ ADMITTING = frozenset({S.STARTING, S.RUNNING, S.DETACHED})
 
 
 def admit(ctx: Context, group: str | None, units: int) -> None:
-    """Exact capacity check inside the write transaction (SPEC §4.7)."""
+    """Exact capacity check inside the write transaction (design.md §4.7)."""
     if group is None:
         return
     limit = ctx.settings.resource_groups.get(group)

@@ -1,4 +1,4 @@
-"""Job rules (SPEC §4.4): accept (one or a batch), start, finish, output, supersede, pause,
+"""Job rules (design.md §4.4): accept (one or a batch), start, finish, output, supersede, pause,
 continue, suspend, cancel and confirm, and the notify records. A job that works for an A2A task
 ends the task with it."""
 
@@ -81,7 +81,7 @@ def start_job(cmd: c.StartJob, ctx: Context) -> None:
 
 def readmit(ctx: Context, job: JobRow) -> None:
     """A paused or suspended job released its capacity: taking it back is admitted like new
-    work (mmo-semantics §3.3.1): resource group, role counts, write-scope overlap."""
+    work (design.md §5.5): resource group, role counts, write-scope overlap."""
     parent = ctx.view.job(job.parent_job) if job.parent_job else None
     roles.check_counts(ctx, job.agent, job.session_id, parent, bool(job.write_scope))
     admission.admit(ctx, job.resource_group, job.units)

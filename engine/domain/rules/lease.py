@@ -1,4 +1,4 @@
-"""Lease tenure (SPEC §4.2): acquire, renew, take over a stale lease, release. Each tenure gets
+"""Lease tenure (design.md §4.2): acquire, renew, take over a stale lease, release. Each tenure gets
 the next epoch, which the log uses to fence older writers out."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Lineage (SPEC §4.5): a job's parent and depth, and cancellation that reaches every live
+"""Lineage (design.md §4.4): a job's parent and depth, and cancellation that reaches every live
 descendant."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The reply pointer (SPEC §4.6): a session owes at most one thing, a job, an A2A task or a
+"""The reply pointer (design.md §4.6): a session owes at most one thing, a job, an A2A task or a
 relay report, and the owed entity's terminal write settles it."""
 
 from __future__ import annotations

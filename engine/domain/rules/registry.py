@@ -20,7 +20,7 @@ from engine.errors import InvalidArgument, InvalidDeclaration
 
 @dataclass(frozen=True)
 class Settings:
-    """Configuration the rules need (SPEC §4.7, §11)."""
+    """Configuration the rules need (design.md §4.7, §11)."""
 
     resource_groups: Mapping[str, int] = field(default_factory=dict)
     lease_stale_s: float = 45.0

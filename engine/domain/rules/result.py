@@ -1,4 +1,4 @@
-"""A finished job's result (mmo-semantics §3.5): the first read is recorded; accept or reject
+"""A finished job's result (design.md §4.8): the first read is recorded; accept or reject
 once, from ``read``, by an ancestor's live run or the operator; integrate once, from
 ``accepted``, never on a tainted session. The order itself is the ``result`` machine's."""
 

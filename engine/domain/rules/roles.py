@@ -1,4 +1,4 @@
-"""Agents (roles) at admission (mmo-semantics §5, §6.2): who may spawn whom, and how many of
+"""Agents (roles) at admission (design.md §5.5, §4.7): who may spawn whom, and how many of
 each may be active, per parent, per agent across sessions and per session. Every count is read
 inside the write transaction, so a batch sees what its earlier items took and concurrent
 spawns cannot both take the last place."""

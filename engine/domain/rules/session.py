@@ -1,4 +1,4 @@
-"""Session rules (SPEC §4.3): create, start, detach and attach, pause, suspend and resume,
+"""Session rules (design.md §4.3): create, start, detach and attach, pause, suspend and resume,
 finish, stop, cancel, taint, and the relay a session may owe. A session that becomes terminal
 takes its live work with it in the same transaction."""
 

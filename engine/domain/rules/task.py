@@ -1,4 +1,4 @@
-"""A2A task rules (SPEC §4.5): create a task on a session (it takes the reply pointer), move
+"""A2A task rules (design.md §4.5): create a task on a session (it takes the reply pointer), move
 its status, and end it; an ended task settles the pointer and stops the work done for it."""
 
 from __future__ import annotations
