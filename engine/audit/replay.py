@@ -157,19 +157,8 @@ def _replay_share(path: str, part: int, parts: int, fold: Sequence[str], fast: b
         decoders = {tag: d.decode for tag, d in codec._decoders.items()}
         head_of = heads.get
         well_formed = STREAM_ID_PATTERN.match
-        for (
-            position,
-            stream_id,
-            version,
-            event_type,
-            recorded_at,
-            epoch,
-            command_id,
-            state,
-            payload,
-            digest,
-            _,
-        ) in _checked(rows, found) if fast else rows:
+        for row in _checked(rows, found) if fast else rows:
+            position, stream_id, version, event_type, recorded_at, _, _, state, payload, _, _ = row
             known = head_of(stream_id)
             if known is None:
                 kind, _, entity = stream_id.partition(":")
@@ -247,21 +236,7 @@ def _replay_share(path: str, part: int, parts: int, fold: Sequence[str], fast: b
                     ]
             if not feeds:
                 continue
-            recorded = RecordedEvent.from_row(
-                (
-                    position,
-                    stream_id,
-                    version,
-                    event_type,
-                    recorded_at,
-                    epoch,
-                    command_id,
-                    state,
-                    payload,
-                    digest,
-                ),
-                event,
-            )
+            recorded = RecordedEvent.from_row(row, event)
             try:
                 for feed in feeds:
                     feed(recorded, entity)
