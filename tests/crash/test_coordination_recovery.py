@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -18,6 +16,7 @@ from engine import open_log
 from engine.domain import MACHINES
 from projections import default_projections
 from tests.crash.test_server_recovery import ENV, kill_everything
+from tests.support.agents import python_agent, workspace_with_agents
 from tests.support.coordination import CALL
 from tests.support.server import Server, serve
 
@@ -50,16 +49,11 @@ def _children(server: Server, root: str) -> list[dict[str, Any]]:
 
 
 def test_kill_9_while_a_batch_runs_then_recovery_finishes_it_whole(tmp_path: Path) -> None:
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
-    (workspace / "batcher.py").write_text(BATCHER)
-    agents = tmp_path / "agents.toml"
-    agents.write_text(
-        "[agents.root]\n"
-        f"command = {json.dumps(f'{shlex.quote(sys.executable)} batcher.py')}\n"
-        'can_spawn = ["worker"]\n'
-        "[agents.worker]\n"
-        f"command = {json.dumps(WORKER)}\n"
+    workspace, agents = workspace_with_agents(
+        tmp_path,
+        {"batcher.py": BATCHER},
+        {"root": python_agent("batcher.py"), "worker": WORKER},
+        can_spawn={"root": ["worker"]},
     )
     env = {**ENV, "FOLDLINE_AGENTS_FILE": str(agents)}
     with serve(workspace, env, workers=2) as first:
@@ -111,16 +105,11 @@ def test_kill_9_while_a_spawned_worker_is_paused_then_continue_relaunches_it(
     """Goal 7, "relaunch of a suspended worker": a worker spawned by a root through ``/v1/jobs``
     is paused, the server is killed, the next server records the worker ``job.suspended`` (its
     process is gone), and the operator's continue gives it one new, resumed run that ends ok."""
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
-    (workspace / "spawner.py").write_text(SPAWNER)
-    agents = tmp_path / "agents.toml"
-    agents.write_text(
-        "[agents.root]\n"
-        f"command = {json.dumps(f'{shlex.quote(sys.executable)} spawner.py')}\n"
-        'can_spawn = ["worker"]\n'
-        "[agents.worker]\n"
-        f"command = {json.dumps(SLOW_WORKER)}\n"
+    workspace, agents = workspace_with_agents(
+        tmp_path,
+        {"spawner.py": SPAWNER},
+        {"root": python_agent("spawner.py"), "worker": SLOW_WORKER},
+        can_spawn={"root": ["worker"]},
     )
     env = {**ENV, "FOLDLINE_AGENTS_FILE": str(agents)}
     db = workspace / ".foldline" / "foldline.db"

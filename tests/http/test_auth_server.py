@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.agents import python_agent, workspace_with_agents
 from tests.support.coordination import CALL
 from tests.support.server import ROOT, Server, serve
 
@@ -119,13 +120,8 @@ print(json.dumps({
 
 
 def test_auth_a_run_token_reads_only_its_own_session(tmp_path: Path) -> None:
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
-    (workspace / "snoop.py").write_text(SNOOP)
-    agents = tmp_path / "agents.toml"
-    agents.write_text(
-        f"[agents.snoop]\ncommand = {json.dumps(f'{sys.executable} snoop.py')}\n"
-        f"[agents.sleeper]\ncommand = {json.dumps(SLEEPY)}\n"
+    workspace, agents = workspace_with_agents(
+        tmp_path, {"snoop.py": SNOOP}, {"snoop": python_agent("snoop.py"), "sleeper": SLEEPY}
     )
     with serve(workspace, {"FOLDLINE_AGENTS_FILE": str(agents)}) as server:
         status, other = server.invoke(

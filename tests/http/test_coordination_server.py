@@ -10,6 +10,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from tests.support.agents import python_agent, workspace_with_agents
 from tests.support.coordination import write_scripts
 from tests.support.server import ROOT, Server, serve
 
@@ -257,16 +258,11 @@ def test_warning_lines_make_an_ok_with_warnings_in_every_surface(tmp_path: Path)
 def test_the_documented_worked_example_runs_as_the_root_agent(tmp_path: Path) -> None:
     page = (ROOT / "docs" / "agents-and-workers.md").read_text()
     example = page.split("```python\n", 1)[1].split("```", 1)[0]
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
-    (workspace / "root.py").write_text(example)
-    agents = tmp_path / "agents.toml"
-    agents.write_text(
-        "[agents.root]\n"
-        f"command = {json.dumps(f'{sys.executable} root.py')}\n"
-        'can_spawn = ["worker"]\n'
-        "[agents.worker]\n"
-        'command = "cat"\n'
+    workspace, agents = workspace_with_agents(
+        tmp_path,
+        {"root.py": example},
+        {"root": python_agent("root.py"), "worker": "cat"},
+        can_spawn={"root": ["worker"]},
     )
     env = {"FOLDLINE_AGENTS_FILE": str(agents), "FOLDLINE_RUNNER": "cat"}
     with serve(workspace, env) as server:

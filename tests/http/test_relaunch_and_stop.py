@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import signal
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from adapters.processes import is_alive, start_token
+from tests.support.agents import python_agent, workspace_with_agents
 from tests.support.server import Server, serve
 
 # First run: waits (to be paused and killed); a resumed run answers at once.
@@ -107,15 +106,10 @@ def test_job_continue_relaunches_a_paused_gone_job_with_its_input(tmp_path: Path
 
 
 def test_graceful_stop_waits_for_a_polite_job_and_cancels_a_stubborn_one(tmp_path: Path) -> None:
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
-    (workspace / "polite.py").write_text(POLITE)
-    agents = tmp_path / "agents.toml"
-    agents.write_text(
-        "[agents.polite]\n"
-        f"command = {json.dumps(f'exec {shlex.quote(sys.executable)} polite.py')}\n"
-        "[agents.stubborn]\n"
-        f"command = {json.dumps(STUBBORN)}\n"
+    workspace, agents = workspace_with_agents(
+        tmp_path,
+        {"polite.py": POLITE},
+        {"polite": f"exec {python_agent('polite.py')}", "stubborn": STUBBORN},
     )
     env = {
         "FOLDLINE_RUNNER": "cat",

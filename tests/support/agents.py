@@ -1,0 +1,36 @@
+"""A workspace holding agent scripts, and the agents file that declares them, for server tests."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+
+def python_agent(script: str) -> str:
+    """The command that runs ``script``, a file of the workspace, with this interpreter."""
+    return f"{shlex.quote(sys.executable)} {script}"
+
+
+def workspace_with_agents(
+    tmp_path: Path,
+    scripts: Mapping[str, str],
+    commands: Mapping[str, str],
+    can_spawn: Mapping[str, Sequence[str]] | None = None,
+) -> tuple[Path, Path]:
+    """``tmp_path/ws`` with ``scripts`` written into it, and an agents file declaring each of
+    ``commands`` (and whom it may spawn): ``(workspace, agents_file)``."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    for name, text in scripts.items():
+        (workspace / name).write_text(text)
+    lines = []
+    for agent, command in commands.items():
+        lines += [f"[agents.{agent}]", f"command = {json.dumps(command)}"]
+        if can_spawn and agent in can_spawn:
+            lines.append(f"can_spawn = {json.dumps(list(can_spawn[agent]))}")
+    agents = tmp_path / "agents.toml"
+    agents.write_text("\n".join(lines) + "\n")
+    return workspace, agents
