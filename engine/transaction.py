@@ -32,7 +32,7 @@ from engine.clock import Clock, SystemClock, format_time
 from engine.errors import ConcurrencyError, FencedOut, InvalidArgument
 from engine.events import Event, RecordedEvent
 from engine.machines import Machine, StreamHead
-from engine.storage.seam import CommandRow, EventRow, Writer
+from engine.storage.seam import Buffered, CommandRow, EventRow, Writer
 from engine.streams import head_rows
 
 if TYPE_CHECKING:
@@ -258,7 +258,7 @@ class Transaction:
         wait for a server sends them with the COMMIT and waits once, not once per table."""
         rows, commands = self._rows, self._command_rows
         self._rows, self._command_rows = [], []
-        self.writer.commit(rows, head_rows(rows) if rows else (), commands)
+        self.writer.commit(Buffered(rows, head_rows(rows) if rows else (), commands))
 
     # -- reads inside the transaction ----------------------------------------------------
 

@@ -26,7 +26,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, NamedTuple, Protocol
 
 from engine.errors import EngineError
 
@@ -79,6 +79,17 @@ class Wakeups(Protocol):
         ...
 
 
+class Buffered(NamedTuple):
+    """The rows a batch still holds when it commits, handed to ``Writer.commit``."""
+
+    rows: Sequence[EventRow] = ()
+    heads: Sequence[HeadRow] = ()
+    commands: Sequence[CommandRow] = ()
+
+
+NOTHING_BUFFERED = Buffered()
+
+
 class Writer(Protocol):
     """One process's writer: used by the group-commit leader only, one batch at a time."""
 
@@ -101,16 +112,11 @@ class Writer(Protocol):
         """
         ...
 
-    def commit(
-        self,
-        rows: Sequence[EventRow] = (),
-        heads: Sequence[HeadRow] = (),
-        commands: Sequence[CommandRow] = (),
-    ) -> None:
-        """Write the batch's last buffered rows (as ``insert_events``, ``upsert_heads`` and
-        ``insert_commands`` would) and make the transaction durable (to the configured sync
-        level). One call, so that a writer whose statements wait for a server can send them
-        with the commit and wait once."""
+    def commit(self, buffered: Buffered = NOTHING_BUFFERED) -> None:
+        """Write the rows the batch still holds (``buffered``, as ``insert_events``,
+        ``upsert_heads`` and ``insert_commands`` would) and make the transaction durable (to the
+        configured sync level). One call, so that a writer whose statements wait for a server
+        can send them with the commit and wait once."""
         ...
 
     def rollback(self) -> None:

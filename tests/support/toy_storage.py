@@ -32,6 +32,8 @@ from typing import Any
 from engine.chain import GENESIS
 from engine.errors import NotALog, StorageError
 from engine.storage.seam import (
+    NOTHING_BUFFERED,
+    Buffered,
     CommandOutcome,
     CommandRow,
     EventRow,
@@ -111,12 +113,8 @@ class ToyWriter:
         self._cursor.execute("BEGIN")
         return self._db.changes == self._changes_after_commit
 
-    def commit(
-        self,
-        rows: Sequence[EventRow] = (),
-        heads: Sequence[HeadRow] = (),
-        commands: Sequence[CommandRow] = (),
-    ) -> None:
+    def commit(self, buffered: Buffered = NOTHING_BUFFERED) -> None:
+        rows, heads, commands = buffered
         self.insert_events(rows)
         self.upsert_heads(heads)
         self.insert_commands(commands)

@@ -27,7 +27,15 @@ from engine.errors import StorageError
 from engine.storage.postgres import arrays as pg_arrays
 from engine.storage.postgres.dialect import Dialect, PgCursor
 from engine.storage.postgres.url import channel
-from engine.storage.seam import CommandOutcome, CommandRow, EventRow, HeadRow, WriterCapabilities
+from engine.storage.seam import (
+    NOTHING_BUFFERED,
+    Buffered,
+    CommandOutcome,
+    CommandRow,
+    EventRow,
+    HeadRow,
+    WriterCapabilities,
+)
 from engine.streams import StreamsProjection
 
 COLUMNS = (
@@ -129,17 +137,13 @@ class PostgresWriter:
         self._marks = []
         return bool(changes == self._changes_after_commit)
 
-    def commit(
-        self,
-        rows: Sequence[EventRow] = (),
-        heads: Sequence[HeadRow] = (),
-        commands: Sequence[CommandRow] = (),
-    ) -> None:
+    def commit(self, buffered: Buffered = NOTHING_BUFFERED) -> None:
         """Write the batch's last buffered rows and commit, waiting for the server once: the
         events, the stream heads (a statement each, whatever their number), the commands, the
         head row, the wake-up and ``COMMIT`` go as one pipeline, answered together. A failure
         anywhere skips the rest, ``COMMIT`` included (PostgreSQL discards a pipeline's
         statements after an error), and is raised here."""
+        rows, heads, commands = buffered
         if len(rows) < 2:
             # A lone event: its statements one by one and ``_commit_head``'s one simple query
             # measured faster than a pipeline, whose own overhead outweighs one round trip.

@@ -18,6 +18,8 @@ import apsw
 
 from engine import chain
 from engine.storage.seam import (
+    NOTHING_BUFFERED,
+    Buffered,
     CommandOutcome,
     CommandRow,
     EventRow,
@@ -79,12 +81,8 @@ class SqliteWriter:
         # Only meaningful once the write lock is held: the read snapshot is then the newest.
         return bool(self._conn.data_version() == self._version_after_commit)
 
-    def commit(
-        self,
-        rows: Sequence[EventRow] = (),
-        heads: Sequence[HeadRow] = (),
-        commands: Sequence[CommandRow] = (),
-    ) -> None:
+    def commit(self, buffered: Buffered = NOTHING_BUFFERED) -> None:
+        rows, heads, commands = buffered
         if rows:
             self.insert_events(rows)
         if heads:
