@@ -21,7 +21,7 @@ from adapters.cli.audit import (
     run_tail,
     run_verify,
 )
-from adapters.cli.exits import OK, exit_code
+from adapters.cli.exits import OK, refuse
 from adapters.cli.serving import run_console, run_serve, run_token
 from adapters.declarations import ENVIRONMENT, GROUP
 from engine import EngineError
@@ -180,8 +180,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code: int = args.run(args)
     except EngineError as ex:
-        print(f"foldline: {ex.code}: {ex}", file=sys.stderr)
-        return exit_code(ex)
+        return refuse(ex)
     except BrokenPipeError:  # the reader (head, less) went away: not an error of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return OK

@@ -11,7 +11,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from adapters.cli.exits import OK, REFUSED
+from adapters.cli.exits import BIND, OK, REFUSED, refuse
+from engine.errors import NotALog
 from engine.storage import check_target, parse_target
 from engine.storage.sqlite.schema import LATEST
 
@@ -30,25 +31,20 @@ def _shown(url: str) -> str:
     return check_target(url).shown  # checks the URL, connects to nothing
 
 
-def _server_config(args: argparse.Namespace, **flags: Any) -> ServerConfig | None:
-    """The configuration ``serve`` runs with (environment, then flags); None after printing a
-    one-line error."""
-    from adapters.config import ConfigError, check_places, load_config
+def _server_config(args: argparse.Namespace, **flags: Any) -> ServerConfig:
+    """The configuration ``serve`` runs with (environment, then flags).
 
-    try:
-        config = load_config(workspace=args.workspace, **flags)
-    except ConfigError as ex:
-        print(f"foldline: invalid configuration: {ex}", file=sys.stderr)
-        return None
+    Raises:
+        ConfigError: a setting is invalid (the caller answers it from ``exits.EXIT_CODES``).
+    """
+    from adapters.config import check_places, load_config
+
+    config = load_config(workspace=args.workspace, **flags)
     if args.db and parse_target(args.db).remote:
         config = replace(config, db_url=args.db)
     elif args.db:
         config = replace(config, db=Path(args.db).resolve(), db_url=None)
-    try:
-        check_places(config)
-    except ConfigError as ex:
-        print(f"foldline: invalid configuration: {ex}", file=sys.stderr)
-        return None
+    check_places(config)
     return config
 
 
@@ -58,16 +54,16 @@ def run_serve(args: argparse.Namespace) -> int:
     from adapters.config import ConfigError
     from adapters.server import FoldlineServer
 
-    config = _server_config(args, bind=args.bind, workers=args.workers, threads=args.threads)
-    if config is None:
-        return REFUSED
+    try:
+        config = _server_config(args, bind=args.bind, workers=args.workers, threads=args.threads)
+    except ConfigError as ex:
+        return refuse(ex)
     # Lazy activation (design.md §4.2): nothing under the workspace is created or opened here; on
     # AgentCore the volume is mounted at the first invocation, and a log made before that
     # would live on the microVM's own disk. A file already there is checked by its header
     # only, so a wrong --db is still a boot error.
     if config.db_url is None and config.db.is_file() and not _looks_like_sqlite(config.db):
-        print(f"foldline: not_a_log: {config.db} is not a SQLite database", file=sys.stderr)
-        return REFUSED
+        raise NotALog(f"{config.db} is not a SQLite database")  # main answers it from the table
     config = replace(config, new_log=args.new_log)
     jail = sandbox.for_server(config)
     try:
@@ -75,8 +71,7 @@ def run_serve(args: argparse.Namespace) -> int:
             config = replace(config, run_isolation=sandbox.check(jail, config.run_isolation))
             jail = sandbox.for_server(config)
     except ConfigError as ex:
-        print(f"foldline: invalid configuration: {ex}", file=sys.stderr)
-        return REFUSED
+        return refuse(ex)
     if config.run_user is not None and config.run_user.is_root:
         print(
             "foldline: warning: FOLDLINE_RUN_USER=root: runs execute as root and can reach"
@@ -109,10 +104,12 @@ def run_token(args: argparse.Namespace) -> int:
     """Print the operator token file's path and token, or with ``--rotate`` replace it first
     (running workers pick the new one up at their next request, no restart)."""
     from adapters import operator_token
+    from adapters.config import ConfigError
 
-    config = _server_config(args)
-    if config is None:
-        return REFUSED
+    try:
+        config = _server_config(args)
+    except ConfigError as ex:
+        return refuse(ex)
     if config.token is not None:
         print(
             "foldline: FOLDLINE_TOKEN is set: it is the operator token and no file is used"
@@ -141,8 +138,7 @@ def run_console(args: argparse.Namespace) -> int:
     try:
         bind = check_loopback(_bind(args.bind))
     except ConfigError as ex:
-        print(f"foldline: {ex}", file=sys.stderr)
-        return REFUSED
+        return refuse(ex, BIND)
     remote = parse_target(args.db).remote
     db: Path | str = args.db if remote else Path(args.db).resolve()
     head = check_log(db)

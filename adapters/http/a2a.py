@@ -41,7 +41,7 @@ from adapters.http.a2a_wire import (
     RpcError,
     task_json,
 )
-from adapters.http.errors import rpc_error
+from adapters.http.errors import CANCEL, as_rpc, rpc_error
 from adapters.http.follow import follow
 from adapters.http.inbound import SEND_MESSAGE_TEXTS, SendMessageIn, refusal
 from adapters.runtime import Runtime
@@ -51,7 +51,7 @@ from engine.domain.errors import LeaseBusy
 from engine.domain.rows import TaskRow
 from engine.domain.task import TERMINAL as TASK_TERMINAL
 from engine.domain.task import TaskState as T
-from engine.errors import EngineError, StorageError
+from engine.errors import EngineError
 from projections import queries
 
 MAX_BODY = 16 << 20
@@ -385,10 +385,8 @@ class JsonRpc:
                 self.runtime.engine.handle(
                     c.CancelTask(task_id=task_id, text="Canceled by the caller.")
                 )
-            except StorageError:
-                raise  # the server's fault, answered as such by on_post
-            except EngineError as ex:
-                raise RpcError(NOT_CANCELABLE, ex.message) from None
+            except EngineError as ex:  # not cancelable, or the server's fault: the one table
+                raise as_rpc(ex, CANCEL) from None
         self._result(resp, request_id, task_json(self._task_row(task_id)))
 
     def list_tasks(self, params: dict[str, Any], request_id: Any, resp: falcon.Response) -> None:

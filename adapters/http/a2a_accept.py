@@ -12,28 +12,23 @@ into the same task plans again (optimistic concurrency, bounded).
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import replace
 
-from adapters.config import LEASE_BUSY_TEXT
 from adapters.dispatch import DispatchFailed, new_id
-from adapters.http.a2a_wire import INTERNAL, INVALID_PARAMS, TASK_NOT_FOUND, UNSUPPORTED, RpcError
+from adapters.http.errors import AGENT, LAUNCH, MESSAGE, as_rpc
 from adapters.http.inbound import MessageIn
 from adapters.runtime import Runtime
 from engine.domain import usecases
-from engine.domain.errors import LeaseBusy, SessionNotFound, TaskEnded, TaskMoved, TaskNotFound
-from engine.errors import EngineError, InvalidArgument, StorageError
+from engine.domain.errors import SessionNotFound, TaskEnded, TaskMoved, TaskNotFound
+from engine.errors import EngineError, InvalidArgument
 from projections import queries
 
 RETRIES = 5
 
-
-def _refusal(message: MessageIn, ex: SessionNotFound | TaskNotFound | TaskEnded) -> RpcError:
-    """The JSON-RPC error of the domain's refusal of where a message goes."""
-    if isinstance(ex, SessionNotFound):
-        return RpcError(INVALID_PARAMS, f"unknown contextId {message.context_id}")
-    if isinstance(ex, TaskNotFound):
-        return RpcError(TASK_NOT_FOUND, f"Task {ex.fields['task_id']} not found in this context")
-    return RpcError(UNSUPPORTED, f"Task {ex.fields['task_id']} is in terminal state")
+# The domain's refusals of where a message goes; ``accept`` answers them (``errors.RPC_ERRORS``,
+# step ``MESSAGE``) and plans again on ``TaskMoved``.
+WHERE_IT_GOES = (SessionNotFound, TaskNotFound, TaskEnded, TaskMoved)
 
 
 def _context_of(runtime: Runtime, task_id: str | None) -> str | None:
@@ -55,14 +50,13 @@ def accept(runtime: Runtime, message: MessageIn, text: str) -> str:
         new_task_id=new_id("task"),
         session_run_id=new_id("run"),
     )
-    for _ in range(RETRIES):
-        try:
-            return _attempt(runtime, request)
-        except (SessionNotFound, TaskNotFound, TaskEnded) as ex:
-            raise _refusal(message, ex) from None
-        except TaskMoved:
-            continue
-    raise RpcError(INTERNAL, "the task kept changing under this message; send it again")
+    try:
+        for _ in range(RETRIES - 1):
+            with contextlib.suppress(TaskMoved):  # the task changed under the plan: plan again
+                return _attempt(runtime, request)
+        return _attempt(runtime, request)  # the last try: a TaskMoved now is the table's
+    except WHERE_IT_GOES as ex:
+        raise as_rpc(ex, MESSAGE) from None
 
 
 def _attempt(runtime: Runtime, request: usecases.TaskMessage) -> str:
@@ -90,8 +84,8 @@ def _attempt(runtime: Runtime, request: usecases.TaskMessage) -> str:
 def _launch(runtime: Runtime, request: usecases.TaskMessage, messages: tuple[str, ...]) -> str:
     try:
         runtime.engine.settings.agent(request.agent)
-    except InvalidArgument as ex:
-        raise RpcError(INVALID_PARAMS, ex.message) from None
+    except InvalidArgument as ex:  # an unknown agent: the message's params
+        raise as_rpc(ex, AGENT) from None
     stdin = "\n".join(messages).encode()
     env = {"FOLDLINE_TASK_MESSAGES": str(len(messages))}
     try:
@@ -102,14 +96,8 @@ def _launch(runtime: Runtime, request: usecases.TaskMessage, messages: tuple[str
             lambda job_ids: replace(request, job_id=job_ids[0]),
             env=env,
         )
-    except DispatchFailed as ex:
-        raise RpcError(INTERNAL, f"Dispatch failed on the remote: {ex}") from None
-    except LeaseBusy:
-        raise RpcError(INTERNAL, LEASE_BUSY_TEXT) from None
-    except StorageError:
-        raise  # the server's fault, not the message's: JsonRpc answers it -32603 with its code
-    except (SessionNotFound, TaskNotFound, TaskEnded, TaskMoved):
+    except WHERE_IT_GOES:
         raise  # where the message goes: ``accept`` answers them
-    except EngineError as ex:
-        raise RpcError(UNSUPPORTED, ex.message) from None
+    except (EngineError, DispatchFailed) as ex:  # the run's refusal, or the server's fault
+        raise as_rpc(ex, LAUNCH) from None
     return str(started.task_id)

@@ -15,7 +15,7 @@ import time
 
 import falcon
 
-from adapters.dispatch import DispatchFailed, Spawn
+from adapters.dispatch import Spawn
 from adapters.http import auth, media
 from adapters.http.errors import ApiError
 from adapters.http.schemas import (
@@ -86,12 +86,8 @@ class Spawning(CoordinationControl):
             for item in items
         ]
         self.run_lease()
-        try:
-            job_ids = self.runtime.jobs.spawn(
-                session_id, spawns, caller.job_id, caller.token_digest
-            )
-        except DispatchFailed as ex:
-            raise ApiError(falcon.HTTP_500, "dispatch_failed", str(ex)) from None
+        # DispatchFailed: a 500 from the one table (errors.V1_ERRORS)
+        job_ids = self.runtime.jobs.spawn(session_id, spawns, caller.job_id, caller.token_digest)
         records = queries.jobs_by_id(self.runtime.engine.log.connection(), job_ids)
         resp.status = falcon.HTTP_201
         media.json_response(resp, JobsOut(jobs=[job_out(r) for r in records]))

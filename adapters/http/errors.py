@@ -22,6 +22,7 @@ from adapters.http import media
 from adapters.recovery import RecoveryFailed
 from engine import errors as e
 from engine.domain import errors as d
+from projections.console_queries import QueryError
 
 
 class ApiError(Exception):
@@ -94,6 +95,23 @@ def status_of(error: e.EngineError) -> str:
     return _most_specific(STATUS, error) or falcon.HTTP_500
 
 
+Refusal = Callable[[Any], ApiError]
+
+# Where ``/v1`` words an error otherwise than the engine does: the refusal it answers instead
+# (a busy workspace says what to do about it, a job that could not reach its runner is no
+# engine error). Every other engine error answers its ``STATUS``, ``code`` and ``message``.
+V1_ERRORS: dict[type[Exception], Refusal] = {
+    d.LeaseBusy: lambda ex: ApiError(falcon.HTTP_503, "lease_busy", LEASE_BUSY_TEXT),
+    DispatchFailed: lambda ex: ApiError(falcon.HTTP_500, "dispatch_failed", str(ex)),
+}
+
+# What the console's reads answer a query they cannot run (a filter, a cursor), in the shape of
+# its refusals; its engine errors keep the AgentCore shape (``CONSOLE``).
+CONSOLE_ERRORS: dict[type[Exception], Refusal] = {
+    QueryError: lambda ex: ApiError(falcon.HTTP_400, "invalid_argument", str(ex)),
+}
+
+
 # -- AgentCore ``/invocations`` ------------------------------------------------------------------
 
 Body = Callable[[Any], dict[str, Any]]
@@ -139,18 +157,56 @@ class RpcError(ApiError):
         return error
 
 
-# The engine errors a JSON-RPC call answers as a JSON-RPC error, not an HTTP one: the server's
-# own faults (a full disk, ...) with the stable code in ``data``, and a busy workspace.
-RPC_ERRORS: dict[type[e.EngineError], Callable[[Any], RpcError]] = {
-    e.StorageError: lambda ex: RpcError(INTERNAL, ex.message, {"code": ex.code}),
-    d.LeaseBusy: lambda ex: RpcError(INTERNAL, LEASE_BUSY_TEXT),
+# Where in a JSON-RPC method an error was caught: anywhere (``None``: the method's handler let
+# it through), or one step of a method, whose code passes what it caught to ``rpc_error`` with
+# the step's name; a step's row comes before the row for anywhere of the same class.
+MESSAGE = "message"  # where an A2A message goes: its context, its task (a2a_accept.accept)
+AGENT = "agent"  # the agent the message names
+LAUNCH = "launch"  # starting the message's run
+CANCEL = "cancel"  # CancelTask's command
+
+RpcAnswer = Callable[[Any], RpcError]
+
+# Every error a JSON-RPC call answers as a JSON-RPC error, not an HTTP one. Anywhere: the
+# server's own faults (a full disk, ...) with the stable code in ``data``, and a busy workspace.
+# Any other engine error a method lets through is the HTTP surface's.
+RPC_ERRORS: dict[tuple[type[Exception], str | None], RpcAnswer] = {
+    (e.StorageError, None): lambda ex: RpcError(INTERNAL, ex.message, {"code": ex.code}),
+    (d.LeaseBusy, None): lambda ex: RpcError(INTERNAL, LEASE_BUSY_TEXT),
+    (d.SessionNotFound, MESSAGE): lambda ex: RpcError(
+        INVALID_PARAMS, f"unknown contextId {ex.fields['session_id']}"
+    ),
+    (d.TaskNotFound, MESSAGE): lambda ex: RpcError(
+        TASK_NOT_FOUND, f"Task {ex.fields['task_id']} not found in this context"
+    ),
+    (d.TaskEnded, MESSAGE): lambda ex: RpcError(
+        UNSUPPORTED, f"Task {ex.fields['task_id']} is in terminal state"
+    ),
+    # Raised again after every retry the message had (a2a_accept.RETRIES).
+    (d.TaskMoved, MESSAGE): lambda ex: RpcError(
+        INTERNAL, "the task kept changing under this message; send it again"
+    ),
+    (e.InvalidArgument, AGENT): lambda ex: RpcError(INVALID_PARAMS, ex.message),
+    (DispatchFailed, LAUNCH): lambda ex: RpcError(INTERNAL, f"Dispatch failed on the remote: {ex}"),
+    (e.EngineError, LAUNCH): lambda ex: RpcError(UNSUPPORTED, ex.message),
+    (e.EngineError, CANCEL): lambda ex: RpcError(NOT_CANCELABLE, ex.message),
 }
 
 
-def rpc_error(error: e.EngineError) -> RpcError | None:
-    """The JSON-RPC answer for ``error``, or None when it is no JSON-RPC error."""
-    make = _most_specific(RPC_ERRORS, error)
-    return None if make is None else make(error)
+def rpc_error(error: Exception, step: str | None = None) -> RpcError | None:
+    """The JSON-RPC answer for ``error`` caught at ``step``, or None when it is no JSON-RPC
+    error: the most specific class with a row, the step's row before the row for anywhere."""
+    for cls in type(error).__mro__:
+        for key in ((cls, step), (cls, None)):
+            if key in RPC_ERRORS:
+                return RPC_ERRORS[key](error)
+    return None
+
+
+def as_rpc(error: Exception, step: str) -> Exception:
+    """What to raise for ``error`` caught at ``step``: its JSON-RPC answer, or ``error`` itself
+    when the table has none."""
+    return rpc_error(error, step) or error
 
 
 # -- surfaces: how a family of routes writes an error ------------------------------------------
@@ -168,9 +224,11 @@ def _v1_refusal(resp: falcon.Response, ex: ApiError) -> None:
 
 
 def _v1_failure(resp: falcon.Response, ex: Exception) -> None:
-    if not isinstance(ex, e.EngineError):  # a job that could not reach its runner
-        answer(resp, falcon.HTTP_500, "dispatch_failed", str(ex))
+    if (refusal := _most_specific(V1_ERRORS, ex)) is not None:
+        _v1_refusal(resp, refusal(ex))
         return
+    if not isinstance(ex, e.EngineError):  # a console query's: no /v1 route runs one
+        raise ex
     answer(resp, status_of(ex), ex.code, ex.message, **_jsonable(ex.fields))
     if (seconds := retry_after(ex)) is not None:
         resp.set_header("Retry-After", seconds)
@@ -195,6 +253,13 @@ def _agentcore_failure(resp: falcon.Response, ex: Exception) -> None:
     if (seconds := retry_after(ex)) is not None:
         resp.set_header("Retry-After", seconds)
     resp.media = _with_code(ex)
+
+
+def _console_failure(resp: falcon.Response, ex: Exception) -> None:
+    if (refusal := _most_specific(CONSOLE_ERRORS, ex)) is not None:
+        _v1_refusal(resp, refusal(ex))
+        return
+    _agentcore_failure(resp, ex)
 
 
 def _invocation_failure(resp: falcon.Response, ex: Exception) -> None:
@@ -222,9 +287,9 @@ AGENTCORE = Surface("agentcore", _agentcore_refusal, _agentcore_failure)
 INVOCATIONS = Surface("invocations", _agentcore_refusal, _invocation_failure)
 # The console's reads refuse in the /v1 shape; an engine error under them keeps the AgentCore
 # shape every route outside /v1 has always answered.
-CONSOLE = Surface("console", _v1_refusal, _agentcore_failure)
+CONSOLE = Surface("console", _v1_refusal, _console_failure)
 
-HANDLED = (ApiError, e.EngineError, DispatchFailed)
+HANDLED = (ApiError, e.EngineError, DispatchFailed, QueryError)
 """What ``handle`` answers; anything else is the application's ``500``."""
 
 

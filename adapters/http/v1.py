@@ -15,8 +15,6 @@ import falcon
 import msgspec
 
 from adapters import winddown
-from adapters.config import LEASE_BUSY_TEXT
-from adapters.dispatch import DispatchFailed
 from adapters.http import auth, media, sse
 from adapters.http.errors import V1, ApiError
 from adapters.http.follow import follow
@@ -38,7 +36,6 @@ from adapters.runtime import Runtime
 from engine import Machines
 from engine.domain import MACHINES, ids
 from engine.domain import commands as c
-from engine.domain.errors import LeaseBusy
 from engine.domain.rows import JobRow, LeaseRow, SessionRow, TaskRow, out
 from engine.errors import ConcurrencyError
 from engine.events import RecordedEvent
@@ -309,11 +306,9 @@ class Control:
             raise ApiError(falcon.HTTP_400, "invalid_argument", "body is not JSON") from None
 
     def run_lease(self) -> None:
-        """Hold the workspace lease before a write (503 while another instance holds it)."""
-        try:
-            self.runtime.ensure_lease()
-        except LeaseBusy:
-            raise ApiError(falcon.HTTP_503, "lease_busy", LEASE_BUSY_TEXT) from None
+        """Hold the workspace lease before a write (``LeaseBusy``, a 503 from ``V1_ERRORS``,
+        while another instance holds it)."""
+        self.runtime.ensure_lease()
 
     def run(self, req: falcon.Request, command: c.Command) -> None:
         expected = self.expected_version(req)
@@ -394,15 +389,9 @@ class JobControl(Control):
         ``FOLDLINE_RESUMED=1`` (``input`` appended to the prompt), re-admitted by the start
         rule like new work."""
         expected = self.expected_version(req)
-        try:
-            self.runtime.ensure_lease()
-        except LeaseBusy:
-            raise ApiError(falcon.HTTP_503, "lease_busy", LEASE_BUSY_TEXT) from None
+        self.run_lease()
         if expected is not None:
             job = queries.job(self.runtime.engine.log.connection(), job_id)
             if job is not None and job.version != expected:
                 raise ConcurrencyError(ids.job(job_id), expected, job.version)
-        try:
-            self.runtime.jobs.resume(job_id, extra_input)
-        except DispatchFailed as ex:
-            raise ApiError(falcon.HTTP_500, "dispatch_failed", str(ex)) from None
+        self.runtime.jobs.resume(job_id, extra_input)  # DispatchFailed: a 500 from V1_ERRORS
