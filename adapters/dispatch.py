@@ -139,6 +139,12 @@ class Dispatcher:
         for thread in list(self._runs.values()):
             thread.join(timeout=timeout_s)
 
+    def repeat(self, caller_id: str) -> str | None:
+        """The job an invocation under ``caller_id`` made before, or None (the domain's rule,
+        read before anything is spawned; the write decides again)."""
+        started = usecases.recorded(self._engine(), ids.invocation_command(caller_id))
+        return None if started is None else started.job_id
+
     def dispatch(
         self,
         prompt: str,

@@ -164,7 +164,7 @@ class Invocations:
         is_async = body.is_async
 
         runtime = self.runtime
-        if caller_id is not None and (known := find_job(runtime, caller_id)) is not None:
+        if caller_id is not None and (known := runtime.jobs.repeat(caller_id)) is not None:
             self._duplicate(resp, known)
             return
         # A refusal (a busy workspace, admission, a conflict, ...) is answered from the one

@@ -117,11 +117,17 @@ def route(engine: DomainEngine, message: TaskMessage) -> Route:
     Raises:
         SessionNotFound, TaskNotFound, TaskEnded: see ``_target``.
     """
-    view = engine.view_of(engine.log.connection())
-    replay = _made_by(view, message.command_id)
+    replay = recorded(engine, message.command_id)
     if replay is not None:
         return Route(replay, None)
-    return Route(None, _target(view, message))
+    return Route(None, _target(engine.view_of(engine.log.connection()), message))
+
+
+def recorded(engine: DomainEngine, command_id: str) -> Started | None:
+    """What a request recorded before under ``command_id`` made, from the committed log, or
+    None: the answer to a repeat without spawning anything (``start`` decides again inside
+    its write, by the same rule, should the first one commit meanwhile)."""
+    return _made_by(engine.view_of(engine.log.connection()), command_id)
 
 
 def _decide(engine: DomainEngine, tx: Transaction, request: Request) -> Started:
