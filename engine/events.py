@@ -38,8 +38,9 @@ def event_type_of(cls: type[Event]) -> str:
     return tag
 
 
-class RecordedEvent(msgspec.Struct, frozen=True, kw_only=True):
-    """An event as the log holds it: the envelope columns plus the decoded event."""
+class Envelope(msgspec.Struct, frozen=True, kw_only=True):
+    """Where, when and under what the log holds an event: the columns every stored event has,
+    in the ``events`` table's order (what reads of events, on any surface, start from)."""
 
     position: int
     stream_id: str
@@ -49,6 +50,11 @@ class RecordedEvent(msgspec.Struct, frozen=True, kw_only=True):
     epoch: int
     command_id: str | None
     state: str
+
+
+class RecordedEvent(Envelope, frozen=True, kw_only=True):
+    """An event as the log holds it: the envelope columns plus the decoded event."""
+
     event: Event
     hash: str
 

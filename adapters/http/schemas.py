@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import msgspec
 
 from engine.domain.rows import JobRow, LeaseRow, SessionRow, TaskRow, wire
+from engine.events import Envelope
 
 Reason = Annotated[str, msgspec.Meta(max_length=1000)]
 
@@ -48,15 +49,7 @@ TaskOut = wire(TaskRow, "TaskOut", __name__)
 LeaseOut = wire(LeaseRow, "LeaseOut", __name__)
 
 
-class EventOut(msgspec.Struct, kw_only=True):
-    position: int
-    stream_id: str
-    version: int
-    event_type: str
-    recorded_at: str
-    epoch: int
-    command_id: str | None
-    state: str
+class EventOut(Envelope, frozen=True, kw_only=True):
     event: dict[str, Any]
     hash: str
 

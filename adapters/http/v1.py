@@ -80,18 +80,8 @@ def lease_out(record: LeaseRow) -> msgspec.Struct:
 
 
 def event_out(recorded: RecordedEvent) -> EventOut:
-    return EventOut(
-        position=recorded.position,
-        stream_id=recorded.stream_id,
-        version=recorded.version,
-        event_type=recorded.event_type,
-        recorded_at=recorded.recorded_at,
-        epoch=recorded.epoch,
-        command_id=recorded.command_id,
-        state=recorded.state,
-        event=msgspec.to_builtins(recorded.event),
-        hash=recorded.hash,
-    )
+    fields = msgspec.structs.asdict(recorded)
+    return EventOut(**{**fields, "event": msgspec.to_builtins(recorded.event)})
 
 
 T = TypeVar("T")
