@@ -3,173 +3,32 @@ the append transaction, a rebuild) and into rows held in memory (the audit's ref
 writes each row once at the end instead of one statement per event).
 
 A read model's module says, per event class, what the event does to its table as a ``Change``
-(``Insert``, ``Put``, ``Update``, ``Delete``, or None for nothing) with the new column values;
-a value may be an ``Op`` computed from the column's current one. ``FoldedProjection`` turns
-those folds into both writers, so adding a column is one edit to the DDL and one to the fold,
-and the two can never fold differently (``tests/unit/test_memory_folds.py`` folds a log of
+of ``projections.changes`` (or as the values of a ``Shape``, which each writer here turns into
+code once: the frequent events). ``FoldedProjection`` turns those folds into both writers,
+so adding a column is one edit to the DDL and one to the fold, and the two can never fold
+differently (``tests/unit/test_memory_folds.py`` folds a log of
 every event type both ways and compares the tables).
 """
 
 from __future__ import annotations
 
-import json
 import operator
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar, cast
 
 from engine.events import Event, RecordedEvent, event_type_of
 from engine.projection import Folder, Projection
-
-# -- what an event does ---------------------------------------------------------------------
-
-
-class Op:
-    """A column's new value computed from its current one."""
-
-    __slots__ = ()
-
-    @staticmethod
-    def sql(column: str) -> str:
-        """The SET clause, with one ``?`` for ``param``."""
-        raise NotImplementedError
-
-    @property
-    def param(self) -> Any:
-        raise NotImplementedError
-
-    def apply(self, current: Any) -> Any:
-        raise NotImplementedError
-
-
-class Add(Op):
-    """``column + n``."""
-
-    __slots__ = ("n",)
-
-    def __init__(self, n: int) -> None:
-        self.n = n
-
-    @staticmethod
-    def sql(column: str) -> str:
-        return f"{column} = {column} + ?"
-
-    @property
-    def param(self) -> Any:
-        return self.n
-
-    def apply(self, current: Any) -> Any:
-        return current + self.n
-
-
-class IfNull(Op):
-    """``value`` only where the column is still NULL: the first time wins."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value: Any) -> None:
-        self.value = value
-
-    @staticmethod
-    def sql(column: str) -> str:
-        return f"{column} = coalesce({column}, ?)"
-
-    @property
-    def param(self) -> Any:
-        return self.value
-
-    def apply(self, current: Any) -> Any:
-        return self.value if current is None else current
-
-
-class Appended(Op):
-    """A column of JSON list text with one more item (``json.dumps`` of the whole list). SQL
-    reads the current text first: the row must exist (``LookupError`` otherwise)."""
-
-    __slots__ = ("item",)
-
-    def __init__(self, item: Any) -> None:
-        self.item = item
-
-    def apply(self, current: Any) -> Any:
-        return json.dumps([*json.loads(current), self.item])
-
-
-_OPS = frozenset({Add, IfNull, Appended})
-
-
-class Insert(NamedTuple):
-    """A new row: a second one with the same key is an error (the key's UNIQUE constraint)."""
-
-    key: Any
-    columns: tuple[str, ...]
-    values: tuple[Any, ...]
-
-
-class Put(NamedTuple):
-    """The whole row, replacing any row with the same key."""
-
-    key: Any
-    columns: tuple[str, ...]
-    values: tuple[Any, ...]
-
-
-class Update(NamedTuple):
-    """These columns of the row with ``key``; nothing when there is no such row."""
-
-    key: Any
-    columns: tuple[str, ...]
-    values: tuple[Any, ...]
-
-
-class Delete(NamedTuple):
-    key: Any
-
-
-def insert(key: Any, **values: Any) -> Insert:
-    return Insert(key, tuple(values), tuple(values.values()))
-
-
-def put(key: Any, **values: Any) -> Put:
-    return Put(key, tuple(values), tuple(values.values()))
-
-
-def update(key: Any, **values: Any) -> Update:
-    return Update(key, tuple(values), tuple(values.values()))
-
-
-_new = tuple.__new__  # a NamedTuple without its Python-level __new__: the refold's hot path
-
-
-class Shape:
-    """The columns a frequent fold writes, named once beside it: its changes carry the values
-    in that order and skip building a mapping per event (the audit refolds millions)."""
-
-    def __init__(self, *columns: str) -> None:
-        self.columns = columns
-
-    def insert(self, key: Any, *values: Any) -> Insert:
-        return _new(Insert, (key, self.columns, values))
-
-    def update(self, key: Any, *values: Any) -> Update:
-        return _new(Update, (key, self.columns, values))
-
-    def put(self, key: Any, *values: Any) -> Put:
-        return _new(Put, (key, self.columns, values))
-
-
-ONE_MORE = Add(1)
-
-
-Change = Insert | Put | Update | Delete | None
-Fold = Callable[[RecordedEvent, str], Change]
-"""What one event does, given the id of the entity its stream belongs to (``j1`` of
-``job:j1``)."""
-
-
-def json_list(items: Any) -> str:
-    """A JSON list column's text: ``json.dumps(list(items))``."""
-    return json.dumps(list(items)) if items else "[]"
-
+from projections.changes import (
+    OPS,
+    Appended,
+    Change,
+    Delete,
+    Fold,
+    Insert,
+    Put,
+    Shaped,
+    Update,
+)
 
 # -- the SQL writer -------------------------------------------------------------------------
 
@@ -196,15 +55,41 @@ class SqlTable:
         if kind is not Update:
             cursor.execute(self._statement((kind, columns)), (*key, *values))
             return
-        if not _OPS.isdisjoint(map(type, values)):
+        if not OPS.isdisjoint(map(type, values)):
             values = tuple(
                 self._current(cursor, key, c, v) for c, v in zip(columns, values, strict=True)
             )
-            ops = tuple(type(v) if type(v) in _OPS else None for v in values)
-            params = tuple(v.param if type(v) in _OPS else v for v in values)
+            ops = tuple(type(v) if type(v) in OPS else None for v in values)
+            params = tuple(v.param if type(v) in OPS else v for v in values)
             cursor.execute(self._statement((Update, columns, ops)), (*params, *key))
             return
         cursor.execute(self._statement((Update, columns, None)), (*values, *key))
+
+    def shaped(self, fold: Shaped) -> Callable[[Any, RecordedEvent, str], None]:
+        """``fold``'s writer: its one statement, made once, and the fold's tuple as the
+        parameters (an update's key, which comes first, moved to its WHERE clause)."""
+        values, width = fold.values, len(self.key_columns)
+        if fold.kind is Delete:
+            text = self._statement((Delete,))
+        elif fold.kind is Update:
+            ops = tuple(fold.shape.ops.get(c) for c in fold.shape.columns)
+            text = self._statement((Update, fold.shape.columns, ops))
+
+            def update(cursor: Any, e: RecordedEvent, entity: str) -> None:
+                found = values(e, entity)
+                if found is not None:
+                    cursor.execute(text, found[width:] + found[:width])
+
+            return update
+        else:
+            text = self._statement((fold.kind, fold.shape.columns))
+
+        def write(cursor: Any, e: RecordedEvent, entity: str) -> None:
+            found = values(e, entity)
+            if found is not None:
+                cursor.execute(text, found)
+
+        return write
 
     def _current(self, cursor: Any, key: tuple[Any, ...], column: str, value: Any) -> Any:
         """An ``Appended`` as the column's whole new text: SQL reads the current one first."""
@@ -291,12 +176,12 @@ class MemoryTable:
             places = self._places.get(columns)
             if places is None:
                 places = self._places[columns] = tuple(self.at[c] for c in columns)
-            if _OPS.isdisjoint(map(type, values)):
+            if OPS.isdisjoint(map(type, values)):
                 for i, value in zip(places, values, strict=True):
                     row[i] = value
             else:
                 for i, value in zip(places, values, strict=True):
-                    row[i] = value.apply(row[i]) if type(value) in _OPS else value
+                    row[i] = value.apply(row[i]) if type(value) in OPS else value
             return
         if kind is Insert and key in rows:
             raise ValueError(f"UNIQUE constraint failed: {self.name} {key!r}")
@@ -305,6 +190,46 @@ class MemoryTable:
             row_of = self._rows_of[columns] = self._row_of(columns)
         keys = key if len(self.key_columns) > 1 else (key,)
         rows[key] = list(row_of((*keys, *values, *self.blank)))
+
+    def shaped(self, fold: Shaped) -> Callable[[RecordedEvent, str], None]:
+        """``fold``'s writer, generated once: the fold's tuple unpacked straight into the row's
+        places (an op's operand into a local the op's statement then uses), or picked with the
+        blank row's values into a new row, as ``write`` would do with its change."""
+        width = len(self.key_columns)
+        key = "found[0]" if width == 1 else f"found[:{width}]"
+        body = ["found = values(e, entity)", "if found is None:", "    return"]
+        if fold.kind is Delete:
+            body.append(f"rows.pop({key}, None)")
+        elif fold.kind is Update:
+            shape = fold.shape
+            targets = [f"_{i}" for i in range(width)]
+            ops = []
+            for i, column in enumerate(shape.columns):
+                place = f"row[{self.at[column]}]"
+                if column in shape.ops:
+                    targets.append(f"op{i}")
+                    ops.append(shape.ops[column].code(place, f"op{i}"))
+                else:
+                    targets.append(place)
+            body += [f"row = rows.get({key})", "if row is None:", "    return"]
+            body += [f"{', '.join(targets)} = found", *ops]
+        else:
+            body += [f"key = {key}"]
+            if fold.kind is Insert:
+                body += ["if key in rows:", "    raise ValueError(f'UNIQUE constraint failed:"
+                         f" {self.name} {{key!r}}')"]  # fmt: skip
+            body.append("rows[key] = list(row_of(found + blank))")
+        # What the body uses comes in as defaults: locals, the quickest names to look up.
+        names = "values=values, rows=rows, blank=blank, row_of=row_of"
+        code = f"def write(e, entity, {names}):\n" + "".join(f"    {line}\n" for line in body)
+        scope = {
+            "values": fold.values,
+            "rows": self.rows,
+            "blank": tuple(self.blank),
+            "row_of": self._row_of(fold.shape.columns),
+        }
+        exec(compile(code, f"<{self.name} {fold.__name__}>", "exec"), scope)
+        return cast(Callable[[RecordedEvent, str], None], scope["write"])
 
     def finish(self) -> None:
         marks = ", ".join("?" * len(self.blank))
@@ -316,7 +241,8 @@ class MemoryTable:
 
 class FoldedProjection(Projection):
     """A read model of one table whose every event is a ``Fold`` in ``folds``: ``apply`` and
-    ``folder`` write the changes as SQL, ``memory_folder`` into a ``MemoryTable``."""
+    ``folder`` write the changes as SQL, ``memory_folder`` into a ``MemoryTable`` (a
+    ``Shaped`` fold through the code each writer makes for it)."""
 
     key: ClassVar[tuple[str, ...]]
     folds: ClassVar[Mapping[type[Event], Fold]]
@@ -324,15 +250,22 @@ class FoldedProjection(Projection):
     def __init__(self) -> None:
         self._folds: dict[str, Fold] = {event_type_of(c): f for c, f in self.folds.items()}
         (self._table,) = self.tables
-        self._sql = SqlTable(self._table, self.key)
+        sql = self._sql = SqlTable(self._table, self.key)
+
+        def route(fold: Fold) -> Callable[[Any, RecordedEvent, str], None]:
+            if type(fold) is Shaped:
+                return sql.shaped(fold)
+            return lambda cursor, e, entity: sql.write(cursor, fold(e, entity))
+
+        self._routes = {event_type: route(fold) for event_type, fold in self._folds.items()}
 
     def handled_events(self) -> dict[str, type[Event]] | None:
         return {event_type_of(c): c for c in self.folds}
 
     def apply(self, cursor: Any, event: RecordedEvent) -> None:
-        fold = self._folds.get(event.event_type)
-        if fold is not None:
-            self._sql.write(cursor, fold(event, event.stream_id.partition(":")[2]))
+        route = self._routes.get(event.event_type)
+        if route is not None:
+            route(cursor, event, event.stream_id.partition(":")[2])
 
     def folder(self, cursor: Any) -> Folder:
         return Folder(lambda e: self.apply(cursor, e), lambda: None, frozenset(self._folds))
@@ -342,6 +275,8 @@ class FoldedProjection(Projection):
         write = table.write
 
         def route(fold: Fold) -> Callable[[RecordedEvent, str], None]:
+            if type(fold) is Shaped:
+                return table.shaped(fold)
             return lambda e, entity: write(fold(e, entity))
 
         routes = {event_type: route(fold) for event_type, fold in self._folds.items()}

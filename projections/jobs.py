@@ -30,17 +30,8 @@ from engine.domain.result import (
     ResultRejected,
 )
 from engine.events import Event, RecordedEvent
-from projections.fold import (
-    ONE_MORE,
-    Change,
-    Fold,
-    FoldedProjection,
-    IfNull,
-    Shape,
-    Update,
-    json_list,
-    update,
-)
+from projections.changes import Add, Change, Fold, IfNull, Shape, Update, json_list, update
+from projections.fold import FoldedProjection
 
 TERMINAL = ("ok", "error", "superseded", "cancelled")
 
@@ -50,7 +41,7 @@ def _moved(e: RecordedEvent, job: str, **fields: Any) -> Update:
     return update(job, state=e.state, version=e.version, updated_at=e.recorded_at, **fields)
 
 
-# The three events of every job write through shapes: the audit refolds millions of them.
+# The three events of every job are shaped: the audit refolds millions of them.
 _ACCEPTED = Shape(
     "session_id", "state", "version", "accepted_position", "agent", "prompt_file",
     "command_id", "parent_job", "depth", "batch", "resource_group", "units", "write_scope",
@@ -58,7 +49,7 @@ _ACCEPTED = Shape(
 )  # fmt: skip
 _STARTED = Shape(
     "state", "version", "updated_at", "run_id", "pid", "start_token", "epoch", "token_digest",
-    "paused_by", "runs", "started_at",
+    "paused_by", runs=Add, started_at=IfNull,
 )  # fmt: skip
 _FINISHED = Shape(
     "state", "version", "updated_at", "result", "files", "exit_code", "warnings",
@@ -66,30 +57,33 @@ _FINISHED = Shape(
 )  # fmt: skip
 
 
-def accepted(e: RecordedEvent, job: str) -> Change:
+@_ACCEPTED.inserts
+def accepted(e: RecordedEvent, job: str) -> tuple[Any, ...]:
     ev: Any = e.event
     at = e.recorded_at
-    return _ACCEPTED.insert(
+    return (
         job, ev.session, e.state, e.version, e.position, ev.agent, ev.prompt_file,
         e.command_id, ev.parent_job, ev.depth, ev.batch, ev.resource_group, ev.units,
         json_list(ev.write_scope), ev.task, at, at,
     )  # fmt: skip
 
 
-def started(e: RecordedEvent, job: str) -> Change:
+@_STARTED.updates
+def started(e: RecordedEvent, job: str) -> tuple[Any, ...]:
     ev: Any = e.event
     at = e.recorded_at
-    return _STARTED.update(
+    return (
         job, e.state, e.version, at, ev.run_id, ev.pid, ev.start_token, ev.epoch,
-        ev.token_digest, None, ONE_MORE, IfNull(at),
+        ev.token_digest, None, 1, at,
     )  # fmt: skip
 
 
-def finished(e: RecordedEvent, job: str) -> Change:
+@_FINISHED.updates
+def finished(e: RecordedEvent, job: str) -> tuple[Any, ...]:
     ev: Any = e.event
     at = e.recorded_at
     files = msgspec.json.encode(ev.files).decode() if ev.files else "[]"
-    return _FINISHED.update(
+    return (
         job, e.state, e.version, at, ev.result, files, ev.exit_code, json_list(ev.warnings),
         at, UNREAD,
     )  # fmt: skip

@@ -13,7 +13,8 @@ from engine.domain.lease import (
     LeaseTakenOver,
 )
 from engine.events import Event, RecordedEvent
-from projections.fold import Change, Fold, FoldedProjection, put, update
+from projections.changes import Change, Fold, put, update
+from projections.fold import FoldedProjection
 
 
 def tenure(e: RecordedEvent, name: str) -> Change:

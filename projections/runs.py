@@ -20,41 +20,44 @@ from engine.domain.session import (
     SessionSuspended,
 )
 from engine.events import Event, RecordedEvent
-from projections.fold import Change, Delete, Fold, FoldedProjection, Shape
+from projections.changes import Fold, Shape, deletes
+from projections.fold import FoldedProjection
 
 # A start sets every column; a job's starts are as many as its runs.
 _RUN = Shape("run_id", "pid", "start_token", "epoch", "started_at")
 
 
-def _start(kind: str, e: RecordedEvent, entity: str) -> Change:
+@_RUN.puts
+def job_started(e: RecordedEvent, job: str) -> tuple[Any, ...]:
     ev: Any = e.event
-    return _RUN.put((kind, entity), ev.run_id, ev.pid, ev.start_token, e.epoch, e.recorded_at)
+    return "job", job, ev.run_id, ev.pid, ev.start_token, e.epoch, e.recorded_at
 
 
-def job_started(e: RecordedEvent, job: str) -> Change:
-    return _start("job", e, job)
-
-
-def job_run_ended(e: RecordedEvent, job: str) -> Change:
+@deletes
+def job_run_ended(e: RecordedEvent, job: str) -> tuple[Any, ...]:
     # A cancelling job's process still runs until its runner confirms the cancel, and a
     # paused one is stopped, not gone: both keep their run.
-    return Delete(("job", job))
+    return "job", job
 
 
-def session_started(e: RecordedEvent, session: str) -> Change:
-    if e.event.pid <= 0:  # type: ignore[attr-defined]  # sessions without a controller run nothing
+@_RUN.puts
+def session_started(e: RecordedEvent, session: str) -> tuple[Any, ...] | None:
+    ev: Any = e.event
+    if ev.pid <= 0:  # sessions without a controller run nothing
         return None
-    return _start("session", e, session)
+    return "session", session, ev.run_id, ev.pid, ev.start_token, e.epoch, e.recorded_at
 
 
-def session_run_ended(e: RecordedEvent, session: str) -> Change:
-    return Delete(("session", session))
+@deletes
+def session_run_ended(e: RecordedEvent, session: str) -> tuple[Any, ...]:
+    return "session", session
 
 
-def session_finished(e: RecordedEvent, session: str) -> Change:
+@deletes
+def session_finished(e: RecordedEvent, session: str) -> tuple[Any, ...] | None:
     if e.state == "detached":  # a detached session keeps its controller
         return None
-    return Delete(("session", session))
+    return "session", session
 
 
 FOLDS: dict[type[Event], Fold] = {

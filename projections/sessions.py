@@ -24,7 +24,8 @@ from engine.domain.session import (
     SessionTainted,
 )
 from engine.events import Event, RecordedEvent
-from projections.fold import Appended, Change, Fold, FoldedProjection, Update, insert, update
+from projections.changes import Appended, Change, Fold, Update, insert, update
+from projections.fold import FoldedProjection
 
 _ENDS = ("completed", "failed", "stopped", "cancelled")
 

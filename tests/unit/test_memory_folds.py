@@ -1,6 +1,7 @@
 """The audit's in-memory folds leave exactly the rows the SQL handlers leave, for every event
-type they handle (``projections.memory``): fed the same events, both fold into a SQLite file
-and the tables are compared row by row."""
+type they handle (``projections.fold``): fed the same events, both fold into a SQLite file
+and the tables are compared row by row. A shaped fold's own change, written by the generic
+writers, leaves them too."""
 
 from __future__ import annotations
 
@@ -16,14 +17,21 @@ from engine.domain import job as j
 from engine.domain import lease as le
 from engine.domain import result as r
 from engine.domain import session as s
-from engine.events import Event, RecordedEvent
+from engine.events import Event, RecordedEvent, event_type_of
 from engine.projection import Projection
+from projections.changes import Shaped
+from projections.fold import FoldedProjection, MemoryTable, SqlTable
 from projections.jobs import JobsProjection
 from projections.leases import LeasesProjection
 from projections.runs import RunsProjection
 from projections.sessions import SessionsProjection
 
-FOLDED = [JobsProjection(), RunsProjection(), SessionsProjection(), LeasesProjection()]
+FOLDED: list[FoldedProjection] = [
+    JobsProjection(),
+    RunsProjection(),
+    SessionsProjection(),
+    LeasesProjection(),
+]
 
 _SESSION_EVENTS: list[tuple[str, Event]] = [
     ("created", s.SessionCreated(agent="a")),
@@ -188,6 +196,39 @@ def test_memory_fold_handles_what_the_projection_handles(projection: Projection)
     handled = projection.handled_events()
     assert handled is not None
     assert projection.memory_folder(conn.cursor()).event_types == frozenset(handled)
+
+
+def _fold_changes(path: Path, projection: FoldedProjection, memory: bool) -> list[Any]:
+    """Every fold's ``Change`` (a shaped fold's too) through the generic writers."""
+    conn = apsw.Connection(str(path))
+    cursor = conn.cursor()
+    cursor.execute(projection.ddl)
+    (table,) = projection.tables
+    folds = {event_type_of(c): fold for c, fold in projection.folds.items()}
+    in_memory, sql = MemoryTable(cursor, table, projection.key), SqlTable(table, projection.key)
+    for event in _recorded():
+        fold = folds.get(event.event_type)
+        if fold is not None:
+            change = fold(event, event.stream_id.partition(":")[2])
+            if memory:
+                in_memory.write(change)
+            else:
+                sql.write(cursor, change)
+    if memory:
+        in_memory.finish()
+    rows = cursor.execute(f"SELECT * FROM {table} ORDER BY 1, 2").fetchall()
+    conn.close()
+    return rows
+
+
+@pytest.mark.parametrize("projection", FOLDED, ids=str)
+@pytest.mark.parametrize("memory", [False, True], ids=["sql", "memory"])
+def test_changes_through_the_generic_writers_leave_the_same_rows(
+    tmp_path: Path, projection: FoldedProjection, memory: bool
+) -> None:
+    assert any(type(fold) is Shaped for fold in JobsProjection.folds.values())
+    expected = _fold(tmp_path / "sql.db", projection, memory=False)
+    assert _fold_changes(tmp_path / "changes.db", projection, memory) == expected
 
 
 def test_memory_fold_refuses_a_second_accept_as_sql_does(tmp_path: Path) -> None:
