@@ -25,7 +25,9 @@ import falcon
 import msgspec
 
 from adapters.http import a2a_accept, a2a_stream, a2a_v03, inbound, media
-from adapters.http.a2a_wire import (
+from adapters.http.a2a_wire import STATE, STATE_BY_NAME, task_json
+from adapters.http.errors import (
+    CANCEL,
     CONTENT_TYPE_UNSUPPORTED,
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -33,15 +35,13 @@ from adapters.http.a2a_wire import (
     NOT_CANCELABLE,
     PARSE,
     PUSH_UNSUPPORTED,
-    STATE,
-    STATE_BY_NAME,
     TASK_NOT_FOUND,
     UNSUPPORTED,
     VERSION_UNSUPPORTED,
     RpcError,
-    task_json,
+    as_rpc,
+    rpc_error,
 )
-from adapters.http.errors import CANCEL, as_rpc, rpc_error
 from adapters.http.follow import follow
 from adapters.http.inbound import SEND_MESSAGE_TEXTS, SendMessageIn, refusal
 from adapters.runtime import Runtime

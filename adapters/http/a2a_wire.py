@@ -6,45 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from adapters.http.errors import (  # the JSON-RPC codes and error live with the other tables
-    CONTENT_TYPE_UNSUPPORTED,
-    INTERNAL,
-    INVALID_PARAMS,
-    INVALID_REQUEST,
-    NO_METHOD,
-    NOT_CANCELABLE,
-    PARSE,
-    PUSH_UNSUPPORTED,
-    TASK_NOT_FOUND,
-    UNSUPPORTED,
-    VERSION_UNSUPPORTED,
-    RpcError,
-)
 from engine.domain.rows import TaskRow
 from engine.domain.task import TaskState as T
-
-__all__ = [
-    "CONTENT_TYPE_UNSUPPORTED",
-    "INTERNAL",
-    "INVALID_PARAMS",
-    "INVALID_REQUEST",
-    "NOT_CANCELABLE",
-    "NO_METHOD",
-    "PARSE",
-    "PUSH_UNSUPPORTED",
-    "STATE",
-    "STATE_BY_NAME",
-    "TASK_NOT_FOUND",
-    "UNSUPPORTED",
-    "VERSION_UNSUPPORTED",
-    "RpcError",
-    "artifact",
-    "artifact_id",
-    "artifact_update",
-    "message",
-    "status_update",
-    "task_json",
-]
 
 # The A2A wire name of each task state: TASK_STATE_ and the state's own name.
 STATE: dict[str, str] = {state: f"TASK_STATE_{state.name}" for state in T}

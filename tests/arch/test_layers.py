@@ -7,14 +7,13 @@ or task. ``engine.domain`` is the built-in domain on top of it, its own layer.
 
 from __future__ import annotations
 
-import ast
 import importlib
 import re
 from pathlib import Path
 
 import pytest
 
-from tests.arch.test_structure import imports_of, modules_of
+from tests.arch.test_structure import import_statements, imports_of, modules_of, package_of
 
 ROOT = Path(__file__).resolve().parents[2]
 LAYERS = ("engine", "engine.domain", "projections", "adapters")
@@ -42,20 +41,10 @@ def layer_of_path(path: Path) -> str:
 def imported_modules(path: Path) -> set[str]:
     """Every module ``path`` imports, as absolute dotted names; ``from a import b`` counts as
     ``a.b`` too, so ``from engine import domain`` is seen as ``engine.domain``."""
-    tree = ast.parse(path.read_text(), filename=str(path))
-    package = ".".join(path.relative_to(ROOT).parent.parts) if path.is_relative_to(ROOT) else ""
+    package = package_of(path) if path.is_relative_to(ROOT) else ""
     names: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = package.split(".")
-                parts = parts[: len(parts) - node.level + 1]
-                base = ".".join([*parts, base] if base else parts)
-            names.add(base)
-            names.update(f"{base}.{alias.name}" for alias in node.names)
+    for module, name in import_statements(path, package):
+        names.update((module,) if name is None else (module, f"{module}.{name}"))
     return names
 
 

@@ -7,6 +7,7 @@ cycle from the interpreter, not from the reader who has to hold both modules in 
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,26 @@ def modules_of(package: Path, root: Path = ROOT) -> dict[str, Path]:
     return {module_name(path, root): path for path in package.rglob("*.py")}
 
 
+def import_statements(path: Path, package: str) -> Iterator[tuple[str, str | None]]:
+    """Every import in ``path``, wherever it stands, as ``(module, name)``: ``import a.b`` is
+    ``("a.b", None)``, ``from a import b`` is ``("a", "b")``; a relative import is resolved
+    against ``package``, the dotted name of the package ``path`` is in."""
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            yield from ((alias.name, None) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                parts = parts[: len(parts) - node.level + 1]
+                base = ".".join([*parts, base] if base else parts)
+            yield from ((base, alias.name) for alias in node.names)
+
+
+def package_of(path: Path, root: Path = ROOT) -> str:
+    return module_name(path if path.name == "__init__.py" else path.parent, root)
+
+
 def imports_of(path: Path, known: set[str], root: Path = ROOT) -> set[str]:
     """The modules of ``known`` that ``path`` imports, wherever the import statement stands.
 
@@ -31,22 +52,10 @@ def imports_of(path: Path, known: set[str], root: Path = ROOT) -> set[str]:
     re-exported by the package), so ``from engine import chain`` does not count as importing
     everything ``engine/__init__.py`` imports.
     """
-    package = (
-        module_name(path.parent, root) if path.name != "__init__.py" else module_name(path, root)
-    )
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = package.split(".")
-                parts = parts[: len(parts) - node.level + 1]
-                base = ".".join([*parts, base] if base else parts)
-            for alias in node.names:
-                whole = f"{base}.{alias.name}"
-                found.add(whole if whole in known else base)
+    found = set()
+    for module, name in import_statements(path, package_of(path, root)):
+        whole = f"{module}.{name}"
+        found.add(whole if name is not None and whole in known else module)
     return found & known
 
 
