@@ -12,9 +12,9 @@ columns of its SELECT in order.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
-from functools import cache
+from functools import cache, lru_cache
+from operator import itemgetter
 from typing import Any, TypeVar
 
 import msgspec
@@ -74,56 +74,73 @@ Reader = Callable[[Sequence[Any]], Any]
 
 
 @cache
-def _readers(row_type: type[msgspec.Struct]) -> tuple[tuple[str, Reader], ...]:
+def _reader(row_type: type[R]) -> Callable[[Sequence[Any]], R]:
+    """A function of one selected row to ``row_type``, made once per row type: the plain
+    columns are picked at once, the JSON and composed ones read after, and msgspec converts the
+    whole (strict=False: SQLite stores booleans as 0/1)."""
     sources = SOURCES.get(row_type, {})
-    readers: list[tuple[str, Reader]] = []
+    plain: list[tuple[str, int]] = []
+    json_text: list[tuple[str, int]] = []
+    composed: list[tuple[str, int, tuple[str, ...]]] = []
     at = 0
     for name in row_type.__struct_fields__:
         source = sources.get(name)
         if isinstance(source, Composed):
-            members = tuple(column.rpartition("_")[2] for column in source)
-            readers.append((name, _composed(at, members)))
+            composed.append((name, at, tuple(column.rpartition("_")[2] for column in source)))
             at += len(source)
             continue
-        readers.append((name, _json(at) if isinstance(source, Json) else _plain(at)))
+        (json_text if isinstance(source, Json) else plain).append((name, at))
         at += 1
-    return tuple(readers)
+    names = tuple(name for name, _ in plain)
+    pick = _picker(tuple(at for _, at in plain))
+    json_decode = msgspec.json.decode
+    convert = msgspec.convert
 
-
-def _plain(at: int) -> Reader:
-    return lambda row: row[at]
-
-
-def _json(at: int) -> Reader:
-    return lambda row: json.loads(row[at])
-
-
-def _composed(at: int, members: tuple[str, ...]) -> Reader:
-    def read(row: Sequence[Any]) -> Any:
-        if row[at] is None:
-            return None
-        return dict(zip(members, row[at : at + len(members)], strict=True))
+    def read(row: Sequence[Any]) -> R:
+        found = dict(zip(names, pick(row), strict=True))
+        for name, at in json_text:
+            found[name] = json_decode(row[at])
+        for name, at, members in composed:
+            found[name] = (
+                None
+                if row[at] is None
+                else dict(zip(members, row[at : at + len(members)], strict=True))
+            )
+        return convert(found, row_type, strict=False)
 
     return read
 
 
+def _picker(indexes: tuple[int, ...]) -> Callable[[Sequence[Any]], Sequence[Any]]:
+    """The values at ``indexes`` of a row, as a sequence (``itemgetter`` of one is a scalar)."""
+    if not indexes:
+        return lambda row: ()
+    if len(indexes) == 1:
+        only = indexes[0]
+        return lambda row: (row[only],)
+    return itemgetter(*indexes)
+
+
 def decode(row_type: type[R], rows: Sequence[Sequence[Any]]) -> list[R]:
     """``rows`` selected with ``columns(row_type)``, as ``row_type``."""
-    readers = _readers(row_type)
-    found = [{name: read(row) for name, read in readers} for row in rows]
-    # strict=False: SQLite stores booleans as 0/1.
-    return msgspec.convert(found, list[row_type], strict=False)  # type: ignore[valid-type]
+    read = _reader(row_type)
+    return [read(row) for row in rows]
 
 
 def select(conn: Any, row_type: type[R], where: str, *params: Any) -> list[R]:
     """``SELECT <row_type's columns> FROM <its table> <where>``, decoded."""
-    sql = f"SELECT {columns(row_type)} FROM {TABLES[row_type]} {where}"
-    return decode(row_type, conn.execute(sql, params).fetchall())
+    return decode(row_type, conn.execute(_select_sql(row_type, where), params).fetchall())
 
 
 def select_one(conn: Any, row_type: type[R], where: str, *params: Any) -> R | None:
-    found = select(conn, row_type, where, *params)
-    return found[0] if found else None
+    rows = conn.execute(_select_sql(row_type, where), params).fetchall()
+    return _reader(row_type)(rows[0]) if rows else None
+
+
+@lru_cache(maxsize=256)
+def _select_sql(row_type: type[msgspec.Struct], where: str) -> str:
+    # Bounded: a few callers build ``where`` with one mark per parameter.
+    return f"SELECT {columns(row_type)} FROM {TABLES[row_type]} {where}"
 
 
 TABLES: dict[type[msgspec.Struct], str] = {
