@@ -229,7 +229,9 @@ class MemoryTable:
             "row_of": self._row_of(fold.shape.columns),
         }
         exec(compile(code, f"<{self.name} {fold.__name__}>", "exec"), scope)
-        return cast(Callable[[RecordedEvent, str], None], scope["write"])
+        # Taken out of the scope it was defined in, which is its globals: left there, the two
+        # would hold each other, and the table's rows, until the next cycle collection.
+        return cast(Callable[[RecordedEvent, str], None], scope.pop("write"))
 
     def finish(self) -> None:
         marks = ", ".join("?" * len(self.blank))

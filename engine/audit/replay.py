@@ -157,6 +157,7 @@ def _replay_share(path: str, part: int, parts: int, fold: Sequence[str], fast: b
         decoders = {tag: d.decode for tag, d in codec._decoders.items()}
         head_of = heads.get
         well_formed = STREAM_ID_PATTERN.match
+        envelope = RecordedEvent.from_row
         for row in _checked(rows, found) if fast else rows:
             position, stream_id, version, event_type, recorded_at, _, _, state, payload, _, _ = row
             known = head_of(stream_id)
@@ -236,7 +237,7 @@ def _replay_share(path: str, part: int, parts: int, fold: Sequence[str], fast: b
                     ]
             if not feeds:
                 continue
-            recorded = RecordedEvent.from_row(row, event)
+            recorded = envelope(row, event)
             try:
                 for feed in feeds:
                     feed(recorded, entity)
