@@ -15,9 +15,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from functools import cache, lru_cache
 from operator import itemgetter
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import msgspec
+import msgspec.inspect
 
 from engine.domain.rows import JobRow, LeaseRow, SessionRow, TaskRow
 
@@ -75,9 +76,63 @@ Reader = Callable[[Sequence[Any]], Any]
 
 @cache
 def _reader(row_type: type[R]) -> Callable[[Sequence[Any]], R]:
-    """A function of one selected row to ``row_type``, made once per row type: the plain
-    columns are picked at once, the JSON and composed ones read after, and msgspec converts the
-    whole (strict=False: SQLite stores booleans as 0/1)."""
+    """A function of one selected row to ``row_type``, made once per row type: built straight
+    from the row's values where every field is text, a number, a flag or JSON (the entities'
+    rows, read on every command the rules decide), converted by msgspec otherwise."""
+    return _building_reader(row_type) or _converting_reader(row_type)
+
+
+_PLAIN = (msgspec.inspect.StrType, msgspec.inspect.IntType, msgspec.inspect.NoneType)
+_FLAG = {msgspec.inspect.BoolType, msgspec.inspect.NoneType}
+
+
+def _building_reader(row_type: type[R]) -> Callable[[Sequence[Any]], R] | None:
+    """The row type made with one call, its arguments picked from the row by generated code
+    (SQLite's 0/1 made a flag, JSON text decoded to the field's type); None when a field needs
+    more than that, such as a number stored as text."""
+    sources = SOURCES.get(row_type, {})
+    info = msgspec.inspect.type_info(row_type)
+    assert isinstance(info, msgspec.inspect.StructType)
+    types = {f.name: f.type for f in msgspec.structs.fields(row_type)}
+    scope: dict[str, Any] = {"row_type": row_type, "convert": msgspec.convert}
+    arguments, at = [], 0
+    for field in info.fields:
+        name, kinds = field.name, _kinds(field.type)
+        source = sources.get(name)
+        if isinstance(source, Composed):
+            scope[f"t_{name}"] = types[name]
+            members = ", ".join(
+                f"{column.rpartition('_')[2]!r}: row[{at + i}]" for i, column in enumerate(source)
+            )
+            value = f"None if row[{at}] is None else convert({{{members}}}, t_{name})"
+            at += len(source)
+        elif isinstance(source, Json):
+            scope[f"d_{name}"] = msgspec.json.Decoder(types[name]).decode
+            value, at = f"d_{name}(row[{at}])", at + 1
+        elif msgspec.inspect.BoolType in kinds and kinds <= _FLAG:
+            flag = f"bool(row[{at}])"
+            optional = msgspec.inspect.NoneType in kinds
+            value, at = (f"None if row[{at}] is None else {flag}" if optional else flag), at + 1
+        elif all(issubclass(kind, _PLAIN) for kind in kinds):
+            value, at = f"row[{at}]", at + 1
+        else:
+            return None
+        arguments.append(f"{name}={value}")
+    code = f"def read(row):\n    return row_type({', '.join(arguments)})\n"
+    exec(compile(code, f"<read {row_type.__name__}>", "exec"), scope)
+    return cast(Callable[[Sequence[Any]], R], scope.pop("read"))
+
+
+def _kinds(info: msgspec.inspect.Type) -> set[type[msgspec.inspect.Type]]:
+    """The kinds of type a field may hold: its own, or each member's of a union."""
+    if isinstance(info, msgspec.inspect.UnionType):
+        return {type(member) for member in info.types}
+    return {type(info)}
+
+
+def _converting_reader(row_type: type[R]) -> Callable[[Sequence[Any]], R]:
+    """The plain columns picked at once, the JSON and composed ones read after, and msgspec
+    converting the whole (strict=False: SQLite stores booleans as 0/1)."""
     sources = SOURCES.get(row_type, {})
     plain: list[tuple[str, int]] = []
     json_text: list[tuple[str, int]] = []
