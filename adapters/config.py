@@ -63,6 +63,9 @@ class ServerConfig:
     run_user: RunUser | None = None  # None: runs keep the server's uid (a non-root server)
     run_isolation: str = "auto"  # namespace, modes, or auto (serve's boot check decides)
     new_log: bool = False  # --new-log: start a new log where the anchor saw history
+    # FOLDLINE_SHARED_VOLUME=1 (ADR 0035): the log is opened only once this server holds the
+    # lease; a non-holder answers lease-busy to everything but /ping and the agent card.
+    shared_volume: bool = False
 
     @property
     def operator_token_file(self) -> Path:
@@ -145,6 +148,16 @@ def _number(name: str, text: str, kind: type = float, minimum: float = 0.0) -> f
     return value  # type: ignore[no-any-return]
 
 
+def _flag(name: str, text: str) -> bool:
+    """A yes/no setting: ``1``/``true``/``yes``/``on`` or ``0``/``false``/``no``/``off``."""
+    value = text.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("", "0", "false", "no", "off"):
+        return False
+    raise ConfigError(f"{name}={text!r}: expected 1 or 0 (true/false, yes/no, on/off)")
+
+
 def _groups(text: str) -> dict[str, int]:
     """``FOLDLINE_RESOURCE_GROUPS="cpu=4,gpu=1"``."""
     groups = {}
@@ -164,11 +177,12 @@ def _bind(text: str) -> str:
 
 
 def check_places(config: ServerConfig) -> None:
-    """The log and the state directory must be out of the runs' reach (ADR 0029).
+    """The log and the state directory must be out of the runs' reach (ADR 0029), and a
+    shared-volume server's log is a SQLite file (ADR 0035).
 
     Raises:
-        ConfigError: the log's directory is the workspace itself, or the state directory
-            lies in the workspace.
+        ConfigError: the log's directory is the workspace itself, the state directory
+            lies in the workspace, or FOLDLINE_SHARED_VOLUME is set for a PostgreSQL log.
     """
     if config.db_url is None and config.db.parent == config.workspace:
         raise ConfigError(
@@ -179,6 +193,11 @@ def check_places(config: ServerConfig) -> None:
         raise ConfigError(
             f"FOLDLINE_STATE_DIR={config.state_dir} lies in the workspace: the anchor must be"
             " out of the runs' reach"
+        )
+    if config.shared_volume and config.db_url is not None:
+        raise ConfigError(
+            "FOLDLINE_SHARED_VOLUME=1 is for a SQLite log on a shared filesystem; a PostgreSQL"
+            " log is shared by its database server: unset it"
         )
 
 
@@ -216,6 +235,7 @@ def load_config(
         "state_dir": default_state_dir(env),
         "run_user": _run_user(env.get("FOLDLINE_RUN_USER")),
         "run_isolation": env.get("FOLDLINE_RUN_ISOLATION") or "auto",
+        "shared_volume": _flag("FOLDLINE_SHARED_VOLUME", env.get("FOLDLINE_SHARED_VOLUME", "")),
     }
     numbers = {
         "lease_renew_s": "FOLDLINE_LEASE_RENEW_S",

@@ -61,6 +61,7 @@ class Runtime:
             on_renewed=self._renewed,
             stopping=self.shutdown,
             log_missing=self.log_missing,
+            close_log=self.close_log,
         )
         # The anchor outside the workspace (adapters.log_anchor); none for a PostgreSQL log.
         self.anchor_path = (
@@ -161,6 +162,17 @@ class Runtime:
         if self.is_open:
             self._engine.log.close()  # type: ignore[union-attr]
         self._engine = None
+
+    def close_log(self) -> None:
+        """Close this process's log and notifier, the server going on: a shared-volume server
+        refused the lease keeps no descriptor on the log (ADR 0035); the next need reopens."""
+        with self._open_lock:
+            if self.is_open:
+                if self._notifier is not None:
+                    self._notifier.stop()
+                self._engine.log.close()  # type: ignore[union-attr]
+            self._engine = None
+            self._notifier = None
 
     @contextlib.contextmanager
     def open_stream(self) -> Iterator[None]:

@@ -8,6 +8,10 @@ carries). This module is the only one that sets the epoch this process writes wi
 The file is judged by epoch, never by its last writer: a record of an older epoch (a woken
 zombie finishing a renewal it had started) is overwritten with ours, and only a newer epoch,
 in the file or in the log, makes a holder stop.
+
+With ``shared_volume`` (ADR 0035) the file is judged before the log is opened at all: a file
+held by another instance, and not yet stale, is a lease-busy refusal with the log untouched,
+and an open that still ends in a refusal closes the log again (``close_log``).
 """
 
 from __future__ import annotations
@@ -55,6 +59,7 @@ class Tenure:
         stopping: threading.Event,
         log_missing: Callable[[], str | None] = lambda: None,
         monotonic: Callable[[], float] = time.monotonic,
+        close_log: Callable[[], None] = lambda: None,
     ) -> None:
         self.config = config
         self.holder = holder
@@ -65,6 +70,9 @@ class Tenure:
         self._stopping = stopping
         self._log_missing = log_missing
         self._monotonic = monotonic
+        self._close_log = close_log
+        # Shared volume: the other instance's file record judged stale before the log opened.
+        self._stale_file: LeaseRecord | None = None
         # The gate beside the log: the lease file, or on PostgreSQL the log itself.
         self.file: LeaseFile | LogLease = (
             LeaseFile(config.db) if config.db_url is None else LogLease(engine, LEASE)
@@ -112,11 +120,19 @@ class Tenure:
             raise LeaseBusy("this server lost the workspace lease")
         if self.epoch is not None:
             return
+        if self.config.shared_volume:
+            self._judge_file()  # before anything opens the log
         engine = self._engine()
         with self._lock:
             if self.epoch is not None:
                 return
-            epoch, taken_now = self._take()
+            try:
+                epoch, taken_now = self._take()
+            except LeaseBusy:
+                if self.config.shared_volume:  # a non-holder keeps nothing of the log open
+                    self._close_log()
+                raise
+            engine = self._engine()  # the one open now (a refusal in another thread closes)
             engine.log.fence(epoch)
             if taken_now:
                 try:
@@ -124,6 +140,8 @@ class Tenure:
                 except BaseException:
                     log.exception("recovery failed; giving the lease back")
                     self.release()
+                    if self.config.shared_volume:
+                        self._close_log()
                     raise LeaseBusy("recovery failed") from None
             else:
                 deadline = self._monotonic() + 60
@@ -145,7 +163,8 @@ class Tenure:
         theirs_file = on_file is not None and on_file.holder != self.holder
         theirs_log = row is not None and row.state == LeaseState.HELD and row.holder != self.holder
         if theirs_file or theirs_log:
-            self._judge_stale((on_file, row))
+            if not (theirs_file and on_file == self._stale_file):  # judged before the open
+                self._judge_stale((on_file, row))
             # The epoch the takeover will get, for the file; the log's rule assigns it.
             claim = self._record((row.epoch if row else 0) + 1)
             if not self.file.confirm_takeover(claim, self.config.lease_confirm_s):
@@ -176,6 +195,20 @@ class Tenure:
         self.file.replace(self._record(current[1]))
         took = row is None or row.state == LeaseState.RELEASED or theirs_log
         return current[1], took
+
+    def _judge_file(self) -> None:
+        """Shared volume: the lease file alone decides whether this process may open the log.
+        Another instance's record passes only once stale (its holder rewrites it at every
+        renewal, so an unchanged record over the whole window is an unrenewed lease).
+
+        Raises:
+            LeaseBusy: the file names another instance, not stale (yet).
+        """
+        on_file = self.file.read()
+        if on_file is None or on_file.holder == self.holder:
+            return
+        self._judge_stale(on_file)
+        self._stale_file = on_file
 
     def _judge_stale(self, observed: Any) -> None:
         """Stale means: this process has seen the very same lease (file record and log row),

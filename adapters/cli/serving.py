@@ -61,8 +61,14 @@ def run_serve(args: argparse.Namespace) -> int:
     # Lazy activation (design.md §4.2): nothing under the workspace is created or opened here; on
     # AgentCore the volume is mounted at the first invocation, and a log made before that
     # would live on the microVM's own disk. A file already there is checked by its header
-    # only, so a wrong --db is still a boot error.
-    if config.db_url is None and config.db.is_file() and not _looks_like_sqlite(config.db):
+    # only, so a wrong --db is still a boot error; on a shared volume not even that: the log is
+    # read only under the lease (ADR 0035), and a file that is no log is refused when it opens.
+    if (
+        config.db_url is None
+        and not config.shared_volume
+        and config.db.is_file()
+        and not _looks_like_sqlite(config.db)
+    ):
         raise NotALog(f"{config.db} is not a SQLite database")  # main answers it from the table
     config = replace(config, new_log=args.new_log)
     jail = sandbox.for_server(config)

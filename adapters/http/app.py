@@ -12,6 +12,7 @@ from typing import Any
 
 import falcon
 
+from adapters.config import LEASE_BUSY_TEXT
 from adapters.http import (
     a2a,
     agentcore,
@@ -25,6 +26,7 @@ from adapters.http import (
     v1,
 )
 from adapters.runtime import Runtime
+from engine.domain.errors import LeaseBusy
 
 log = logging.getLogger("foldline.http")
 
@@ -48,8 +50,33 @@ class WorkerHeader:
         resp.set_header("X-Foldline-Worker", str(os.getpid()))
 
 
+class SharedVolumeGate:
+    """Middleware, with ``FOLDLINE_SHARED_VOLUME=1`` only (ADR 0035): every route but ``/ping``
+    and the agent card first holds the lease, so a server that does not hold it answers
+    lease-busy (503, in the route's shape) without opening the log, reads included. Before
+    authentication, which may look a run token up in the log."""
+
+    OPEN = ("/ping", "/.well-known/agent-card.json")
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    def process_resource(
+        self, req: falcon.Request, resp: falcon.Response, resource: Any, params: dict[str, Any]
+    ) -> None:
+        if resource is None or req.uri_template in self.OPEN:
+            return
+        try:
+            self.runtime.ensure_lease()
+        except LeaseBusy:  # the one fixed text, in the route's shape (JSON-RPC's too: HTTP)
+            raise errors.ApiError(falcon.HTTP_503, "lease_busy", LEASE_BUSY_TEXT) from None
+
+
 def create_app(runtime: Runtime) -> falcon.App[falcon.Request, falcon.Response]:
-    middleware: list[Any] = [errors.ErrorSurface(), WorkerHeader(), auth.Authentication(runtime)]
+    middleware: list[Any] = [errors.ErrorSurface(), WorkerHeader()]
+    if runtime.config.shared_volume:
+        middleware.append(SharedVolumeGate(runtime))
+    middleware.append(auth.Authentication(runtime))
     app = falcon.App(middleware=middleware)
     media.install(app)  # resp.media and req.get_media() go through the one msgspec codec
     app.add_route("/ping", agentcore.Ping(runtime))
