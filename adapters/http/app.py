@@ -12,7 +12,6 @@ from typing import Any
 
 import falcon
 
-from adapters.config import LEASE_BUSY_TEXT
 from adapters.http import (
     a2a,
     agentcore,
@@ -26,7 +25,6 @@ from adapters.http import (
     v1,
 )
 from adapters.runtime import Runtime
-from engine.domain.errors import LeaseBusy
 
 log = logging.getLogger("foldline.http")
 
@@ -66,10 +64,7 @@ class SharedVolumeGate:
     ) -> None:
         if resource is None or req.uri_template in self.OPEN:
             return
-        try:
-            self.runtime.ensure_lease()
-        except LeaseBusy:  # the one fixed text, in the route's shape (JSON-RPC's too: HTTP)
-            raise errors.ApiError(falcon.HTTP_503, "lease_busy", LEASE_BUSY_TEXT) from None
+        errors.holding_lease(self.runtime.ensure_lease)
 
 
 def create_app(runtime: Runtime) -> falcon.App[falcon.Request, falcon.Response]:

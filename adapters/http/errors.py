@@ -105,6 +105,17 @@ V1_ERRORS: dict[type[Exception], Refusal] = {
     DispatchFailed: lambda ex: ApiError(falcon.HTTP_500, "dispatch_failed", str(ex)),
 }
 
+
+def holding_lease(hold: Callable[[], None]) -> None:
+    """Run ``hold`` (taking the workspace lease); a busy workspace becomes the one fixed
+    lease-busy refusal, which every surface writes in its shape (``FOLDLINE_SHARED_VOLUME``'s
+    gate, ADR 0035: A2A too answers it as HTTP 503, its body unread)."""
+    try:
+        hold()
+    except d.LeaseBusy as ex:
+        raise V1_ERRORS[d.LeaseBusy](ex) from None
+
+
 # What the console's reads answer a query they cannot run (a filter, a cursor), in the shape of
 # its refusals; its engine errors keep the AgentCore shape (``CONSOLE``).
 CONSOLE_ERRORS: dict[type[Exception], Refusal] = {
