@@ -155,3 +155,23 @@ def front(where: Place, env: dict[str, str] | None = None) -> Iterator[Front]:
                 process.wait()
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)  # a worker left behind, if any
+
+
+def established_to(port: int) -> int:
+    """Open TCP connections to ``127.0.0.1:port`` in this network namespace (the proxy's)."""
+    count = 0
+    with open("/proc/net/tcp") as table:
+        for line in table.readlines()[1:]:
+            fields = line.split()
+            remote, state = fields[2], fields[3]
+            if state == "01" and int(remote.split(":")[1], 16) == port:
+                count += 1
+    return count
+
+
+def wait_until(check: Any, limit: float = 30, what: str = "condition") -> None:
+    """Poll ``check`` (a cheap observation) until true, at most ``limit`` seconds."""
+    deadline = time.monotonic() + limit
+    while not check():
+        assert time.monotonic() < deadline, f"{what} not reached within {limit} s"
+        time.sleep(0.05)
