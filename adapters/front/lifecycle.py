@@ -107,9 +107,14 @@ class Front:
         self._touch()
         return None
 
+    def token_ok(self, token: str) -> bool:
+        """This boot's token, compared in constant time (the agent can read it: its user is
+        the worker's)."""
+        return secrets.compare_digest(token.encode(), self.token.encode())
+
     def on_ready(self, token: str) -> bool:
         """The worker's ``/ready`` (only while it starts, with this boot's token)."""
-        if not secrets.compare_digest(token.encode(), self.token.encode()):
+        if not self.token_ok(token):
             return False
         if self.process is None or self.serving or self.failed is not None:
             return False

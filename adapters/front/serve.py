@@ -18,7 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
-from adapters.front import proxy
+from adapters.front import hook, proxy
 from adapters.front.lifecycle import Front, forward_signals
 from adapters.front.settings import SESSION_HEADER, FrontConfig, served, session_id_ok
 
@@ -100,7 +100,50 @@ class InternalHandler(_Handler):
             else:
                 self.error(404, "no worker is starting")
             return
+        if self.command == "POST" and path == "/notify":
+            self.notify(token)
+            return
         self.error(404, f"no such path: {path}")
+
+    def notify(self, token: str) -> None:
+        front = self.front
+        command = front.config.notify
+        if not front.token_ok(token):
+            self.error(403, "wrong token")
+            return
+        if not front.serving or command is None or front.sid is None:
+            self.error(404, "no notify is taken now")
+            return
+        length = self.headers.get("Content-Length", "")
+        if not length.isdigit() or int(length) > hook.MAX_BODY:
+            self.error(400, "a notify needs a Content-Length of at most 16 MiB")
+            return
+        fields = hook.parse(self.rfile.read(int(length)))
+        if fields is None:
+            self.error(400, "a notify is {id, session, status: ok|error, text}")
+            return
+        # 202 at once; the hook's outcome follows as the body when it ends (the worker
+        # records it; a front gone meanwhile leaves the hook's end unrecorded: lost).
+        self.send_response(202)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        self.wfile.flush()
+        config = front.config
+        front.hook_started()
+        try:
+            outcome = hook.run(
+                command,
+                fields,
+                config.workspace,
+                config.base / front.sid,
+                front.env,
+                config.notify_timeout_s,
+            )
+        finally:
+            front.hook_ended()
+        self.wfile.write(json.dumps(outcome).encode())
 
 
 def _server(bind: tuple[str, int], handler: type[_Handler], front: Front) -> ThreadingHTTPServer:

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from adapters.config import RunUser, _bind, _run_user, default_state_dir
+from adapters.config import RunUser, _bind, _number, _run_user, default_state_dir
 from adapters.config_error import ConfigError
 
 SESSION_HEADER = "X-Amzn-Bedrock-AgentCore-Runtime-Session-Id"
@@ -47,6 +47,7 @@ class FrontConfig:
     run_user: RunUser
     state_dir: Path  # the front's; the worker's home and state live under it
     notify: str | None  # FOLDLINE_NOTIFY: run by the front, never given to the worker
+    notify_timeout_s: float = 300.0  # FOLDLINE_NOTIFY_TIMEOUT_S
 
     @property
     def template(self) -> Path:
@@ -107,4 +108,7 @@ def load_front_config(
         run_user=user,
         state_dir=default_state_dir(env),
         notify=env.get("FOLDLINE_NOTIFY") or None,
+        notify_timeout_s=_number(
+            "FOLDLINE_NOTIFY_TIMEOUT_S", env.get("FOLDLINE_NOTIFY_TIMEOUT_S") or "300"
+        ),
     )

@@ -70,6 +70,7 @@ def worker_env(
         "FOLDLINE_SHARED_VOLUME": "1",
         "FOLDLINE_FRONT_URL": front_url,
         "FOLDLINE_FRONT_TOKEN": token,
+        **({"FOLDLINE_FRONT_NOTIFY": "1"} if config.notify else {}),
     }
 
 
