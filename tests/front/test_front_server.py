@@ -92,3 +92,16 @@ def test_front_refuses_a_base_overlapping_the_workspace(tmp_path: Path) -> None:
         check=False,
     )
     assert done.returncode != 0 and b"overlaps" in done.stderr
+
+
+def test_serve_with_a_session_base_runs_the_front(tmp_path: Path) -> None:
+    """One setting turns the image's ``foldline serve`` into the front."""
+    done = subprocess.run(
+        [sys.executable, "-m", "adapters.cli", "serve", "--workspace", str(tmp_path / "b")],
+        cwd=ROOT,
+        env={"PATH": os.environ["PATH"], "FOLDLINE_SESSION_BASE": str(tmp_path / "b")},
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode != 0 and b"overlaps the worker's workspace" in done.stderr
