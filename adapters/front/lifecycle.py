@@ -44,6 +44,7 @@ class Front:
         self._work = threading.Condition()
         self._hooks = 0
         self._changed_at = time.time()
+        self._stop_deadline = 0.0
 
     # -- the session id ----------------------------------------------------------------
     def claim(self, sid: str) -> bool:
@@ -135,6 +136,8 @@ class Front:
 
     def stop(self, signum: int) -> None:
         """SIGTERM or SIGINT: the worker gets it (its graceful stop releases the lease)."""
+        if not self.stop_asked:
+            self._stop_deadline = time.monotonic() + STOP_WITHIN_S
         self.stop_asked = True
         process = self.process
         if process is None or process.poll() is not None:
@@ -145,7 +148,7 @@ class Front:
     def wind_down(self) -> int:
         """After ``ended``: the notify work still running gets what is left of the budget, then
         the worker (if still there) is killed. The front's exit code."""
-        deadline = time.monotonic() + STOP_WITHIN_S
+        deadline = self._stop_deadline or time.monotonic() + STOP_WITHIN_S
         with self._work:
             while self._hooks and time.monotonic() < deadline:
                 self._work.wait(deadline - time.monotonic())
@@ -156,9 +159,14 @@ class Front:
         return self.exit_code
 
     def wait_for_end(self) -> int:
-        """Block until the worker ended (or a stop without one), SIGKILL at the budget."""
+        """Block until the worker ended (or a stop without one). A stop has one 30 s budget
+        for the worker's graceful end and the front's notify work: the worker is killed when
+        it is spent."""
         while not self.ended.wait(0.5):
-            pass
+            process = self.process
+            if self.stop_asked and time.monotonic() > self._stop_deadline and process:
+                log.error("front: the worker did not stop within 30 s: killed")
+                process.kill()
         return self.wind_down()
 
     # -- health -------------------------------------------------------------------------
