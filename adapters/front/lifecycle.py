@@ -19,7 +19,7 @@ import time
 from collections.abc import Mapping
 
 from adapters.front import session_dir, worker
-from adapters.front.settings import READY_WITHIN_S, STOP_WITHIN_S, FrontConfig
+from adapters.front.settings import STOP_WITHIN_S, FrontConfig
 
 log = logging.getLogger("foldline.front")
 Answer = tuple[int, str]  # status, error text
@@ -89,18 +89,21 @@ class Front:
         env = worker.worker_env(config, self.internal_url, self.token, self.env)
         process, verdict = worker.start(config, sid, env)
         if verdict != "ok":
-            process.wait(timeout=READY_WITHIN_S)
+            process.wait(timeout=STOP_WITHIN_S)
             self.failed = f"view setup failed, not serving on this runtime: {verdict}"
             log.error("front: %s", self.failed)
             return 503, self.failed
         self.process = process
         threading.Thread(target=self._watch, args=(process,), daemon=True).start()
-        deadline = time.monotonic() + READY_WITHIN_S
+        within = config.ready_within_s
+        deadline = time.monotonic() + within
         while not self.ready.wait(0.1):
             if process.poll() is not None:
                 return 503, f"the worker exited before it was ready (exit {process.returncode})"
             if time.monotonic() > deadline:
-                self.failed = "the worker was not ready within 30 s, not serving on this runtime"
+                self.failed = (
+                    f"the worker was not ready within {within:g} s, not serving on this runtime"
+                )
                 log.error("front: %s", self.failed)
                 process.kill()
                 return 503, self.failed

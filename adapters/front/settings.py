@@ -21,8 +21,8 @@ SESSION_HEADER = "X-Amzn-Bedrock-AgentCore-Runtime-Session-Id"
 SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{32,254}")
 EXACT_PATHS = ("/ping", "/invocations", "/", "/.well-known/agent-card.json")
 PREFIXES = ("/v1", "/console")
-READY_WITHIN_S = 30.0  # the worker's /ready, else 503 for good
-PING_WITHIN_S = 5.0  # the worker's /ping answer, else HealthyBusy
+READY_WITHIN_S = 30.0  # the worker's /ready, else 503 for good (FOLDLINE_FRONT_READY_S)
+PING_WITHIN_S = 5.0  # the worker's /ping answer, else HealthyBusy (FOLDLINE_FRONT_PING_S)
 COMMAND_WITHIN_S = 30.0  # each mount command of the view setup
 STOP_WITHIN_S = 30.0  # the front's notify work at a stop, then SIGKILL
 
@@ -48,6 +48,8 @@ class FrontConfig:
     state_dir: Path  # the front's; the worker's home and state live under it
     notify: str | None  # FOLDLINE_NOTIFY: run by the front, never given to the worker
     notify_timeout_s: float = 300.0  # FOLDLINE_NOTIFY_TIMEOUT_S
+    ready_within_s: float = READY_WITHIN_S  # FOLDLINE_FRONT_READY_S
+    ping_within_s: float = PING_WITHIN_S  # FOLDLINE_FRONT_PING_S
 
     @property
     def template(self) -> Path:
@@ -110,5 +112,11 @@ def load_front_config(
         notify=env.get("FOLDLINE_NOTIFY") or None,
         notify_timeout_s=_number(
             "FOLDLINE_NOTIFY_TIMEOUT_S", env.get("FOLDLINE_NOTIFY_TIMEOUT_S") or "300"
+        ),
+        ready_within_s=_number(
+            "FOLDLINE_FRONT_READY_S", env.get("FOLDLINE_FRONT_READY_S") or str(READY_WITHIN_S)
+        ),
+        ping_within_s=_number(
+            "FOLDLINE_FRONT_PING_S", env.get("FOLDLINE_FRONT_PING_S") or str(PING_WITHIN_S)
         ),
     )

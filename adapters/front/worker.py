@@ -17,7 +17,7 @@ import subprocess
 import sys
 from collections.abc import Mapping
 
-from adapters.front.settings import PING_WITHIN_S, FrontConfig
+from adapters.front.settings import FrontConfig
 
 NAMED = (
     "PATH",
@@ -144,8 +144,9 @@ def start(
 
 
 def ping(config: FrontConfig) -> tuple[int, bytes] | None:
-    """The worker's ``/ping`` answer, or None when there is none within 5 s."""
-    conn = http.client.HTTPConnection("127.0.0.1", config.worker_port, timeout=PING_WITHIN_S)
+    """The worker's ``/ping`` answer, or None when there is none within 5 s
+    (``FOLDLINE_FRONT_PING_S``)."""
+    conn = http.client.HTTPConnection("127.0.0.1", config.worker_port, timeout=config.ping_within_s)
     try:
         conn.request("GET", "/ping")
         answer = conn.getresponse()
