@@ -38,6 +38,7 @@ HOP_BY_HOP = frozenset(
     }
 )
 BLOCK = 64 * 1024
+TCP_ESTABLISHED = 1  # tcp_info's first byte: the connection's state
 
 
 class ClientGone(Exception):
@@ -78,6 +79,16 @@ def _request_body(handler: BaseHTTPRequestHandler) -> Iterator[bytes]:
             raise ClientGone
         left -= len(data)
         yield data
+
+
+def client_gone(client: socket.socket) -> bool:
+    """Whether the client has closed its side (a FIN or a reset), whatever it sent before:
+    the TCP state, not a read, so a body still unread does not hide the close."""
+    try:
+        info = client.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)
+    except OSError:
+        return True
+    return info[0] != TCP_ESTABLISHED
 
 
 def _watch_client(client: socket.socket, upstream: socket.socket, done: threading.Event) -> None:

@@ -83,9 +83,16 @@ class PublicHandler(_Handler):
         if not front.claim(sid):
             self.error(409, "this runtime serves another session id: it never switches")
             return
+        starting = not front.serving
         refused = front.activate()
         if refused is not None:
             self.error(*refused)
+            return
+        if starting and proxy.client_gone(self.connection):
+            # It waited for the worker's start; its caller left meanwhile: nothing of it
+            # reaches the worker (a job nobody waits for would run).
+            log.warning("front: client left while the worker started: request not forwarded")
+            self.close_connection = True
             return
         proxy.forward(self, "127.0.0.1", front.config.worker_port, UPSTREAM_TIMEOUT_S)
 

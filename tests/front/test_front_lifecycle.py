@@ -47,13 +47,14 @@ def _events(session: Path, stream: str, kind: str) -> int:
     return int(rows[0][0])
 
 
-def test_front_sigterm_stops_the_worker_which_releases_the_lease() -> None:
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["TERM", "INT"])
+def test_front_sigterm_stops_the_worker_which_releases_the_lease(signum: int) -> None:
     with place() as where:
         where.mount()
         with front(where) as served:
             assert served.invoke({"prompt": "hi"})[0] == 200
             worker = _worker_pid(served)
-            os.kill(served.process.pid, signal.SIGTERM)
+            os.kill(served.process.pid, signum)
             assert served.process.wait(timeout=40) == 0
             assert not os.path.exists(f"/proc/{worker}")
             assert "foldline front: exiting 0" in served.output()

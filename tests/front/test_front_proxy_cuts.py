@@ -46,6 +46,7 @@ class StubFront:
     def __init__(self, port: int, broken: bool = False) -> None:
         self.config = SimpleNamespace(worker_port=port)
         self.broken = broken
+        self.serving = True  # a worker up: the start path's checks do not apply
 
     def ping(self) -> tuple[int, bytes]:
         raise RuntimeError("a bug")
