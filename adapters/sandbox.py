@@ -54,7 +54,18 @@ _HIDE_THEN_DROP = (
 TOOLS = ("unshare", "mount", "setpriv")
 
 
-NAMESPACE, MODES = "namespace", "modes"
+# A server that is not root (the front's worker) has no other user to switch to. With USERNS
+# its runs keep its uid but start in a user namespace of their own (no privilege needed) with
+# their own pid namespace and /proc (the server's processes, hence their /proc/<pid>/root and
+# fds, are out of sight) and a mount namespace where the log's directory is covered as above;
+# a second user namespace, where the run is the server's uid again and has no capability,
+# locks that cover (mounts handed to a less privileged namespace cannot be unmounted).
+_HIDE_THEN_NEST = (
+    "hidden=$1 uid=$2 gid=$3; shift 3; mount -t tmpfs -o ro,nosuid,nodev,noexec,mode=0,size=4k"
+    ' foldline "$hidden" || exit 126;'
+    ' exec unshare --user --map-user="$uid" --map-group="$gid" --mount -- "$@"'
+)
+NAMESPACE, MODES, USERNS = "namespace", "modes", "userns"
 
 
 @dataclass(frozen=True)
@@ -81,6 +92,28 @@ class Sandbox:
             "--",
             *argv,
         ]
+        if self.isolation == USERNS:
+            return [
+                "unshare",
+                "--user",
+                "--map-root-user",
+                "--mount",
+                "--propagation",
+                "private",
+                "--pid",
+                "--fork",
+                "--kill-child",
+                "--mount-proc",
+                "--",
+                "sh",
+                "-c",
+                _HIDE_THEN_NEST,
+                "foldline-run",
+                str(self.hidden or "/nonexistent"),
+                str(self.user.uid),
+                str(self.user.gid),
+                *argv,
+            ]
         if self.hidden is None or self.isolation == MODES:
             return drop
         return [
@@ -115,6 +148,10 @@ def for_server(config: ServerConfig) -> Sandbox | None:
     """The sandbox the runs of ``config`` get, or None when they run as the server's own user
     (a non-root server, or ``FOLDLINE_RUN_USER=root``)."""
     user = config.run_user
+    if user is None and config.run_isolation == USERNS and config.db_url is None:
+        own = RunUser(os.geteuid(), os.getegid(), "the server's own user")
+        home = config.state_dir / "home" / str(own.uid)
+        return Sandbox(own, config.db.parent, home, USERNS, config.workspace)
     if user is None or user.is_root:
         return None
     return Sandbox(
@@ -142,6 +179,8 @@ def check(sandbox: Sandbox, wanted: str) -> str:
             " install it, or set FOLDLINE_RUN_USER=root to run jobs as root"
         )
     failures: list[str] = []
+    if sandbox.isolation == USERNS:
+        wanted = USERNS
     for isolation in (NAMESPACE, MODES) if wanted == "auto" else (wanted,):
         failure = _probe(replace(sandbox, isolation=isolation))
         if failure is None:
@@ -165,7 +204,7 @@ def _probe(sandbox: Sandbox) -> str | None:
     probe = Path(tempfile.mkdtemp(prefix="foldline-sandbox-check-"))
     try:
         # The run user may enter the probe but for the mount; with modes it is root's 0700.
-        os.chmod(probe, 0o755 if sandbox.isolation == NAMESPACE else 0o700)
+        os.chmod(probe, 0o700 if sandbox.isolation == MODES else 0o755)
         (probe / "log").write_bytes(b"")
         script = f'[ "$(id -u)" = {sandbox.user.uid} ] && [ ! -e "$0/log" ]'
         answer = subprocess.run(

@@ -68,6 +68,8 @@ def worker_env(
         "FOLDLINE_STATE_DIR": str(config.worker_home / "state"),
         "FOLDLINE_WORKSPACE": str(config.workspace),
         "FOLDLINE_SHARED_VOLUME": "1",
+        # Its runs share its uid: a user, pid and mount namespace keeps the log from them.
+        "FOLDLINE_RUN_ISOLATION": "userns",
         "FOLDLINE_FRONT_URL": front_url,
         "FOLDLINE_FRONT_TOKEN": token,
         **({"FOLDLINE_FRONT_NOTIFY": "1"} if config.notify else {}),

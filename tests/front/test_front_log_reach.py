@@ -1,0 +1,46 @@
+"""Issue 24 under the front: the worker is not root, so its runs share its uid; they must
+still not reach the session's log (``.foldline/``), by its path, through the worker's
+``/proc/<pid>/root`` or fds, or by unmounting what covers it."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tests.support.front import SID_A, front, place
+
+pytestmark = [
+    pytest.mark.server,
+    pytest.mark.skipif(os.geteuid() != 0, reason="the front needs root (mounts)"),
+]
+# Each probe says ``reached`` when it got at the log, and nothing else changes the db.
+PROBE = (
+    "cat >/dev/null; echo uid=$(id -u);"
+    " true >> .foldline/foldline.db 2>/dev/null && echo reached=open-append;"
+    " head -c 15 .foldline/foldline.db 2>/dev/null | grep -q SQLite && echo reached=read;"
+    " for p in /proc/[0-9]*; do head -c 15 $p/root$PWD/.foldline/foldline.db 2>/dev/null"
+    " | grep -q SQLite && echo reached=proc-root; for f in $p/fd/*; do"
+    ' case "$(readlink $f 2>/dev/null)" in *foldline.db) echo reached=proc-fd;; esac; done;'
+    " done;"
+    " umount -l .foldline 2>/dev/null; umount .foldline 2>/dev/null;"
+    " unshare --user --map-root-user --mount sh -c 'umount -l .foldline' 2>/dev/null;"
+    " head -c 15 .foldline/foldline.db 2>/dev/null | grep -q SQLite && echo reached=unmounted;"
+    " mv .foldline moved 2>/dev/null && echo reached=moved;"
+    " echo end"
+)
+
+
+def test_a_run_under_the_front_cannot_reach_the_sessions_log() -> None:
+    with place() as where:
+        where.mount()
+        with front(where, {"FOLDLINE_RUNNER": PROBE}) as served:
+            status, answer = served.invoke({"prompt": "snoop"})
+            assert status == 200, answer
+            lines = answer["result"].splitlines()
+            assert lines[0] == "uid=1000" and lines[-1] == "end", lines
+            assert [line for line in lines if line.startswith("reached=")] == [], lines
+            status, answer = served.invoke({"prompt": "again"})  # the log still serves
+            assert status == 200 and answer["status"] == "ok", answer
+        db = where.base / SID_A / ".foldline" / "foldline.db"
+        assert db.read_bytes()[:15] == b"SQLite format 3"
