@@ -59,11 +59,14 @@ TOOLS = ("unshare", "mount", "setpriv")
 # their own pid namespace and /proc (the server's processes, hence their /proc/<pid>/root and
 # fds, are out of sight) and a mount namespace where the log's directory is covered as above;
 # a second user namespace, where the run is the server's uid again and has no capability,
-# locks that cover (mounts handed to a less privileged namespace cannot be unmounted).
+# locks that cover (mounts handed to a less privileged namespace cannot be unmounted). The
+# shell stays as the namespace's PID 1 and the run is its child: a PID 1 ignores a SIGTERM it
+# has no handler for, and a run's graceful stop is a SIGTERM to its group. A run's end by a
+# signal then reads as the shell's exit code 128 + N.
 _HIDE_THEN_NEST = (
     "hidden=$1 uid=$2 gid=$3; shift 3; mount -t tmpfs -o ro,nosuid,nodev,noexec,mode=0,size=4k"
     ' foldline "$hidden" || exit 126;'
-    ' exec unshare --user --map-user="$uid" --map-group="$gid" --mount -- "$@"'
+    ' unshare --user --map-user="$uid" --map-group="$gid" --mount -- "$@"'
 )
 NAMESPACE, MODES, USERNS = "namespace", "modes", "userns"
 

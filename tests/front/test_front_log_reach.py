@@ -5,10 +5,11 @@ still not reach the session's log (``.foldline/``), by its path, through the wor
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 
-from tests.support.front import SID_A, front, place
+from tests.support.front import SID_A, front, place, wait_until
 
 pytestmark = [
     pytest.mark.server,
@@ -44,3 +45,32 @@ def test_a_run_under_the_front_cannot_reach_the_sessions_log() -> None:
             assert status == 200 and answer["status"] == "ok", answer
         db = where.base / SID_A / ".foldline" / "foldline.db"
         assert db.read_bytes()[:15] == b"SQLite format 3"
+
+
+# Marks itself up, then becomes a program with no TERM handler of its own.
+STOPPABLE = "cat >/dev/null; touch up; exec sleep 60"
+
+
+def test_a_run_under_the_front_gets_its_graceful_stop() -> None:
+    """The run is not its pid namespace's PID 1 (which ignores a SIGTERM it has no handler
+    for), so a session's graceful stop ends it at once, not after the grace."""
+    with place() as where:
+        where.mount()
+        session = where.base / SID_A
+        env = {"FOLDLINE_RUNNER": STOPPABLE, "FOLDLINE_STOP_GRACE_S": "40"}
+        with front(where, env) as served:
+            status, receipt = served.invoke({"prompt": "wait", "async": True})
+            assert status == 200, receipt
+            wait_until(lambda: (session / "up").exists(), what="the run up")
+            asked = time.monotonic()
+            status, _, body = served.request(
+                "POST",
+                f"/v1/sessions/{receipt['session']}/stop",
+                {"reason": "test"},
+                headers={
+                    "Authorization": "Bearer test-operator-token",
+                    "Content-Type": "application/json",
+                },
+            )
+            assert status == 200, body
+            assert time.monotonic() - asked < 20  # the TERM ended it; the grace is 40 s
