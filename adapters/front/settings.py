@@ -61,7 +61,13 @@ class FrontConfig:
 
     @property
     def worker_home(self) -> Path:
+        """Root's: it holds ``worker_state``."""
         return self.state_dir / "front-worker"
+
+    @property
+    def worker_state(self) -> Path:
+        """The worker's home and ``FOLDLINE_STATE_DIR`` (the log's anchor, its runs' homes)."""
+        return self.worker_home / "state"
 
 
 def load_front_config(

@@ -5,7 +5,7 @@ Started through ``unshare --mount`` and the view helper (``adapters.front.view``
 Its environment is a named allowlist: foldline's own settings one by one (never ``FOLDLINE_*``
 as a whole: ``FOLDLINE_NOTIFY`` and the front's settings stay with the front), every
 ``OTEL_*``, ``AGENT_OBSERVABILITY_*`` and ``AWS_CONTAINER_*``, the AWS credentials, plus what the
-front sets: the workspace, the loopback bind, a home and state directory of its own, the front's
+front sets: the workspace, the loopback bind, one home and state directory of its own, the front's
 loopback URL and per-boot token, and ``FOLDLINE_SHARED_VOLUME=1``.
 """
 
@@ -64,8 +64,9 @@ def worker_env(
     kept.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
     return {
         **kept,
-        "HOME": str(config.worker_home),
-        "FOLDLINE_STATE_DIR": str(config.worker_home / "state"),
+        # Its home is its state directory, which its runs see covered (adapters.sandbox).
+        "HOME": str(config.worker_state),
+        "FOLDLINE_STATE_DIR": str(config.worker_state),
         "FOLDLINE_WORKSPACE": str(config.workspace),
         "FOLDLINE_SHARED_VOLUME": "1",
         # Its runs share its uid: a user, pid and mount namespace keeps the log from them.
@@ -77,12 +78,18 @@ def worker_env(
 
 
 def prepare_home(config: FrontConfig) -> None:
-    """The worker's home (its state directory under it): the run user's, 0700."""
+    """The worker's directory, root's (0711), and in it its home and state directory, the run
+    user's (0700). Nothing the worker reads lies where its runs can write: they see the state
+    directory covered but for their own home in it, and the directory above it is root's."""
     config.state_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
-    home = config.worker_home
-    home.mkdir(mode=0o700, exist_ok=True)
-    os.chown(home, config.run_user.uid, config.run_user.gid)
-    os.chmod(home, 0o700)
+    above = config.worker_home
+    above.mkdir(mode=0o711, exist_ok=True)
+    os.chown(above, 0, 0)  # the run user's before: its runs could write a home's dotfiles there
+    os.chmod(above, 0o711)
+    state = config.worker_state
+    state.mkdir(mode=0o700, exist_ok=True)
+    os.chown(state, config.run_user.uid, config.run_user.gid)
+    os.chmod(state, 0o700)
 
 
 def worker_argv(config: FrontConfig, sid: str, status_fd: int) -> list[str]:

@@ -74,3 +74,57 @@ def test_a_run_under_the_front_gets_its_graceful_stop() -> None:
             )
             assert status == 200, body
             assert time.monotonic() - asked < 20  # the TERM ended it; the grace is 40 s
+
+
+# The worker's state directory ``$S`` (its home too): the log's anchor, the runs' homes.
+# Each probe says ``reached`` when it got at it; the run's own home stays its to write.
+STATE_PROBE = (
+    "cat >/dev/null; S={state}; A=$S/anchors; echo uid=$(id -u);"
+    ' touch "$HOME/mine" && echo home=writable;'
+    ' ls -A "$S" | grep -q anchors && echo reached=list-state;'
+    ' cat "$A"/*.json 2>/dev/null | grep -q hash && echo reached=read-anchor;'
+    ' for f in "$A"/*.json; do echo tampered 2>/dev/null > "$f" && echo reached=rewrite-anchor;'
+    " done;"
+    ' mkdir "$S/planted" 2>/dev/null && echo reached=write-state;'
+    ' mkdir "$S/../.local" 2>/dev/null && echo reached=write-above;'
+    " for p in /proc/[0-9]*; do"
+    ' cat $p/root"$A"/*.json 2>/dev/null | grep -q hash && echo reached=proc-root-read;'
+    ' for f in $p/root"$A"/*.json; do echo tampered 2>/dev/null > "$f"'
+    " && echo reached=proc-root-rewrite; done;"
+    ' for f in $p/fd/*; do case "$(readlink $f 2>/dev/null)" in'
+    ' "$S"/*) echo reached=proc-fd;; esac; done;'
+    " done;"
+    ' umount -l "$S" 2>/dev/null; umount "$S" 2>/dev/null;'
+    ' unshare --user --map-root-user --mount sh -c \'umount -l "$0"\' "$S" 2>/dev/null;'
+    ' cat "$A"/*.json 2>/dev/null | grep -q hash && echo reached=unmounted;'
+    ' rm -rf "$A" 2>/dev/null; mv "$S" "$S.moved" 2>/dev/null && echo reached=moved;'
+    " echo end"
+)
+
+
+def test_a_run_under_the_front_cannot_reach_the_workers_state() -> None:
+    """The anchor the missing-log check trusts, and the rest of the worker's state and home,
+    are its uid's: a run sees the state directory covered but for its own home."""
+    with place() as where:
+        where.mount()
+        front_state = where.root / "front-state"
+        state = front_state / "front-worker" / "state"
+        env = {
+            "FOLDLINE_STATE_DIR": str(front_state),
+            "FOLDLINE_RUNNER": STATE_PROBE.format(state=state),
+        }
+        with front(where, env) as served:
+            status, answer = served.invoke({"prompt": "snoop"})
+            assert status == 200, answer
+            lines = answer["result"].splitlines()
+            assert lines[0] == "uid=1000" and lines[-1] == "end", lines
+            assert "home=writable" in lines, lines
+            assert [line for line in lines if line.startswith("reached=")] == [], lines
+            status, answer = served.invoke({"prompt": "again"})  # the worker still serves
+            assert status == 200 and answer["status"] == "ok", answer
+        anchors = list((state / "anchors").glob("*.json"))
+        assert anchors, sorted(state.rglob("*"))
+        assert all(b'"hash"' in anchor.read_bytes() for anchor in anchors)
+        assert not (state / "planted").exists()
+        assert not (state.parent / ".local").exists()
+        assert (state / "home" / "1000" / "mine").exists()
