@@ -20,6 +20,10 @@
 # FOLDLINE_WORKSPACE=/mnt/<name> where its file system is mounted). `docker run IMAGE
 # foldline serve --bind ...` works as well; flags win over the environment.
 #
+# Session dirs (docs/agentcore.md "Session dirs"): set FOLDLINE_SESSION_BASE=/mnt/<name> and
+# the same command runs `foldline front` instead: each runtime session id gets its own
+# <base>/<sid>, bound at /workspace for a worker `foldline serve` as uid 1000 (needs SYS_ADMIN).
+#
 # The server runs as root, PID 1, and handles SIGTERM itself (gunicorn's master): a graceful
 # stop finishes open requests, releases the workspace lease and exits 0. Runs execute as the
 # run user 1000:1000 (FOLDLINE_RUN_USER) through util-linux's unshare, mount and setpriv;

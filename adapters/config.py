@@ -61,7 +61,7 @@ class ServerConfig:
     # Out of the runs' reach (ADR 0029): where the anchor lives, and who runs execute as.
     state_dir: Path = field(default_factory=lambda: default_state_dir(os.environ))
     run_user: RunUser | None = None  # None: runs keep the server's uid (a non-root server)
-    run_isolation: str = "auto"  # namespace, modes, or auto (serve's boot check decides)
+    run_isolation: str = "auto"  # namespace, modes, userns or auto (the boot check decides)
     new_log: bool = False  # --new-log: start a new log where the anchor saw history
     # FOLDLINE_SHARED_VOLUME=1 (ADR 0035): the log is opened only once this server holds the
     # lease; a non-holder answers lease-busy to everything but /ping and the agent card.
@@ -270,9 +270,10 @@ def load_config(
         else default_agents(config.runner),
     )
     check_places(config)
-    if config.run_isolation not in ("auto", "namespace", "modes"):
+    if config.run_isolation not in ("auto", "namespace", "modes", "userns"):
         raise ConfigError(
-            f"FOLDLINE_RUN_ISOLATION={config.run_isolation!r}: expected auto, namespace or modes"
+            f"FOLDLINE_RUN_ISOLATION={config.run_isolation!r}: expected auto, namespace, modes"
+            " or userns"
         )
     if config.a2a_keepalive_s > 2:
         raise ConfigError("FOLDLINE_A2A_KEEPALIVE_S must be at most 2: A2A clients wait 5 s")

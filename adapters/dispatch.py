@@ -26,6 +26,7 @@ import msgspec
 from adapters import notify, runner, sandbox
 from adapters.busy import BusyBoard
 from adapters.config import ServerConfig
+from adapters.front import handoff
 from adapters.processes import GatedProcess, spawn_gated
 from engine.domain import commands as c
 from engine.domain import ids, usecases
@@ -365,7 +366,8 @@ class Dispatcher:
             self.busy.leave()
 
     def _notify(self, job_id: str, status: str, result: str) -> None:
-        if not self.config.notify:
+        in_front = handoff.hook_in_front()  # under a front, the hook is the front's to run
+        if not self.config.notify and not in_front:
             return
         engine = self._engine()
         session_id = queries.job_session(engine.log.connection(), job_id)
@@ -373,6 +375,12 @@ class Dispatcher:
             raise LookupError(f"no job {job_id}")
         self.busy.enter()
         try:
+            if in_front:
+                handoff.notify_front(
+                    engine, job_id, session_id, status, result, self.config.notify_timeout_s
+                )
+                return
+            assert self.config.notify is not None
             notify.run_hook(
                 engine,
                 self.config.notify,

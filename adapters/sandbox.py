@@ -54,7 +54,33 @@ _HIDE_THEN_DROP = (
 TOOLS = ("unshare", "mount", "setpriv")
 
 
-NAMESPACE, MODES = "namespace", "modes"
+# A server that is not root (the front's worker) has no other user to switch to. With USERNS
+# its runs keep its uid but start in a user namespace of their own (no privilege needed) with
+# their own pid namespace and /proc (the server's processes, hence their /proc/<pid>/root and
+# fds, are out of sight) and a mount namespace where the log's directory is covered as above;
+# a second user namespace, where the run is the server's uid again and has no capability,
+# locks that cover (mounts handed to a less privileged namespace cannot be unmounted). The
+# shell stays as the namespace's PID 1 and the run is its child: a PID 1 ignores a SIGTERM it
+# has no handler for, and a run's graceful stop is a SIGTERM to its group. A run's end by a
+# signal then reads as the shell's exit code 128 + N.
+#
+# The server's state directory (the log's anchor, and under the front the worker's home) is
+# its uid's too, so it is covered the same way, but for the run's own home in it: the home is
+# held open, the state directory covered by an empty tmpfs, the home's path made in it and the
+# held home bound there (by its fd: ``--no-canonicalize``, or mount would resolve the path to
+# the covered one), then the tmpfs made read-only. The run sees the state directory with
+# nothing in it but its home's path, cannot write in it, and cannot unmount it (locked).
+_HIDE_THEN_NEST = (
+    "hidden=$1 state=$2 home=$3 uid=$4 gid=$5; shift 5; mount -t tmpfs -o"
+    ' ro,nosuid,nodev,noexec,mode=0,size=4k foldline "$hidden" || exit 126;'
+    ' if [ -n "$state" ]; then case $home in "$state"/*) ;; *) exit 126;; esac;'
+    ' { exec 3<"$home" && mount -t tmpfs -o nosuid,nodev,noexec,mode=0711,size=4k'
+    ' foldline-state "$state" && mkdir -p "$home"'
+    ' && mount --no-canonicalize --bind /proc/self/fd/3 "$home"'
+    ' && mount -o remount,bind,ro "$state" && exec 3<&-; } || exit 126; fi;'
+    ' unshare --user --map-user="$uid" --map-group="$gid" --mount -- "$@"'
+)
+NAMESPACE, MODES, USERNS = "namespace", "modes", "userns"
 
 
 @dataclass(frozen=True)
@@ -66,6 +92,7 @@ class Sandbox:
     home: Path
     isolation: str = NAMESPACE  # or MODES: no mount namespace to be had (see ``check``)
     workspace: Path | None = None
+    state: Path | None = None  # USERNS: the server's state directory, covered but for ``home``
 
     def wrap(self, argv: Sequence[str]) -> list[str]:
         """``argv`` as the run user, in a mount namespace that hides the log's directory
@@ -81,6 +108,30 @@ class Sandbox:
             "--",
             *argv,
         ]
+        if self.isolation == USERNS:
+            return [
+                "unshare",
+                "--user",
+                "--map-root-user",
+                "--mount",
+                "--propagation",
+                "private",
+                "--pid",
+                "--fork",
+                "--kill-child",
+                "--mount-proc",
+                "--",
+                "sh",
+                "-c",
+                _HIDE_THEN_NEST,
+                "foldline-run",
+                str(self.hidden or "/nonexistent"),
+                str(self.state or ""),
+                str(self.home),
+                str(self.user.uid),
+                str(self.user.gid),
+                *argv,
+            ]
         if self.hidden is None or self.isolation == MODES:
             return drop
         return [
@@ -115,6 +166,10 @@ def for_server(config: ServerConfig) -> Sandbox | None:
     """The sandbox the runs of ``config`` get, or None when they run as the server's own user
     (a non-root server, or ``FOLDLINE_RUN_USER=root``)."""
     user = config.run_user
+    if user is None and config.run_isolation == USERNS and config.db_url is None:
+        own = RunUser(os.geteuid(), os.getegid(), "the server's own user")
+        home = config.state_dir / "home" / str(own.uid)
+        return Sandbox(own, config.db.parent, home, USERNS, config.workspace, config.state_dir)
     if user is None or user.is_root:
         return None
     return Sandbox(
@@ -142,6 +197,8 @@ def check(sandbox: Sandbox, wanted: str) -> str:
             " install it, or set FOLDLINE_RUN_USER=root to run jobs as root"
         )
     failures: list[str] = []
+    if sandbox.isolation == USERNS:
+        wanted = USERNS
     for isolation in (NAMESPACE, MODES) if wanted == "auto" else (wanted,):
         failure = _probe(replace(sandbox, isolation=isolation))
         if failure is None:
@@ -165,11 +222,19 @@ def _probe(sandbox: Sandbox) -> str | None:
     probe = Path(tempfile.mkdtemp(prefix="foldline-sandbox-check-"))
     try:
         # The run user may enter the probe but for the mount; with modes it is root's 0700.
-        os.chmod(probe, 0o755 if sandbox.isolation == NAMESPACE else 0o700)
+        os.chmod(probe, 0o700 if sandbox.isolation == MODES else 0o755)
         (probe / "log").write_bytes(b"")
         script = f'[ "$(id -u)" = {sandbox.user.uid} ] && [ ! -e "$0/log" ]'
+        stand_in = replace(sandbox, hidden=probe)
+        if sandbox.state is not None:  # a stand-in state dir too: covered but for its home
+            state = Path(f"{probe}.state")
+            (state / "home").mkdir(parents=True)
+            (state / "home" / "mine").write_bytes(b"")
+            (state / "anchor").write_bytes(b"")
+            stand_in = replace(stand_in, state=state, home=state / "home")
+            script += ' && [ -e "$0.state/home/mine" ] && [ ! -e "$0.state/anchor" ]'
         answer = subprocess.run(
-            replace(sandbox, hidden=probe).wrap(["sh", "-c", script, str(probe)]),
+            stand_in.wrap(["sh", "-c", script, str(probe)]),
             cwd="/",
             capture_output=True,
             timeout=30,
@@ -178,6 +243,7 @@ def _probe(sandbox: Sandbox) -> str | None:
         )
     finally:
         shutil.rmtree(probe, ignore_errors=True)
+        shutil.rmtree(f"{probe}.state", ignore_errors=True)
     if answer.returncode == 0:
         return None
     said = answer.stderr.decode(errors="replace").strip()[:300]

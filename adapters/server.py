@@ -22,6 +22,7 @@ from typing import Any
 from gunicorn.app.base import BaseApplication
 
 from adapters.config import ServerConfig
+from adapters.front.handoff import announce_ready
 from adapters.http.app import create_app
 from adapters.runtime import Runtime
 
@@ -75,6 +76,8 @@ class FoldlineServer(BaseApplication):  # type: ignore[misc]
             "post_worker_init": post_worker_init,
             "worker_exit": worker_exit,
             "on_exit": on_exit,
+            # Under a front (adapters.front): tell it this worker listens.
+            "when_ready": lambda server: announce_ready(),
             "accesslog": None,
             "loglevel": "warning",
         }

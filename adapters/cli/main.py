@@ -22,7 +22,7 @@ from adapters.cli.audit import (
     run_verify,
 )
 from adapters.cli.exits import OK, refuse
-from adapters.cli.serving import run_console, run_serve, run_token
+from adapters.cli.serving import run_console, run_front, run_serve, run_token
 from adapters.declarations import ENVIRONMENT, GROUP
 from engine import EngineError
 
@@ -49,6 +49,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="start even though the log does not extend its anchor (recorded as lease.new_log)",
     )
     serve.set_defaults(run=run_serve)
+    front = commands.add_parser(
+        "front",
+        help="serve one AgentCore session id in its own directory through a worker (root)",
+        epilog="example: FOLDLINE_SESSION_BASE=/mnt/efs foldline front --bind 0.0.0.0:8080",
+    )
+    front.add_argument(
+        "--workspace",
+        help="the worker's fixed workspace path (default: $FOLDLINE_WORKSPACE or /workspace)",
+    )
+    front.add_argument("--bind", help="HOST:PORT (default: $FOLDLINE_BIND or 0.0.0.0:8080)")
+    front.set_defaults(run=run_front)
     token = commands.add_parser(
         "token",
         help="print the operator token the server made (or --rotate it)",

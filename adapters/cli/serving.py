@@ -48,8 +48,28 @@ def _server_config(args: argparse.Namespace, **flags: Any) -> ServerConfig:
     return config
 
 
+def run_front(args: argparse.Namespace) -> int:
+    """Run the session-dirs front (ADR 0036): blocks until its worker ends."""
+    import os
+
+    from adapters.config import ConfigError
+    from adapters.front import serve
+    from adapters.front.settings import load_front_config
+
+    try:
+        config = load_front_config(workspace=args.workspace, bind=args.bind)
+    except ConfigError as ex:
+        return refuse(ex)
+    return serve.run(config, dict(os.environ))
+
+
 def run_serve(args: argparse.Namespace) -> int:
-    """Run the HTTP server on the workspace (blocks until stopped)."""
+    """Run the HTTP server on the workspace (blocks until stopped); with
+    ``FOLDLINE_SESSION_BASE`` set, the session-dirs front instead (one setting for an image)."""
+    import os
+
+    if os.environ.get("FOLDLINE_SESSION_BASE"):
+        return run_front(args)
     from adapters import sandbox
     from adapters.config import ConfigError
     from adapters.server import FoldlineServer

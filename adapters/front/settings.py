@@ -1,0 +1,128 @@
+"""The front's settings and request rules: which paths it serves and which session ids it takes.
+
+The front reads only what it needs from the environment; ``foldline serve``'s own settings are
+for the worker, which gets them through a named allowlist (``adapters.front.worker``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from adapters.config import RunUser, _bind, _number, _run_user, default_state_dir
+from adapters.config_error import ConfigError
+
+SESSION_HEADER = "X-Amzn-Bedrock-AgentCore-Runtime-Session-Id"
+# 33 to 255 characters: the id is a directory name (NAME_MAX 255), and a leading dot cannot
+# match, so ``.template`` and ``.tmp-*`` are never served.
+SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{32,254}")
+EXACT_PATHS = ("/ping", "/invocations", "/", "/.well-known/agent-card.json")
+PREFIXES = ("/v1", "/console")
+READY_WITHIN_S = 30.0  # the worker's /ready, else 503 for good (FOLDLINE_FRONT_READY_S)
+PING_WITHIN_S = 5.0  # the worker's /ping answer, else HealthyBusy (FOLDLINE_FRONT_PING_S)
+COMMAND_WITHIN_S = 30.0  # each mount command of the view setup
+STOP_WITHIN_S = 30.0  # the front's notify work at a stop, then SIGKILL
+
+
+def served(path: str) -> bool:
+    """Whether ``path`` (no query) is one the front proxies (``/ping`` is its own)."""
+    return path in EXACT_PATHS or any(
+        path == prefix or path.startswith(prefix + "/") for prefix in PREFIXES
+    )
+
+
+def session_id_ok(value: str | None) -> bool:
+    return value is not None and SESSION_ID.fullmatch(value) is not None
+
+
+@dataclass(frozen=True)
+class FrontConfig:
+    base: Path  # FOLDLINE_SESSION_BASE: the mount holding every session's directory
+    workspace: Path  # the worker's fixed workspace path (FOLDLINE_WORKSPACE, default /workspace)
+    bind: str  # the front's address
+    worker_port: int  # the worker's loopback port (FOLDLINE_WORKER_PORT, default 9100)
+    run_user: RunUser
+    state_dir: Path  # the front's; the worker's home and state live under it
+    notify: str | None  # FOLDLINE_NOTIFY: run by the front, never given to the worker
+    notify_timeout_s: float = 300.0  # FOLDLINE_NOTIFY_TIMEOUT_S
+    ready_within_s: float = READY_WITHIN_S  # FOLDLINE_FRONT_READY_S
+    ping_within_s: float = PING_WITHIN_S  # FOLDLINE_FRONT_PING_S
+
+    @property
+    def template(self) -> Path:
+        return self.base / ".template"
+
+    @property
+    def worker_url(self) -> str:
+        return f"http://127.0.0.1:{self.worker_port}"
+
+    @property
+    def worker_home(self) -> Path:
+        """Root's: it holds ``worker_state``."""
+        return self.state_dir / "front-worker"
+
+    @property
+    def worker_state(self) -> Path:
+        """The worker's home and ``FOLDLINE_STATE_DIR`` (the log's anchor, its runs' homes)."""
+        return self.worker_home / "state"
+
+
+def load_front_config(
+    env: Mapping[str, str] | None = None,
+    *,
+    workspace: str | None = None,
+    bind: str | None = None,
+) -> FrontConfig:
+    """Settings from ``env``, then flags.
+
+    Raises:
+        ConfigError: not root, a missing base, a base overlapping the workspace, a bad value.
+    """
+    env = os.environ if env is None else env
+    if os.geteuid() != 0:
+        raise ConfigError("foldline front needs root: it mounts the session's directory")
+    base_text = env.get("FOLDLINE_SESSION_BASE") or ""
+    if not base_text.startswith("/"):
+        raise ConfigError(
+            f"FOLDLINE_SESSION_BASE={base_text!r}: expected the absolute path of the mount"
+            " holding the sessions' directories"
+        )
+    base = Path(os.path.normpath(base_text))
+    ws = Path(os.path.normpath(workspace or env.get("FOLDLINE_WORKSPACE") or "/workspace"))
+    if not ws.is_absolute():
+        raise ConfigError(f"workspace {str(ws)!r}: expected an absolute path")
+    if base == ws or base.is_relative_to(ws) or ws.is_relative_to(base):
+        raise ConfigError(
+            f"FOLDLINE_SESSION_BASE={base} overlaps the worker's workspace {ws}: the view"
+            " setup unmounts the base under it"
+        )
+    front_bind = _bind(bind or env.get("FOLDLINE_BIND") or "0.0.0.0:8080")
+    port_text = env.get("FOLDLINE_WORKER_PORT") or "9100"
+    if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise ConfigError(f"FOLDLINE_WORKER_PORT={port_text!r}: expected a port number")
+    if front_bind.rpartition(":")[2] == port_text:
+        raise ConfigError(f"bind {front_bind}: port {port_text} is the worker's")
+    user = _run_user(env.get("FOLDLINE_RUN_USER"))
+    if user is None or user.is_root:
+        raise ConfigError("FOLDLINE_RUN_USER: the worker must run as a user other than root")
+    return FrontConfig(
+        base=base,
+        workspace=ws,
+        bind=front_bind,
+        worker_port=int(port_text),
+        run_user=user,
+        state_dir=default_state_dir(env),
+        notify=env.get("FOLDLINE_NOTIFY") or None,
+        notify_timeout_s=_number(
+            "FOLDLINE_NOTIFY_TIMEOUT_S", env.get("FOLDLINE_NOTIFY_TIMEOUT_S") or "300"
+        ),
+        ready_within_s=_number(
+            "FOLDLINE_FRONT_READY_S", env.get("FOLDLINE_FRONT_READY_S") or str(READY_WITHIN_S)
+        ),
+        ping_within_s=_number(
+            "FOLDLINE_FRONT_PING_S", env.get("FOLDLINE_FRONT_PING_S") or str(PING_WITHIN_S)
+        ),
+    )

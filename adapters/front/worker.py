@@ -1,0 +1,166 @@
+"""The worker: ``foldline serve`` on the session's workspace, as the run user, on loopback.
+
+Started through ``unshare --mount`` and the view helper (``adapters.front.view``), then
+``setpriv`` (run user's uid and gid, no supplementary groups, no capabilities, no_new_privs).
+Its environment is a named allowlist: foldline's own settings one by one (never ``FOLDLINE_*``
+as a whole: ``FOLDLINE_NOTIFY`` and the front's settings stay with the front), every
+``OTEL_*``, ``AGENT_OBSERVABILITY_*`` and ``AWS_CONTAINER_*``, the AWS credentials, plus what the
+front sets: the workspace, the loopback bind, one home and state directory of its own, the front's
+loopback URL and per-boot token, and ``FOLDLINE_SHARED_VOLUME=1``.
+"""
+
+from __future__ import annotations
+
+import http.client
+import os
+import subprocess
+import sys
+from collections.abc import Mapping
+
+from adapters.front.settings import FrontConfig
+
+NAMED = (
+    "PATH",
+    "LANG",
+    "LC_ALL",
+    "TZ",
+    "AWS_REGION",
+    "AWS_DEFAULT_REGION",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "FOLDLINE_RUNNER",
+    "FOLDLINE_AGENTS_FILE",
+    "FOLDLINE_RESOURCE_GROUPS",
+    "FOLDLINE_PUBLIC_URL",
+    "FOLDLINE_TOKEN",
+    "FOLDLINE_SYNC",
+    "FOLDLINE_WORKERS",
+    "FOLDLINE_THREADS",
+    "FOLDLINE_LEASE_RENEW_S",
+    "FOLDLINE_LEASE_CONFIRM_S",
+    "FOLDLINE_LEASE_STALE_S",
+    "FOLDLINE_START_GRACE_S",
+    "FOLDLINE_TRANSITION_GRACE_S",
+    "FOLDLINE_JOB_TIMEOUT_S",
+    "FOLDLINE_SYNC_WAIT_S",
+    "FOLDLINE_SSE_KEEPALIVE_S",
+    "FOLDLINE_NOTIFY_TIMEOUT_S",
+    "FOLDLINE_A2A_KEEPALIVE_S",
+    "FOLDLINE_STOP_GRACE_S",
+    "PYTHONUNBUFFERED",
+    "PYTHONDONTWRITEBYTECODE",
+)
+PREFIXES = ("OTEL_", "AGENT_OBSERVABILITY_", "AWS_CONTAINER_")
+
+
+def worker_env(
+    config: FrontConfig, front_url: str, token: str, env: Mapping[str, str]
+) -> dict[str, str]:
+    """The worker's whole environment (nothing else of the front's passes)."""
+    kept = {
+        name: value for name, value in env.items() if name in NAMED or name.startswith(PREFIXES)
+    }
+    kept.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+    return {
+        **kept,
+        # Its home is its state directory, which its runs see covered (adapters.sandbox).
+        "HOME": str(config.worker_state),
+        "FOLDLINE_STATE_DIR": str(config.worker_state),
+        "FOLDLINE_WORKSPACE": str(config.workspace),
+        "FOLDLINE_SHARED_VOLUME": "1",
+        # Its runs share its uid: a user, pid and mount namespace keeps the log from them.
+        "FOLDLINE_RUN_ISOLATION": "userns",
+        "FOLDLINE_FRONT_URL": front_url,
+        "FOLDLINE_FRONT_TOKEN": token,
+        **({"FOLDLINE_FRONT_NOTIFY": "1"} if config.notify else {}),
+    }
+
+
+def prepare_home(config: FrontConfig) -> None:
+    """The worker's directory, root's (0711), and in it its home and state directory, the run
+    user's (0700). Nothing the worker reads lies where its runs can write: they see the state
+    directory covered but for their own home in it, and the directory above it is root's."""
+    config.state_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
+    above = config.worker_home
+    above.mkdir(mode=0o711, exist_ok=True)
+    os.chown(above, 0, 0)  # the run user's before: its runs could write a home's dotfiles there
+    os.chmod(above, 0o711)
+    state = config.worker_state
+    state.mkdir(mode=0o700, exist_ok=True)
+    os.chown(state, config.run_user.uid, config.run_user.gid)
+    os.chmod(state, 0o700)
+
+
+def worker_argv(config: FrontConfig, sid: str, status_fd: int) -> list[str]:
+    user = config.run_user
+    return [
+        "unshare",
+        "--mount",
+        "--propagation",
+        "private",
+        "--",
+        sys.executable,
+        "-m",
+        "adapters.front.view",
+        str(status_fd),
+        str(config.base),
+        sid,
+        str(config.workspace),
+        "--",
+        "setpriv",
+        f"--reuid={user.uid}",
+        f"--regid={user.gid}",
+        "--clear-groups",
+        "--inh-caps=-all",
+        "--bounding-set=-all",
+        "--no-new-privs",
+        "--",
+        sys.executable,
+        "-m",
+        "adapters.cli",
+        "serve",
+        "--workspace",
+        str(config.workspace),
+        "--bind",
+        f"127.0.0.1:{config.worker_port}",
+    ]
+
+
+def start(
+    config: FrontConfig, sid: str, env: Mapping[str, str]
+) -> tuple[subprocess.Popen[bytes], str]:
+    """Start the chain; the view helper's verdict (``ok`` or ``failed: why``) is returned once
+    it is known, so a failed view is told apart from a worker that stopped later."""
+    prepare_home(config)
+    reading, writing = os.pipe()
+    try:
+        process = subprocess.Popen(
+            worker_argv(config, sid, writing),
+            env=dict(env),
+            cwd="/",
+            pass_fds=(writing,),
+            stdin=subprocess.DEVNULL,
+        )
+    finally:
+        os.close(writing)
+    try:
+        with os.fdopen(reading, "rb") as pipe:
+            verdict = pipe.readline().decode(errors="replace").strip()
+    except OSError as ex:
+        verdict = f"failed: {ex}"
+    return process, verdict or "failed: the view helper ended without a word"
+
+
+def ping(config: FrontConfig) -> tuple[int, bytes] | None:
+    """The worker's ``/ping`` answer, or None when there is none within 5 s
+    (``FOLDLINE_FRONT_PING_S``)."""
+    conn = http.client.HTTPConnection("127.0.0.1", config.worker_port, timeout=config.ping_within_s)
+    try:
+        conn.request("GET", "/ping")
+        answer = conn.getresponse()
+        return answer.status, answer.read()
+    except (OSError, http.client.HTTPException):
+        return None
+    finally:
+        conn.close()

@@ -1,0 +1,91 @@
+"""The notify hand-off: the worker posts a finished job to the front, which checks it and runs
+``FOLDLINE_NOTIFY`` with its own environment; only safe ``MEDIA`` files are copied for it, and
+the hook's start and end are recorded once in the session's log."""
+
+from __future__ import annotations
+
+import http.client
+import os
+import subprocess
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import apsw
+import pytest
+
+from tests.support.front import SID_A, Front, front, place, wait_until
+
+pytestmark = [
+    pytest.mark.server,
+    pytest.mark.skipif(os.geteuid() != 0, reason="the front needs root (mounts)"),
+]
+RUNNER = (
+    "cat >/dev/null; echo made > out.txt; ln -s /etc/hostname link.txt; mkfifo pipe;"
+    " printf 'done\\nMEDIA:out.txt\\nMEDIA:link.txt\\nMEDIA:/etc/passwd\\nMEDIA:pipe\\n'"
+)
+HOOK = (
+    'cat > "$OUT/text"; echo "$FOLDLINE_RUN_STATUS $CHANNEL_SECRET $(pwd)" > "$OUT/env";'
+    ' for f in $(sed -n "s/^MEDIA://p" "$OUT/text"); do cat "$f" > "$OUT/copy"; done'
+)
+
+
+def _count(session: Path, kind: str) -> int:
+    db = apsw.Connection(str(session / ".foldline" / "foldline.db"))
+    rows = db.execute("SELECT count(*) FROM events WHERE event_type = ?", (kind,)).fetchall()
+    return int(rows[0][0])
+
+
+def _internal(served: Front) -> tuple[int, str]:
+    """The front's loopback port and token, as its worker was given them."""
+    worker = subprocess.run(
+        ["pgrep", "-P", str(served.process.pid)], capture_output=True, text=True, check=True
+    ).stdout.split()[0]
+    env = dict(
+        item.split("=", 1)
+        for item in Path(f"/proc/{worker}/environ").read_text().split("\0")
+        if "=" in item
+    )
+    port = urlsplit(env["FOLDLINE_FRONT_URL"]).port
+    assert port is not None
+    return port, env["FOLDLINE_FRONT_TOKEN"]
+
+
+def _post(port: int, token: str, body: bytes) -> int:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    conn.request("POST", "/notify", body, {"Authorization": f"Bearer {token}"})
+    status = conn.getresponse().status
+    conn.close()
+    return status
+
+
+def test_front_runs_the_hook_for_a_finished_job_with_safe_media_only() -> None:
+    with place() as where:
+        where.mount()
+        out = where.root / "hook"
+        out.mkdir()
+        env = {
+            "FOLDLINE_RUNNER": RUNNER,
+            "FOLDLINE_NOTIFY": HOOK,
+            "OUT": str(out),
+            "CHANNEL_SECRET": "s3cret",
+        }
+        session = where.base / SID_A
+        with front(where, env) as served:
+            status, answer = served.invoke({"prompt": "go"})
+            assert status == 200 and answer["status"] == "ok", answer
+            wait_until(lambda: _count(session, "job.notify_finished") == 1, what="hook end")
+            port, token = _internal(served)
+            assert _post(port, "wrong", b"{}") == 403
+            for bad in (b"[]", b"{}", b'{"id":"j","session":"s s","status":"ok","text":""}'):
+                assert _post(port, token, bad) == 400, bad
+            assert _post(port, token, b'{"id":"j","session":"s","status":"maybe","text":""}') == 400
+        text = (out / "text").read_text().splitlines()
+        assert text[0] == "done" and len(text) == 2, text  # three MEDIA lines dropped
+        status_word, secret, cwd = (out / "env").read_text().split()
+        assert (status_word, secret) == ("ok", "s3cret")
+        assert text[1].startswith(f"MEDIA:{cwd}/") and not Path(cwd).exists()  # removed after
+        assert (out / "copy").read_text() == "made\n"
+        assert _count(session, "job.notify_started") == 1
+        assert "MEDIA dropped (resolves outside the workspace)" in served.output()
+        assert "MEDIA dropped (outside the workspace)" in served.output()
+        assert "MEDIA dropped (not a regular file)" in served.output()

@@ -1,0 +1,82 @@
+"""The front's rules without a process: session ids, served paths, settings, mountinfo."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from adapters.config_error import ConfigError
+from adapters.front import session_dir, worker
+from adapters.front.settings import load_front_config, served, session_id_ok
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the front's settings need root")
+
+
+def test_front_session_ids_are_33_to_255_safe_characters() -> None:
+    assert session_id_ok("a" * 33) and session_id_ok("A1_-" + "x" * 251)
+    for bad in (None, "a" * 32, "a" * 256, "." + "a" * 40, "_" + "a" * 40, "a" * 40 + "/", ""):
+        assert not session_id_ok(bad), bad
+
+
+def test_front_serves_the_contract_paths_only() -> None:
+    for path in ("/invocations", "/", "/.well-known/agent-card.json", "/v1", "/v1/jobs"):
+        assert served(path), path
+    for path in ("/console/", "/console/api/overview"):
+        assert served(path), path
+    for path in ("/v1x", "/ready", "/notify", "/metrics", "/openapi.json", "/invocations/x"):
+        assert not served(path), path
+
+
+@needs_root
+def test_front_settings_refuse_an_overlap_a_relative_base_and_the_workers_port() -> None:
+    env = {"FOLDLINE_SESSION_BASE": "/mnt/efs"}
+    assert load_front_config(env).workspace == Path("/workspace")
+    for base, ws in (("/workspace", "/workspace"), ("/workspace/s", None), ("/mnt", "/mnt/w")):
+        with pytest.raises(ConfigError, match="overlaps"):
+            load_front_config({"FOLDLINE_SESSION_BASE": base}, workspace=ws)
+    with pytest.raises(ConfigError, match="absolute"):
+        load_front_config({"FOLDLINE_SESSION_BASE": "efs"})
+    with pytest.raises(ConfigError, match="the worker's"):
+        load_front_config(env, bind="0.0.0.0:9100")
+    with pytest.raises(ConfigError, match="other than root"):
+        load_front_config({**env, "FOLDLINE_RUN_USER": "root"})
+
+
+@needs_root
+def test_front_worker_environment_is_a_named_allowlist() -> None:
+    config = load_front_config({"FOLDLINE_SESSION_BASE": "/mnt/efs"})
+    given = {
+        "PATH": "/bin",
+        "FOLDLINE_RUNNER": "cat",
+        "FOLDLINE_NOTIFY": "post-it",
+        "FOLDLINE_SESSION_BASE": "/mnt/efs",
+        "FOLDLINE_DB": "/elsewhere.db",
+        "FOLDLINE_RUN_USER": "1000:1000",
+        "OTEL_SERVICE_NAME": "x",
+        "AWS_CONTAINER_CREDENTIALS_FULL_URI": "http://169.254.170.2/x",
+        "AWS_SESSION_TOKEN": "t",
+        "SLACK_TOKEN": "secret",
+    }
+    env = worker.worker_env(config, "http://127.0.0.1:1", "tok", given)
+    for kept in ("FOLDLINE_RUNNER", "OTEL_SERVICE_NAME", "AWS_SESSION_TOKEN", "PATH"):
+        assert env[kept] == given[kept]
+    assert "AWS_CONTAINER_CREDENTIALS_FULL_URI" in env
+    for dropped in ("FOLDLINE_NOTIFY", "FOLDLINE_SESSION_BASE", "FOLDLINE_DB", "SLACK_TOKEN"):
+        assert dropped not in env
+    assert "FOLDLINE_RUN_USER" not in env
+    assert env["FOLDLINE_SHARED_VOLUME"] == "1" and env["FOLDLINE_WORKSPACE"] == "/workspace"
+    assert env["FOLDLINE_FRONT_TOKEN"] == "tok"
+
+
+def test_front_mountinfo_paths_are_unescaped(tmp_path: Path) -> None:
+    info = tmp_path / "mountinfo"
+    info.write_text(
+        "22 1 0:21 / / rw - ext4 /dev/root rw\n"
+        "30 22 0:40 / /mnt/my\\040efs rw - nfs4 x rw\n"
+        "31 30 0:41 / /mnt/my\\040efs rw - nfs4 x rw\n"
+    )
+    assert session_dir.mount_points(str(info)).count("/mnt/my efs") == 2
+    assert session_dir.is_mount_point(Path("/mnt/my efs"), str(info))
+    assert not session_dir.is_mount_point(Path("/mnt"), str(info))
