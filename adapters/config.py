@@ -115,7 +115,7 @@ def default_state_dir(env: Mapping[str, str]) -> Path:
     return Path(xdg).resolve() / "foldline"
 
 
-def _run_user(text: str | None) -> RunUser | None:
+def parse_run_user(text: str | None) -> RunUser | None:
     """``FOLDLINE_RUN_USER``: a user name or ``uid:gid``; default ``1000:1000`` when the server
     is root, and no switch at all when it is not (it could not switch)."""
     if os.geteuid() != 0:
@@ -138,7 +138,7 @@ def _run_user(text: str | None) -> RunUser | None:
     return RunUser(entry.pw_uid, entry.pw_gid, text)
 
 
-def _number(name: str, text: str, kind: type = float, minimum: float = 0.0) -> float:
+def parse_number(name: str, text: str, kind: type = float, minimum: float = 0.0) -> float:
     try:
         value = kind(text)
     except ValueError:
@@ -165,11 +165,11 @@ def _groups(text: str) -> dict[str, int]:
         name, sep, units = item.partition("=")
         if not sep or not name:
             raise ConfigError(f"FOLDLINE_RESOURCE_GROUPS: {item!r} is not name=units")
-        groups[name] = int(_number(f"FOLDLINE_RESOURCE_GROUPS[{name}]", units, int))
+        groups[name] = int(parse_number(f"FOLDLINE_RESOURCE_GROUPS[{name}]", units, int))
     return groups
 
 
-def _bind(text: str) -> str:
+def parse_bind(text: str) -> str:
     host, sep, port = text.rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise ConfigError(f"bind {text!r}: expected HOST:PORT, e.g. 127.0.0.1:8080")
@@ -226,14 +226,14 @@ def load_config(
         raise ConfigError(f"FOLDLINE_SYNC={sync!r}: expected full or normal")
     config = ServerConfig(workspace=root, db=db.resolve(), db_url=db_url, sync=sync)
     updates: dict[str, object] = {
-        "bind": _bind(bind or env.get("FOLDLINE_BIND") or config.bind),
+        "bind": parse_bind(bind or env.get("FOLDLINE_BIND") or config.bind),
         "runner": env.get("FOLDLINE_RUNNER") or config.runner,
         "notify": env.get("FOLDLINE_NOTIFY") or None,
         "token": env.get("FOLDLINE_TOKEN") or None,
         "resource_groups": _groups(env.get("FOLDLINE_RESOURCE_GROUPS", "")),
         "public_url": env.get("FOLDLINE_PUBLIC_URL") or None,
         "state_dir": default_state_dir(env),
-        "run_user": _run_user(env.get("FOLDLINE_RUN_USER")),
+        "run_user": parse_run_user(env.get("FOLDLINE_RUN_USER")),
         "run_isolation": env.get("FOLDLINE_RUN_ISOLATION") or "auto",
         "shared_volume": _flag("FOLDLINE_SHARED_VOLUME", env.get("FOLDLINE_SHARED_VOLUME", "")),
     }
@@ -252,15 +252,15 @@ def load_config(
     }
     for attr, name in numbers.items():
         if env.get(name):
-            updates[attr] = _number(name, env[name])
+            updates[attr] = parse_number(name, env[name])
     for attr, name, flag in (
         ("workers", "FOLDLINE_WORKERS", workers),
         ("threads", "FOLDLINE_THREADS", threads),
     ):
         if flag is not None:
-            updates[attr] = int(_number(f"--{attr}", str(flag), int))
+            updates[attr] = int(parse_number(f"--{attr}", str(flag), int))
         elif env.get(name):
-            updates[attr] = int(_number(name, env[name], int))
+            updates[attr] = int(parse_number(name, env[name], int))
     config = replace(config, **updates)  # type: ignore[arg-type]
     agents_file = env.get("FOLDLINE_AGENTS_FILE")
     config = replace(

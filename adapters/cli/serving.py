@@ -158,11 +158,11 @@ def run_token(args: argparse.Namespace) -> int:
 
 def run_console(args: argparse.Namespace) -> int:
     """Serve the console read-only over a log file: no lease, no runner, no writes."""
-    from adapters.config import ConfigError, _bind
+    from adapters.config import ConfigError, parse_bind
     from adapters.console_server import ConsoleServer, check_log, check_loopback
 
     try:
-        bind = check_loopback(_bind(args.bind))
+        bind = check_loopback(parse_bind(args.bind))
     except ConfigError as ex:
         return refuse(ex, BIND)
     remote = parse_target(args.db).remote

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from adapters.config import RunUser, _bind, _number, _run_user, default_state_dir
+from adapters.config import RunUser, default_state_dir, parse_bind, parse_number, parse_run_user
 from adapters.config_error import ConfigError
 
 SESSION_HEADER = "X-Amzn-Bedrock-AgentCore-Runtime-Session-Id"
@@ -99,13 +99,13 @@ def load_front_config(
             f"FOLDLINE_SESSION_BASE={base} overlaps the worker's workspace {ws}: the view"
             " setup unmounts the base under it"
         )
-    front_bind = _bind(bind or env.get("FOLDLINE_BIND") or "0.0.0.0:8080")
+    front_bind = parse_bind(bind or env.get("FOLDLINE_BIND") or "0.0.0.0:8080")
     port_text = env.get("FOLDLINE_WORKER_PORT") or "9100"
     if not port_text.isdigit() or not 0 < int(port_text) < 65536:
         raise ConfigError(f"FOLDLINE_WORKER_PORT={port_text!r}: expected a port number")
     if front_bind.rpartition(":")[2] == port_text:
         raise ConfigError(f"bind {front_bind}: port {port_text} is the worker's")
-    user = _run_user(env.get("FOLDLINE_RUN_USER"))
+    user = parse_run_user(env.get("FOLDLINE_RUN_USER"))
     if user is None or user.is_root:
         raise ConfigError("FOLDLINE_RUN_USER: the worker must run as a user other than root")
     return FrontConfig(
@@ -116,13 +116,13 @@ def load_front_config(
         run_user=user,
         state_dir=default_state_dir(env),
         notify=env.get("FOLDLINE_NOTIFY") or None,
-        notify_timeout_s=_number(
+        notify_timeout_s=parse_number(
             "FOLDLINE_NOTIFY_TIMEOUT_S", env.get("FOLDLINE_NOTIFY_TIMEOUT_S") or "300"
         ),
-        ready_within_s=_number(
+        ready_within_s=parse_number(
             "FOLDLINE_FRONT_READY_S", env.get("FOLDLINE_FRONT_READY_S") or str(READY_WITHIN_S)
         ),
-        ping_within_s=_number(
+        ping_within_s=parse_number(
             "FOLDLINE_FRONT_PING_S", env.get("FOLDLINE_FRONT_PING_S") or str(PING_WITHIN_S)
         ),
     )
