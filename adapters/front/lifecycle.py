@@ -153,6 +153,9 @@ class Front:
         the worker (if still there) is killed. The front's exit code."""
         deadline = self._stop_deadline or time.monotonic() + STOP_WITHIN_S
         with self._work:
+            if self._hooks:
+                left = max(0.0, deadline - time.monotonic())
+                log.warning("front: waiting up to %.0f s for %d notify hook(s)", left, self._hooks)
             while self._hooks and time.monotonic() < deadline:
                 self._work.wait(deadline - time.monotonic())
         process = self.process

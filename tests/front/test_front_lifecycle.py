@@ -14,7 +14,7 @@ from pathlib import Path
 import apsw
 import pytest
 
-from tests.support.front import SID_A, Front, front, place
+from tests.support.front import SID_A, Front, front, place, wait_until
 from tests.support.server import RECOVERY_ENV
 
 pytestmark = [
@@ -25,11 +25,15 @@ pytestmark = [
 
 
 def _worker_pid(served: Front) -> int:
+    """The front's one worker (its hooks, also its children, run ``sh``)."""
     children = subprocess.run(
         ["pgrep", "-P", str(served.process.pid)], capture_output=True, text=True, check=False
     ).stdout.split()
-    assert len(children) == 1, children
-    return int(children[0])
+    workers = [
+        int(pid) for pid in children if b"adapters.cli" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    ]
+    assert len(workers) == 1, children
+    return workers[0]
 
 
 def _db(session: Path) -> apsw.Connection:
@@ -96,3 +100,31 @@ def test_front_ends_when_its_worker_is_killed_and_a_new_front_finishes_the_job_o
         stream = f"job:{receipt['invocation']}"
         assert _events(session, stream, "job.finished") == 1
         assert _events(session, stream, "job.started") == 2
+
+
+def test_front_stop_waits_for_its_running_notify_hook() -> None:
+    """The worker's graceful stop ends it; the front stays until its hook is done."""
+    with place() as where:
+        where.mount()
+        out = where.root / "hook"
+        out.mkdir()
+        hook = (
+            'cat >/dev/null; touch "$OUT/started"; i=0;'
+            ' while [ ! -e "$OUT/go" ] && [ "$i" -lt 600 ]; do sleep 0.05; i=$((i + 1)); done;'
+            ' echo finished > "$OUT/ended"'
+        )
+        env = {"FOLDLINE_RUNNER": "cat >/dev/null; echo hi", "FOLDLINE_NOTIFY": hook}
+        with front(where, {**env, "OUT": str(out)}) as served:
+            status, answer = served.invoke({"prompt": "go"})
+            assert status == 200 and answer["status"] == "ok", answer
+            wait_until(lambda: (out / "started").exists(), what="hook started")
+            worker = _worker_pid(served)
+            os.kill(served.process.pid, signal.SIGTERM)
+            wait_until(lambda: not os.path.exists(f"/proc/{worker}"), what="the worker's end")
+            wait_until(lambda: "notify hook(s)" in served.output(), what="the front waiting")
+            assert served.process.poll() is None, served.output()
+            assert not (out / "ended").exists()
+            (out / "go").write_text("")
+            assert served.process.wait(timeout=30) == 0, served.output()
+            assert (out / "ended").read_text() == "finished\n"
+        assert _events(where.base / SID_A, "lease:workspace", "lease.released") == 1

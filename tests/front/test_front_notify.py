@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import http.client
 import os
+import socket
 import subprocess
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -58,6 +59,14 @@ def _post(port: int, token: str, body: bytes) -> int:
     return status
 
 
+def _post_raw(port: int, head: bytes) -> int:
+    """The status a bare request head gets (no body sent: the limit is judged on the head)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as conn:
+        conn.sendall(head)
+        answer = conn.makefile("rb").readline()
+    return int(answer.split()[1])
+
+
 def test_front_runs_the_hook_for_a_finished_job_with_safe_media_only() -> None:
     with place() as where:
         where.mount()
@@ -79,6 +88,11 @@ def test_front_runs_the_hook_for_a_finished_job_with_safe_media_only() -> None:
             for bad in (b"[]", b"{}", b'{"id":"j","session":"s s","status":"ok","text":""}'):
                 assert _post(port, token, bad) == 400, bad
             assert _post(port, token, b'{"id":"j","session":"s","status":"maybe","text":""}') == 400
+            auth = f"Authorization: Bearer {token}\r\n".encode()
+            too_big = b"Content-Length: %d\r\n" % (16 * 1024 * 1024 + 1)
+            assert _post_raw(port, b"POST /notify HTTP/1.1\r\n" + auth + too_big + b"\r\n") == 400
+            assert _post_raw(port, b"POST /notify HTTP/1.1\r\n" + auth + b"\r\n") == 400
+            assert _count(session, "job.notify_started") == 1  # none of these ran the hook
         text = (out / "text").read_text().splitlines()
         assert text[0] == "done" and len(text) == 2, text  # three MEDIA lines dropped
         status_word, secret, cwd = (out / "env").read_text().split()

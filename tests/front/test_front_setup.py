@@ -147,6 +147,21 @@ def test_a_failed_view_setup_is_503_for_good_and_no_worker_starts() -> None:
                 subprocess.run(["umount", "-l", where.base], capture_output=True, check=False)
 
 
+def test_a_workspace_path_that_cannot_be_made_fails_the_view_closed() -> None:
+    with place() as where:
+        where.mount()
+        where.ws.write_text("a file where the workspace would be bound\n")
+        with front(where) as served:
+            for _ in range(2):
+                status, _, body = served.request("POST", "/invocations", {"prompt": "x"})
+                error = json.loads(body)["error"]
+                assert status == 503 and "view setup failed" in error, body
+                assert f"mkdir -p {where.ws}" in error, error
+                assert not _children(served)
+            assert where.ws.read_text().startswith("a file")  # the front's view is unchanged
+            assert served.process.poll() is None
+
+
 def test_a_worker_not_ready_in_time_is_503_for_good() -> None:
     with place() as where:
         where.mount()
