@@ -24,12 +24,15 @@ from typing import Any
 import msgspec
 
 from adapters import notify, runner, sandbox
+from adapters.gitwork.runner import GitFailed, NotARepository
 from adapters.busy import BusyBoard
 from adapters.config import ServerConfig
 from adapters.front import handoff
 from adapters.processes import GatedProcess, spawn_gated
+from adapters.writers import Worktrees, WriterRun
 from engine.domain import commands as c
 from engine.domain import ids, usecases
+from engine.domain.job import TERMINAL
 from engine.domain.engine import DomainEngine
 from engine.errors import LogMissing
 from projections import queries
@@ -67,6 +70,8 @@ class Launch:
     agent: str
     job_id: str | None = None  # an accepted, cut-off job: this launch resumes it
     env: Mapping[str, str] | None = None  # added to the run's environment (FOLDLINE_TASK_MESSAGES)
+    write_scope: tuple[str, ...] = ()  # a writer: it runs in a worktree of its own
+    worktree: tuple[Path, str] | None = None  # a resumed writer's worktree and base commit
 
 
 def token_digest(token: str) -> str:
@@ -134,6 +139,7 @@ class Dispatcher:
         self.sandbox = sandbox.for_server(config)
         # What a run may never have read to it: the log's directory (its token beside it).
         self.private = config.db.parent if config.db_url is None else config.state_dir
+        self.worktrees = Worktrees.for_server(config, self.sandbox, self.private)
 
     def join(self, timeout_s: float) -> None:
         """Wait for this process's runs to stop (they stay recorded as running, for recovery)."""
@@ -229,7 +235,10 @@ class Dispatcher:
             ]
             return c.AcceptJobs(jobs=tuple(named))
 
-        launches = [Launch(session_id, item.prompt.encode(), item.agent) for item in items]
+        launches = [
+            Launch(session_id, item.prompt.encode(), item.agent, write_scope=item.write_scope)
+            for item in items
+        ]
         job_ids, _ = self.launch_all(launches, admit)
         return job_ids
 
@@ -241,7 +250,14 @@ class Dispatcher:
             DispatchFailed: its prompt cannot be read or its runner cannot start.
             EngineError: the rules refused the new run (capacity taken, state moved on).
         """
-        accepted: Any = self._engine().log.read_stream(f"job:{job_id}")[0].event
+        engine = self._engine()
+        accepted: Any = engine.log.read_stream(f"job:{job_id}")[0].event
+        job = queries.job(engine.log.connection(), job_id)
+        worktree = None
+        if job is not None and job.worktree:  # a writer keeps its worktree across a crash
+            if not Path(job.worktree).is_dir():
+                raise DispatchFailed(f"its worktree {job.worktree} is gone")
+            worktree = (Path(job.worktree), job.base_commit or "")
         try:
             stdin = read_prompt(
                 self.config.workspace, accepted.prompt, accepted.prompt_file, self.private
@@ -252,10 +268,15 @@ class Dispatcher:
             ) from ex
         if extra_input:
             stdin = stdin.rstrip(b"\n") + b"\n\n" + extra_input.encode()
-        self.launch_all(
-            [Launch(accepted.session, stdin, accepted.agent, job_id=job_id)],
-            lambda _: None,
+        launch = Launch(
+            accepted.session,
+            stdin,
+            accepted.agent,
+            job_id=job_id,
+            write_scope=tuple(accepted.write_scope),
+            worktree=worktree,
         )
+        self.launch_all([launch], lambda _: None)
 
     def launch(
         self,
@@ -286,9 +307,13 @@ class Dispatcher:
         """
         engine = self._engine()
         started: list[tuple[Launch, str, str, str, GatedProcess]] = []
+        writers: dict[str, WriterRun] = {}
+        made: list[str] = []  # the worktrees this launch made: gone again if it fails
         try:
             for launch in launches:
                 job_id, run_id = launch.job_id or new_id("job"), new_id("run")
+                writer = self._writer(launch, job_id, made)
+                cwd = self.config.workspace
                 token = secrets.token_urlsafe(32)
                 env = {
                     **(launch.env or {}),
@@ -299,17 +324,18 @@ class Dispatcher:
                     "FOLDLINE_URL": self.config.local_url,
                     "FOLDLINE_RUN_TOKEN": token,
                 }
+                if writer is not None:
+                    writers[job_id] = writer
+                    cwd = writer.worktree
+                    env.update(FOLDLINE_WORKTREE=str(cwd), FOLDLINE_BASE_COMMIT=writer.base)
                 command = self.config.command_of(launch.agent)
                 jail = self.sandbox
                 if jail is not None:
                     env.update(jail.env())
-                process = spawn_gated(
-                    command, self.config.workspace, env, wrap=jail.wrap if jail else None
-                )
+                process = spawn_gated(command, cwd, env, wrap=jail.wrap if jail else None)
                 started.append((launch, job_id, run_id, token_digest(token), process))
-        except OSError as ex:
-            for *_, process in started:
-                process.abandon()
+        except (OSError, GitFailed) as ex:
+            self._abandon(started, made)
             raise DispatchFailed(f"runner could not start: {ex}") from ex
 
         job_ids = [job_id for _, job_id, *_ in started]
@@ -322,20 +348,22 @@ class Dispatcher:
                     start_token=process.token,
                     resumed=launch.job_id is not None,
                     token_digest=digest,
+                    worktree=str(writers[job_id].worktree) if job_id in writers else "",
+                    base_commit=writers[job_id].base if job_id in writers else "",
                 )
                 for launch, job_id, run_id, digest, process in started
             ]
             outcome = usecases.start(engine, admit(job_ids), starts)
         except BaseException:
-            for *_, process in started:
-                process.abandon()
+            self._abandon(started, made)
             raise
         if outcome.duplicate:  # nothing was recorded: these runs are not wanted
-            for *_, process in started:
-                process.abandon()
+            self._abandon(started, made)
             return job_ids, outcome
         for launch, job_id, run_id, _, process in started:
-            run = runner.Run(job_id, launch.session_id, run_id, launch.stdin, process)
+            run = runner.Run(
+                job_id, launch.session_id, run_id, launch.stdin, process, writers.get(job_id)
+            )
             thread = threading.Thread(
                 target=self._run, args=(run,), name=f"run-{job_id}", daemon=True
             )
@@ -344,6 +372,34 @@ class Dispatcher:
             self.busy.enter()
             thread.start()
         return job_ids, outcome
+
+    def _writer(self, launch: Launch, job_id: str, made: list[str]) -> WriterRun | None:
+        """A writer's worktree: the one it kept (resumed) or a new one, added to ``made``.
+        None for a reader, and for a writer in a workspace that is no git repository: the
+        rules refuse its start (``writable_target_not_git``).
+
+        Raises:
+            GitFailed: git could not make the worktree.
+        """
+        if not launch.write_scope:
+            return None
+        if launch.worktree is not None:
+            where, base = launch.worktree
+        else:
+            try:
+                where, base = self.worktrees.make(job_id)
+            except NotARepository as ex:
+                log.warning("writer %s gets no worktree: %s", job_id, ex)
+                return None
+            made.append(job_id)
+        return WriterRun(job_id, where, base, launch.write_scope, self.worktrees)
+
+    def _abandon(self, started: list[tuple[Any, ...]], made: list[str]) -> None:
+        """A launch that failed: its processes go, and the worktrees it made."""
+        for *_, process in started:
+            process.abandon()
+        for job_id in made:
+            self.worktrees.drop(job_id)
 
     def _run(self, run: runner.Run) -> None:
         try:
@@ -360,10 +416,21 @@ class Dispatcher:
             log.error("run of %s ended unrecorded: %s", run.job_id, ex)
         except Exception:  # a bug here must not kill the worker; the job stays running
             log.exception("run of %s failed", run.job_id)
+        else:
+            self._release_if_ended(run)
         finally:
             with self._lock:
                 self._runs.pop(run.job_id, None)
             self.busy.leave()
+
+    def _release_if_ended(self, run: runner.Run) -> None:
+        """A writer's worktree goes once its job is over (its patch, if any, is kept); a run
+        cut off by a stop keeps it for the resumed run."""
+        if run.writer is None or self._stopping.is_set():
+            return
+        state = queries.job_state(self._engine().log.connection(), run.job_id)
+        if state in TERMINAL:
+            run.writer.release()
 
     def _notify(self, job_id: str, status: str, result: str) -> None:
         in_front = handoff.hook_in_front()  # under a front, the hook is the front's to run

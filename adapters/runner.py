@@ -21,6 +21,7 @@ from pathlib import Path
 
 from adapters.processes import GatedProcess, kill_group
 from adapters.run_io import RunIO
+from adapters.writers import WriterRun
 from engine.domain import commands as c
 from engine.domain.engine import DomainEngine
 from engine.domain.job import FileEntry
@@ -41,6 +42,7 @@ class Run:
     run_id: str
     prompt: bytes
     process: GatedProcess
+    writer: WriterRun | None = None  # a writer's worktree: its patch is taken at the end
 
 
 WARNING = "WARNING: "
@@ -230,6 +232,9 @@ def _record_end(
         outcome = "ok" if exit_code == 0 and stopped_because is None else "error"
         if outcome == "error" and not result.strip() and stderr_tail:
             result = stderr_tail
+        patch = None
+        if run.writer is not None:
+            outcome, result, patch = run.writer.judge(outcome, result)
         finish = c.FinishJob(
             job_id=run.job_id,
             run_id=run.run_id,
@@ -238,6 +243,7 @@ def _record_end(
             files=files_manifest(result, workspace),
             exit_code=exit_code,
             warnings=warnings_of(result),
+            patch=patch,
         )
         if not _finish_when_room(engine, run.job_id, last_output, finish, stopping):
             return

@@ -23,16 +23,18 @@ from adapters import log_anchor, recovery, sandbox
 from adapters.busy import BusyBoard
 from adapters.config import ServerConfig
 from adapters.dispatch import Dispatcher
+from adapters.integration import Integrator
 from adapters.operator_token import OperatorToken
 from adapters.tenure import Tenure
 from engine import open_notifier
 from engine.audit.anchor import ServerAnchor
 from engine.clock import Clock
 from engine.domain.engine import DomainEngine
+from engine.domain.job import TERMINAL
 from engine.domain.rules import Settings
 from engine.errors import LogMissing
 from engine.notifier import Notifier
-from projections import open_engine
+from projections import open_engine, queries
 
 log = logging.getLogger("foldline.runtime")
 
@@ -52,6 +54,7 @@ class Runtime:
         # Made here, in the gunicorn master before it forks: every worker counts on the same page.
         self.busy = BusyBoard()
         self.jobs = Dispatcher(config, lambda: self.engine, self.shutdown, self.busy)
+        self.integration = Integrator(lambda: self.engine, self.jobs.worktrees)
         self.tenure = Tenure(
             config,
             holder,
@@ -188,7 +191,21 @@ class Runtime:
     # -- the lease ---------------------------------------------------------------------------
 
     def _recover(self) -> None:
+        # An integration cut off is finished or undone before any run starts in the tree.
+        self.integration.recover()
         recovery.recover(self.engine, self.jobs.resume, self.graces)
+        self.sweep_worktrees()
+
+    def sweep_worktrees(self) -> None:
+        """Remove the worktrees of jobs that are over (or unknown): after recovery, and after
+        a session's stop or cancel (its jobs' patches stay)."""
+        conn = self.engine.log.connection()
+
+        def wanted(job_id: str) -> bool:
+            state = queries.job_state(conn, job_id)
+            return state is not None and state not in TERMINAL
+
+        self.jobs.worktrees.sweep(wanted)
 
     def _renewed(self) -> None:
         recovery.record_timeouts(self.engine, self.graces)

@@ -520,6 +520,7 @@ async function pageEntity(main, kind, id, sub) {
         h("h2", {}, "Files"), files.length ? h("ul", { class: "links" }, files.map((f) =>
           h("li", {}, text(f.path), h("span", { class: "muted" }, ` ${f.size} bytes`))))
           : h("p", { class: "muted" }, "none"));
+      if (row.patch_sha256) parts.push(...changes(id, row));
     }
     parts.push(h("h2", {}, "Row"), h("table", { id: "row" }, h("tbody", {},
       Object.entries(row).map(([k, v]) => h("tr", {}, h("th", { scope: "row" }, k),
@@ -543,6 +544,22 @@ async function pageEntity(main, kind, id, sub) {
     }
     if (mine || event.stream_id.startsWith("job:")) refresh(); // children and lineage move too
   });
+}
+
+// A writer's change: the paths it touched, and the patch itself, fetched as text.
+function changes(id, row) {
+  const paths = JSON.parse(row.patch_paths || "[]");
+  const patch = h("pre", { id: "patch" }, "loading…");
+  const headers = withToken(`/v1/jobs/${encodeURIComponent(id)}/patch`);
+  fetch(`/v1/jobs/${encodeURIComponent(id)}/patch`, { headers })
+    .then((answer) => answer.text().then((body) => {
+      patch.textContent = answer.ok ? body : `patch unavailable (${answer.status}): ${body}`;
+    }))
+    .catch((error) => { patch.textContent = `patch unavailable: ${error}`; });
+  return [h("h2", {}, "Changes"), h("p", { class: "muted" },
+    `${row.patch_size} bytes against ${text(row.patch_base).slice(0, 12)}, sha256 ${row.patch_sha256}`),
+  paths.length ? h("ul", { class: "links", id: "patch-paths" }, paths.map((p) => h("li", {}, text(p))))
+    : h("p", { class: "muted" }, "no change"), patch];
 }
 
 async function control(kind, id, action, reason, version, after) {

@@ -20,14 +20,15 @@ from adapters.http import auth, media
 from adapters.http.errors import ApiError
 from adapters.http.schemas import (
     DispositionIn,
-    IntegratedIn,
+    IntegrateIn,
     JobsOut,
     ResultOut,
     SpawnIn,
     SpawnItemIn,
     WaitOut,
 )
-from adapters.http.v1 import Control, JobItem, job_out
+from adapters.http.v1 import Control, JobItem, Reads, job_out
+from adapters.writers import PatchUnusable
 from engine.domain import commands as c
 from engine.domain.job import TERMINAL
 from engine.domain.result import UNREAD
@@ -182,25 +183,42 @@ class Result(CoordinationControl):
 
 
 class Disposition(CoordinationControl):
-    """``POST /v1/jobs/{id}/result/accept|reject`` (``reason``) and ``.../integrated``
-    (``sha256``): by an ancestor's live run or the operator; answers the job row."""
+    """``POST /v1/jobs/{id}/result/accept|reject`` (``reason``) and ``.../integrate`` (or its
+    old name ``integrated``; ``sha256`` optional, checked when given), which applies the kept
+    patch to the workspace (``adapters.integration``): by an ancestor's live run or the
+    operator; answers the job row."""
 
     def on_post(
         self, req: falcon.Request, resp: falcon.Response, job_id: str, disposition: str
     ) -> None:
         caller = self.caller(req)
         by, digest = caller.job_id, caller.token_digest
-        command: c.Command
         if disposition in ("accept", "reject"):
             reason = self.body(req, DispositionIn, True).reason
             make = c.AcceptJobResult if disposition == "accept" else c.RejectJobResult
             command = make(job_id=job_id, reason=reason, caller_job=by, caller_token_digest=digest)
-        elif disposition == "integrated":
-            sha256 = self.body(req, IntegratedIn, True).sha256
-            command = c.IntegrateJobResult(
-                job_id=job_id, sha256=sha256, caller_job=by, caller_token_digest=digest
-            )
+            self.run(req, command)
+        elif disposition in ("integrate", "integrated"):
+            sha256 = self.body(req, IntegrateIn, False).sha256
+            self.run_lease()
+            self.runtime.integration.integrate(job_id, by, digest, sha256)
         else:
             raise ApiError(falcon.HTTP_404, "not_found", f"no result action {disposition!r}")
-        self.run(req, command)
         JobItem(self.runtime).on_get(req, resp, job_id)
+
+
+class Patch(Reads):
+    """``GET /v1/jobs/{id}/patch``: a writer's change as kept, a binary-safe git diff."""
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
+        record = self.found(queries.job(self.conn, job_id), "job", job_id)
+        auth.require_session(req, record.session_id, f"job {job_id}")
+        if record.patch is None:
+            raise ApiError(falcon.HTTP_404, "not_found", f"job {job_id} has no patch")
+        try:
+            data = self.runtime.jobs.worktrees.read_patch(job_id, record.patch.sha256)
+        except PatchUnusable as ex:
+            raise ApiError(falcon.HTTP_409, "conflict", str(ex)) from None
+        resp.content_type = "text/x-diff; charset=utf-8"
+        resp.set_header("ETag", f'"{record.patch.sha256}"')
+        resp.data = data

@@ -86,14 +86,14 @@ def _control(
     }
 
 
-def _judge(name: str, body: type) -> dict[str, Any]:
+def _judge(name: str, body: type, summary: str = "", required: bool = True) -> dict[str, Any]:
     return {
         "post": {
             "operationId": f"result_{name}",
-            "summary": f"Record the result as {name}",
+            "summary": summary or f"Record the result as {name}",
             "parameters": [_param("job_id", "path", True)],
             "requestBody": {
-                "required": True,
+                "required": required,
                 "content": {"application/json": {"schema": _ref(body)}},
             },
             "responses": {
@@ -133,7 +133,7 @@ def document(agents: list[str] | None = None) -> dict[str, Any]:
             s.WaitOut,
             s.ResultOut,
             s.DispositionIn,
-            s.IntegratedIn,
+            s.IntegrateIn,
         ],
         ref_template=REF,
     )
@@ -228,12 +228,31 @@ def document(agents: list[str] | None = None) -> dict[str, Any]:
             }
         },
         **{
-            f"/v1/jobs/{{job_id}}/result/{name}": _judge(name, body)
-            for name, body in (
-                ("accept", s.DispositionIn),
-                ("reject", s.DispositionIn),
-                ("integrated", s.IntegratedIn),
+            f"/v1/jobs/{{job_id}}/result/{name}": _judge(name, s.DispositionIn)
+            for name in ("accept", "reject")
+        },
+        **{
+            f"/v1/jobs/{{job_id}}/result/{name}": _judge(
+                name,
+                s.IntegrateIn,
+                "Apply the accepted patch to the workspace and record it (409: conflicting paths)",
+                required=False,
             )
+            for name in ("integrate", "integrated")
+        },
+        "/v1/jobs/{job_id}/patch": {
+            "get": {
+                "operationId": "get_patch",
+                "summary": "A writer's change as kept: a binary-safe git diff against its base",
+                "parameters": [_param("job_id", "path", True)],
+                "responses": {
+                    "200": {
+                        "description": "The patch",
+                        "content": {"text/x-diff": {"schema": {"type": "string"}}},
+                    },
+                    **_errors("404", "409"),
+                },
+            }
         },
         "/v1/jobs/{job_id}/{action}": _control("job", "job_id", sorted(JOB_ACTIONS), s.JobOut),
         "/v1/tasks/{task_id}": {

@@ -174,5 +174,7 @@ class DispositionIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     reason: Annotated[str, msgspec.Meta(min_length=1, max_length=500)]
 
 
-class IntegratedIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    sha256: Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{64}$")]
+class IntegrateIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """Optional: the patch's sha256 the caller judged; a different kept patch is a 409."""
+
+    sha256: Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{64}$")] | None = None

@@ -327,6 +327,8 @@ class SessionControl(Control):
             self.run(req, make(session_id, body.reason))
         if action == "continue":
             winddown.continue_paused(self.runtime, session_id)
+        if action in ("stop", "cancel"):  # its ended jobs' worktrees go (their patches stay)
+            self.runtime.sweep_worktrees()
         SessionItem(self.runtime).on_get(req, resp, session_id)
 
     def _check_controller(self, session_id: str) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 from tests.support.agents import python_agent, workspace_with_agents
 from tests.support.coordination import write_scripts
 from tests.support.server import ROOT, Server, serve
+from tests.support.writers import repository
 
 AGENTS = """
 [agents.root]
@@ -50,6 +51,7 @@ def _setup(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     workspace = tmp_path / "ws"
     workspace.mkdir()
     commands = write_scripts(workspace)
+    repository(workspace, {})  # writers get worktrees: the scripts are committed
     agents = tmp_path / "agents.toml"
     agents.write_text(AGENTS.format(**{k: v.replace('"', '\\"') for k, v in commands.items()}))
     env = {
@@ -129,8 +131,11 @@ def test_root_spawns_waits_reads_accepts_rejects_and_integrates(tmp_path: Path) 
         assert steps["reject"]["body"]["result_state"] == "rejected"
         assert steps["reject"]["body"]["result_reason"] == "wrong"
         assert steps["integrate rejected"]["status"] == 409
+        assert steps["integrate wrong sha"]["status"] == 409
         assert steps["integrate"]["body"]["result_state"] == "integrated"
-        assert steps["integrate"]["body"]["result_sha256"] == "a" * 64
+        patch = waited[children[0]["job_id"]]["patch"]  # the writer changed nothing
+        assert patch["paths"] == [] and patch["size"] == 0
+        assert steps["integrate"]["body"]["result_sha256"] == patch["sha256"]
         assert steps["spawn unknown"]["status"] == 400
         assert steps["spawn forbidden"]["status"] == 403
         listed = steps["children"]["body"]["jobs"]
@@ -258,22 +263,35 @@ def test_warning_lines_make_an_ok_with_warnings_in_every_surface(tmp_path: Path)
 def test_the_documented_worked_example_runs_as_the_root_agent(tmp_path: Path) -> None:
     page = (ROOT / "docs" / "agents-and-workers.md").read_text()
     example = page.split("```python\n", 1)[1].split("```", 1)[0]
+    # The writer puts its prompt in part<n>/notes.txt, inside its scope.
+    writer = (
+        'read -r task; dir=part${task##* }; mkdir -p "$dir"'
+        ' && printf "%s\\n" "$task" > "$dir/notes.txt" && echo "wrote $dir"'
+    )
     workspace, agents = workspace_with_agents(
         tmp_path,
         {"root.py": example},
-        {"root": python_agent("root.py"), "worker": "cat"},
+        {"root": python_agent("root.py"), "worker": writer},
         can_spawn={"root": ["worker"]},
     )
+    agents.write_text(
+        agents.read_text().replace(
+            "[agents.worker]\n", '[agents.worker]\nmode = "workspace-write"\n'
+        )
+    )
+    repository(workspace, {})
     env = {"FOLDLINE_AGENTS_FILE": str(agents), "FOLDLINE_RUNNER": "cat"}
     with serve(workspace, env) as server:
         body = _invoke(server, "root", "sort the files", "s1")
         assert body["status"] == "ok", body
         assert body["result"].splitlines() == [
-            "accept sort the files, part 1",
-            "accept sort the files, part 2",
+            "integrated part1/notes.txt wrote part1",
+            "integrated part2/notes.txt wrote part2",
         ]
         _, page = _json(server, "GET", f"/v1/jobs?parent={body['invocation']}")
-        assert [j["result_state"] for j in page["jobs"]] == ["accepted", "accepted"]
+        assert [j["result_state"] for j in page["jobs"]] == ["integrated", "integrated"]
+    for n in (1, 2):
+        assert (workspace / f"part{n}" / "notes.txt").read_text() == f"sort the files, part {n}\n"
 
 
 def test_a2a_metadata_picks_the_agent_and_an_unknown_one_is_invalid_params(

@@ -59,7 +59,9 @@ say("accept again", *call("POST", "/v1/jobs/" + ids[0] + "/result/accept", {"rea
 say("reject", *call("POST", "/v1/jobs/" + ids[1] + "/result/reject", {"reason": "wrong"}))
 say("integrate rejected", *call(
     "POST", "/v1/jobs/" + ids[1] + "/result/integrated", {"sha256": "0" * 64}))
-say("integrate", *call("POST", "/v1/jobs/" + ids[0] + "/result/integrated", {"sha256": "a" * 64}))
+say("integrate wrong sha", *call(
+    "POST", "/v1/jobs/" + ids[0] + "/result/integrate", {"sha256": "a" * 64}))
+say("integrate", *call("POST", "/v1/jobs/" + ids[0] + "/result/integrated"))
 say("spawn unknown", *call("POST", "/v1/jobs", {"agent": "nobody", "prompt": "x"}))
 say("spawn forbidden", *call("POST", "/v1/jobs", {"agent": "root", "prompt": "x"}))
 say("children", *call("GET", "/v1/jobs?parent=" + os.environ["FOLDLINE_JOB_ID"]))

@@ -1,0 +1,115 @@
+"""``kill -9`` of the server in the middle of an integrate (issue 28): after recovery the
+workspace has the patch applied and recorded, or neither, never a mix."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import apsw
+import pytest
+
+from tests.crash.test_server_recovery import kill_everything
+from tests.support.server import RECOVERY_ENV, Server, serve
+from tests.support.writers import agents_file, git, repository, steps
+
+pytestmark = [pytest.mark.crash, pytest.mark.server]
+FILES = 1500  # enough that writing them takes a while: the kill lands inside the write
+OLD = {f"a/f{n:04}.txt": f"line {n}\n" * 200 for n in range(FILES)}
+NEW = {path: text.replace("line", "LINE") for path, text in OLD.items()}
+
+
+def _count(workspace: Path, kind: str, stream: str) -> int:
+    db = apsw.Connection(str(workspace / ".foldline" / "foldline.db"))
+    try:
+        rows = db.execute(
+            "SELECT count(*) FROM events WHERE event_type = ? AND stream_id = ?", (kind, stream)
+        ).fetchall()
+        return int(rows[0][0])
+    finally:
+        db.close()
+
+
+def _json(server: Server, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+    status, _, raw = server.request(
+        method, path, body, {"Content-Type": "application/json"}, timeout=120
+    )
+    return status, json.loads(raw)
+
+
+def _tree_is(workspace: Path, files: dict[str, str]) -> bool:
+    return all((workspace / path).read_text() == text for path, text in files.items())
+
+
+def test_kill_during_integrate_leaves_the_patch_applied_and_recorded_or_neither(
+    tmp_path: Path,
+) -> None:
+    workspace = tmp_path / "ws"
+    repository(workspace, OLD)
+    agents = agents_file(tmp_path, tmp_path / "scripts")
+    env = {**RECOVERY_ENV, "FOLDLINE_AGENTS_FILE": str(agents), "FOLDLINE_RUNNER": "cat"}
+    order = {"replace": [["a", "line", "LINE"]]}
+    plan = [{"name": "big", "writers": [[["a"], order]], "integrate": False}]
+    with serve(workspace, env) as first:
+        status, _, raw = first.request(
+            "POST",
+            "/invocations",
+            {"prompt": json.dumps(plan), "session": "s1", "agent": "root"},
+            {"Content-Type": "application/json"},
+            timeout=120,
+        )
+        said = steps(json.loads(raw)["result"])
+        job = said["big waited"]["body"][0]
+        assert job["state"] == "ok" and len(job["patch"]["paths"]) == FILES, job
+        job_id, stream = job["job_id"], f"result:{job['job_id']}"
+        assert _json(first, "GET", f"/v1/jobs/{job_id}/result")[0] == 200
+        assert _json(first, "POST", f"/v1/jobs/{job_id}/result/accept", {"reason": "ok"})[0] == 200
+
+        answers: list[Any] = []
+        call = threading.Thread(
+            target=lambda: answers.append(
+                _safe(lambda: _json(first, "POST", f"/v1/jobs/{job_id}/result/integrate"))
+            ),
+            daemon=True,
+        )
+        call.start()
+        deadline = time.monotonic() + 60
+        while not _count(workspace, "result.integrating", stream):
+            assert time.monotonic() < deadline, "the intent was never recorded"
+            time.sleep(0.002)
+        kill_everything(first)
+        call.join(timeout=30)
+        confirmed_before_kill = _count(workspace, "result.integrated", stream)
+    # The kill landed after the intent and before the confirmation.
+    assert confirmed_before_kill == 0
+    with serve(workspace, env) as second:
+        deadline = time.monotonic() + 60
+        while True:
+            status, row = _json(second, "GET", f"/v1/jobs/{job_id}")
+            if status == 200 and row["result_state"] in ("integrated", "accepted"):
+                break
+            assert time.monotonic() < deadline, row
+            time.sleep(0.1)
+        if row["result_state"] == "integrated":
+            assert _tree_is(workspace, NEW)
+            assert _count(workspace, "result.integration_undone", stream) == 0
+        else:  # undone: the tree as it was, and the integrate can be tried again
+            assert _tree_is(workspace, OLD)
+            assert git(workspace, "status", "--porcelain") == ""
+            assert _count(workspace, "result.integration_undone", stream) == 1
+            status, row = _json(second, "POST", f"/v1/jobs/{job_id}/result/integrate")
+            assert status == 200 and row["result_state"] == "integrated", row
+            assert _tree_is(workspace, NEW)
+        assert _count(workspace, "result.integrating", stream) in (1, 2)
+        assert _count(workspace, "result.integrated", stream) == 1
+
+
+def _safe(call: Any) -> Any:
+    """The answer, or the error of a connection the kill cut."""
+    try:
+        return call()
+    except OSError as ex:
+        return ex

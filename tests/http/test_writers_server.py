@@ -1,0 +1,151 @@
+"""Writers in their own git worktrees, their results as patches, and integrate (issue 28),
+through a real ``foldline serve``, real git repositories and real runner scripts."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.server import Server, serve
+from tests.support.writers import agents_file, git, repository, steps
+
+pytestmark = pytest.mark.server
+START = {"a/one.txt": "alpha\nbeta\ngamma\n", "b/two.txt": "uno\ndos\ntres\n", "top.txt": "t\n"}
+
+
+def _setup(tmp_path: Path) -> tuple[Path, dict[str, str], str]:
+    workspace = tmp_path / "ws"
+    head = repository(workspace, START)
+    agents = agents_file(tmp_path, tmp_path / "scripts")
+    return workspace, {"FOLDLINE_AGENTS_FILE": str(agents), "FOLDLINE_RUNNER": "cat"}, head
+
+
+def _root(server: Server, plan: list[dict[str, Any]], session: str = "s1") -> dict[str, Any]:
+    status, _, raw = server.request(
+        "POST",
+        "/invocations",
+        {"prompt": json.dumps(plan), "session": session, "agent": "root"},
+        {"Content-Type": "application/json"},
+        timeout=120,
+    )
+    body = json.loads(raw)
+    assert status == 200 and body["status"] == "ok", body
+    return steps(body["result"])
+
+
+def _get(server: Server, path: str) -> tuple[int, bytes]:
+    status, _, raw = server.request("GET", path, None, {}, timeout=30)
+    return status, raw
+
+
+def _events(server: Server, kind: str) -> list[dict[str, Any]]:
+    status, raw = _get(server, "/v1/events?limit=10000")
+    assert status == 200
+    return [e for e in json.loads(raw)["events"] if e["event_type"] == kind]
+
+
+PAIR = {
+    "name": "pair",
+    "writers": [
+        [["a"], {"write": {"a/one.txt": "alpha\nBETA\ngamma\n", "a/new.txt": "new in a\n"}}],
+        [
+            ["b"],
+            {"write": {"b/two.txt": "uno\ndos\nTRES\n", "b/deep/x.bin": "x\n"}, "commit": True},
+        ],
+    ],
+}
+CONFLICT = {
+    "name": "conflict",
+    "writers": [[["a"], {"write": {"a/one.txt": "alpha\nBeta!\ngamma\n"}}]],
+}
+OUTSIDE = {
+    "name": "outside",
+    "writers": [[["b"], {"write": {"b/ok.txt": "fine\n", "top.txt": "mine now\n"}}]],
+    "integrate": False,
+}
+
+
+def test_two_writers_integrate_a_conflict_applies_nothing_and_scope_is_kept(
+    tmp_path: Path,
+) -> None:
+    workspace, env, head = _setup(tmp_path)
+    with serve(workspace, env, workers=2) as server:
+        said = _root(server, [PAIR, CONFLICT, OUTSIDE])
+        # Two writers in one batch, each in a worktree of its own at the root's commit.
+        pair = said["pair spawned"]
+        assert pair["status"] == 201, pair
+        jobs = said["pair waited"]["body"]
+        assert [j["state"] for j in jobs] == ["ok", "ok"], jobs
+        assert [j["patch"]["paths"] for j in jobs] == [
+            ["a/new.txt", "a/one.txt"],
+            ["b/deep/x.bin", "b/two.txt"],
+        ]
+        assert {j["patch"]["base_commit"] for j in jobs} == {head}
+        # The root's tree was untouched until the integrations ...
+        assert said["pair tree before"]["body"] == ""
+        for n in range(2):
+            step = said[f"pair integrate {n}"]
+            assert step["status"] == 200, step
+            assert step["body"]["result_state"] == "integrated"
+            assert step["body"]["result_sha256"] == jobs[n]["patch"]["sha256"]
+        # ... and has both changes after them, in the working tree, nothing committed.
+        assert (workspace / "a/one.txt").read_text() == "alpha\nBETA\ngamma\n"
+        assert (workspace / "a/new.txt").read_text() == "new in a\n"
+        assert (workspace / "b/two.txt").read_text() == "uno\ndos\nTRES\n"
+        assert (workspace / "b/deep/x.bin").read_text() == "x\n"
+        assert git(workspace, "rev-parse", "HEAD").strip() == head
+        after_pair = said["pair tree after"]["body"]
+        assert sorted(after_pair.splitlines()) == [
+            " M a/one.txt",
+            " M b/two.txt",
+            "?? a/new.txt",
+            "?? b/deep/",
+        ]
+        # A writer that touched the first one's lines: 409 naming the path, nothing applied.
+        conflict = said["conflict integrate 0"]
+        assert conflict["status"] == 409, conflict
+        assert conflict["body"]["error"]["paths"] == ["a/one.txt"]
+        assert said["conflict tree after"]["body"] == after_pair
+        assert (workspace / "a/one.txt").read_text() == "alpha\nBETA\ngamma\n"
+        # A writer that wrote outside its scope ends error, naming the path.
+        outside = said["outside waited"]["body"][0]
+        assert outside["state"] == "error", outside
+        assert "changed outside write_scope: top.txt" in outside["result"]
+        assert (workspace / "top.txt").read_text() == "t\n"
+
+        # The patch as kept, served; the events that recorded the integrations.
+        status, patch = _get(server, f"/v1/jobs/{jobs[0]['job_id']}/patch")
+        assert status == 200 and hashlib.sha256(patch).hexdigest() == jobs[0]["patch"]["sha256"]
+        assert b"+BETA" in patch
+        assert len(_events(server, "result.integrating")) == 2
+        integrated = _events(server, "result.integrated")
+        assert [e["event"]["paths"] for e in integrated] == [
+            ["a/new.txt", "a/one.txt"],
+            ["b/deep/x.bin", "b/two.txt"],
+        ]
+        started = _events(server, "job.started")
+        worktrees = [e["event"]["worktree"] for e in started if e["event"]["worktree"]]
+        assert len(worktrees) == 4
+        assert all(not Path(w).is_relative_to(workspace) for w in worktrees)
+    # Every job is over: no worktree and no branch of foldline's is left.
+    assert git(workspace, "worktree", "list", "--porcelain").count("worktree ") == 1
+    assert git(workspace, "branch", "--list", "foldline/*") == ""
+    assert all(not Path(w).exists() for w in worktrees)
+
+
+def test_a_writer_in_a_workspace_that_is_not_git_is_refused(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    agents = agents_file(tmp_path, tmp_path / "scripts")
+    env = {"FOLDLINE_AGENTS_FILE": str(agents), "FOLDLINE_RUNNER": "cat"}
+    with serve(workspace, env) as server:
+        said = _root(server, [{"name": "nogit", "writers": [[["a"], {"write": {"a/x": "x"}}]]}])
+        refused = said["nogit spawned"]
+        assert refused["status"] == 429, refused
+        assert refused["body"]["error"]["reason"] == "writable_target_not_git"
+        assert len(_events(server, "job.accepted")) == 1  # the root's own job only
+    assert not (workspace / ".git").exists()
