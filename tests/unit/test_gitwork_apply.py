@@ -13,7 +13,7 @@ from adapters.gitwork.apply import Conflicts, Plan, matches, plan, write
 from adapters.gitwork.patches import capture
 from adapters.gitwork.runner import Git
 from adapters.gitwork.worktrees import add, head_commit
-from tests.unit.test_gitwork_worktrees import GIT, git_cli, make_repo
+from tests.unit.test_gitwork_worktrees import GIT, Snapshot, git_cli, make_repo, snapshot
 
 FILES = {
     "a.txt": b"".join(b"line %d\n" % i for i in range(1, 21)),
@@ -23,41 +23,26 @@ FILES = {
     "lib/c.txt": b"c\n",
 }
 BINARY = bytes(range(256)) * 4
-
-Snapshot = dict[str, object]
-
-
-def snapshot(root: Path) -> Snapshot:
-    """Every entry under ``root`` but ``.git``: content and executable bit, links, dirs."""
-    found: Snapshot = {}
-    for path in sorted(root.rglob("*")):
-        rel = path.relative_to(root).as_posix()
-        if rel == ".git" or rel.startswith(".git/"):
-            continue
-        if path.is_symlink():
-            found[rel] = ("link", os.readlink(path))
-        elif path.is_dir():
-            found[rel] = "dir"
-        else:
-            found[rel] = (path.read_bytes(), bool(path.stat().st_mode & 0o111))
-    return found
+SETPRIV = ["setpriv", "--reuid=1000", "--regid=1000", "--clear-groups", "--"]
 
 
 class Setup:
     """A workspace, its scratch index path, and a way to get patches from job worktrees."""
 
-    def __init__(self, tmp_path: Path, files: dict[str, bytes] = FILES, git: Git = GIT) -> None:
-        self.tmp, self.git = tmp_path, git
+    def __init__(
+        self, tmp_path: Path, files: dict[str, bytes] = FILES, git: Git = GIT, owner: int = 0
+    ) -> None:
+        self.tmp, self.git, self.jobs = tmp_path, git, 0
         self.workspace = make_repo(tmp_path / "ws", files)
+        for path in [self.workspace, *self.workspace.rglob("*")] if owner else []:
+            os.lchown(path, owner, owner)
         self.scratch = self.workspace / ".git" / "foldline-scratch.index"
         self.base = head_commit(git, self.workspace)
-        self.jobs = 0
 
     def worktree(self) -> Path:
         self.jobs += 1
-        where = self.tmp / f"wt{self.jobs}"
-        add(self.git, self.workspace, where, f"j{self.jobs}", self.base)
-        return where
+        add(self.git, self.workspace, self.tmp / f"wt{self.jobs}", f"j{self.jobs}", self.base)
+        return self.tmp / f"wt{self.jobs}"
 
     def patch(self, where: Path) -> bytes:
         return capture(self.git, where, self.base).data
@@ -71,8 +56,13 @@ class Setup:
     def matches(self, tree: str, paths: tuple[str, ...] | list[str]) -> bool:
         return matches(self.git, self.workspace, tree, paths, self.scratch)
 
-    def index_bytes(self) -> bytes:
-        return (self.workspace / ".git" / "index").read_bytes()
+    def integrate(self, patch: bytes) -> Plan:
+        planned = self.plan(patch)
+        self.write(planned.after_tree, planned.paths)
+        return planned
+
+    def state(self) -> tuple[Snapshot, bytes]:
+        return snapshot(self.workspace), (self.workspace / ".git" / "index").read_bytes()
 
 
 def many_changes(setup: Setup) -> bytes:
@@ -93,15 +83,12 @@ def test_apply_two_disjoint_patches_both_land_in_the_working_tree_only(tmp_path:
     (first / "b.txt").write_text("from the first job\n")
     (second / "lib" / "c.txt").write_text("from the second job\n")
     patches = [setup.patch(first), setup.patch(second)]
-    index, head = setup.index_bytes(), head_commit(GIT, setup.workspace)
-
+    (_, index), head = setup.state(), head_commit(GIT, setup.workspace)
     for patch in patches:
-        planned = setup.plan(patch)
-        setup.write(planned.after_tree, planned.paths)
-
+        setup.integrate(patch)
     assert (setup.workspace / "b.txt").read_text() == "from the first job\n"
     assert (setup.workspace / "lib" / "c.txt").read_text() == "from the second job\n"
-    assert setup.index_bytes() == index
+    assert setup.state()[1] == index
     assert head_commit(GIT, setup.workspace) == head
     git_cli(setup.workspace, "diff", "--cached", "--quiet")  # nothing staged
     assert git_cli(setup.workspace, "diff", "--name-only").split() == ["b.txt", "lib/c.txt"]
@@ -114,16 +101,12 @@ def test_apply_a_conflicting_patch_raises_and_changes_nothing(tmp_path: Path) ->
     (first / "a.txt").write_bytes(FILES["a.txt"].replace(b"line 10\n", b"first's 10\n"))
     (second / "a.txt").write_bytes(FILES["a.txt"].replace(b"line 10\n", b"second's 10\n"))
     (second / "b.txt").write_text("fine on its own\n")
-    planned = setup.plan(setup.patch(first))
-    setup.write(planned.after_tree, planned.paths)
-    files, index = snapshot(setup.workspace), setup.index_bytes()
-
+    setup.integrate(setup.patch(first))
+    before = setup.state()
     with pytest.raises(Conflicts, match=r"a\.txt") as raised:
         setup.plan(setup.patch(second))
-
     assert raised.value.paths == ("a.txt",)
-    assert snapshot(setup.workspace) == files
-    assert setup.index_bytes() == index
+    assert setup.state() == before
 
 
 def test_apply_a_patch_whose_context_moved_still_applies(tmp_path: Path) -> None:
@@ -131,10 +114,9 @@ def test_apply_a_patch_whose_context_moved_still_applies(tmp_path: Path) -> None
     wt = setup.worktree()
     (wt / "a.txt").write_bytes(FILES["a.txt"].replace(b"line 2\n", b"job's 2\n"))
     # Lines inserted above the hunk in the workspace: a plain apply refuses the hunk, which
-    # starts at line 1 and so must match there; the 3-way fallback merges it.
+    # starts at line 1 and so must match there; the 3-way merge carries it.
     (setup.workspace / "a.txt").write_bytes(b"owner 1\nowner 2\n" + FILES["a.txt"])
-    planned = setup.plan(setup.patch(wt))
-    setup.write(planned.after_tree, planned.paths)
+    setup.integrate(setup.patch(wt))
     expected = b"owner 1\nowner 2\n" + FILES["a.txt"].replace(b"line 2\n", b"job's 2\n")
     assert (setup.workspace / "a.txt").read_bytes() == expected
 
@@ -146,7 +128,6 @@ def test_apply_writing_the_before_tree_undoes_everything(tmp_path: Path) -> None
     original = snapshot(setup.workspace)
     planned = setup.plan(patch)
     assert planned.paths == ("b.txt", "blob.bin", "gone.txt", "new/deep/n.txt", "run.sh")
-
     setup.write(planned.after_tree, planned.paths)
     after = snapshot(setup.workspace)
     assert after["a.txt"] == (b"owner's uncommitted edit\n", False)
@@ -155,7 +136,6 @@ def test_apply_writing_the_before_tree_undoes_everything(tmp_path: Path) -> None
     assert after["run.sh"] == (b"echo run\n", True)
     assert "gone.txt" not in after
     assert after["new/deep/n.txt"] == (b"new\n", False)
-
     setup.write(planned.before_tree, planned.paths)
     assert snapshot(setup.workspace) == original  # new/ and new/deep/ are gone too
 
@@ -173,7 +153,6 @@ def test_apply_a_half_written_or_garbled_state_is_repaired_by_writing_before(
     (setup.workspace / "gone.txt" / "junk").write_text("junk\n")
     assert not setup.matches(planned.before_tree, planned.paths)
     assert not setup.matches(planned.after_tree, planned.paths)
-
     setup.write(planned.before_tree, planned.paths)
     assert snapshot(setup.workspace) == original
     assert setup.matches(planned.before_tree, planned.paths)
@@ -210,10 +189,8 @@ def test_apply_file_and_directory_swaps_are_written_and_undone(tmp_path: Path) -
     (wt / "b.txt" / "inner.txt").write_text("inner\n")
     shutil.rmtree(wt / "lib")
     (wt / "lib").write_text("lib is a file now\n")
-    planned = setup.plan(setup.patch(wt))
+    planned = setup.integrate(setup.patch(wt))
     assert planned.paths == ("b.txt", "b.txt/inner.txt", "lib", "lib/c.txt")
-
-    setup.write(planned.after_tree, planned.paths)
     assert (setup.workspace / "b.txt" / "inner.txt").read_text() == "inner\n"
     assert (setup.workspace / "lib").read_text() == "lib is a file now\n"
     assert setup.matches(planned.after_tree, planned.paths)
@@ -234,12 +211,10 @@ def test_apply_foldline_s_directory_is_never_planned_or_written(tmp_path: Path) 
     git_cli(wt, "add", "-A", "-f")
     forged = git_cli(wt, "diff", "--cached", "--binary", "--full-index", setup.base).encode()
     assert b".foldline/foldline.db" in forged
-
-    planned = setup.plan(forged)
+    planned = setup.integrate(forged)
     assert planned.paths == ("b.txt",)
     for tree in (planned.before_tree, planned.after_tree):
         assert ".foldline" not in git_cli(setup.workspace, "ls-tree", "-r", "--name-only", tree)
-    setup.write(planned.after_tree, planned.paths)
     assert log.read_bytes() == b"the log"
     with pytest.raises(ValueError, match=r"\.foldline"):
         setup.write(planned.before_tree, [".foldline/foldline.db"])
@@ -251,15 +226,13 @@ def test_apply_an_empty_patch_plans_no_change(tmp_path: Path) -> None:
     planned = setup.plan(b"")
     assert planned.before_tree == planned.after_tree
     assert planned.paths == ()
-    assert git_cli(setup.workspace, "diff", "--name-only").split() == ["b.txt"]
 
 
 def test_apply_a_binary_patch_applies(tmp_path: Path) -> None:
     setup = Setup(tmp_path, {**FILES, "blob.bin": BINARY})
     wt = setup.worktree()
     (wt / "blob.bin").write_bytes(BINARY[::-1])
-    planned = setup.plan(setup.patch(wt))
-    setup.write(planned.after_tree, planned.paths)
+    setup.integrate(setup.patch(wt))
     assert (setup.workspace / "blob.bin").read_bytes() == BINARY[::-1]
 
 
@@ -285,13 +258,10 @@ def test_apply_write_never_goes_through_a_planted_symlink(tmp_path: Path) -> Non
     shutil.rmtree(setup.workspace / "lib")
     (setup.workspace / "lib").symlink_to(victim_dir)
     assert not setup.matches(planned.before_tree, ["lib/c.txt"])
-
     setup.write(planned.before_tree, ["lib/c.txt"])  # rewrite through git
     assert (victim_dir / "c.txt").read_text() == "not the workspace's\n"
     assert (setup.workspace / "lib" / "c.txt").read_text() == "c\n"
-    assert not (setup.workspace / "lib").is_symlink()
-    (setup.workspace / "lib" / "c.txt").unlink()
-    (setup.workspace / "lib").rmdir()
+    shutil.rmtree(setup.workspace / "lib")
     (setup.workspace / "lib").symlink_to(victim_dir)
     empty = git_cli(setup.workspace, "hash-object", "-t", "tree", "/dev/null").strip()
     setup.write(empty, ["lib/c.txt"])  # delete through git
@@ -300,46 +270,19 @@ def test_apply_write_never_goes_through_a_planted_symlink(tmp_path: Path) -> Non
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="switches users only as root")
 def test_apply_as_the_run_user_writes_files_it_owns() -> None:
-    # pytest's own base directory is root's alone (0700): uid 1000 could not reach tmp_path.
-    tmp_path = Path(tempfile.mkdtemp(prefix="foldline-gitwork-"))
+    # pytest's base directory is root's alone (0700): uid 1000 could not reach tmp_path.
+    top = Path(tempfile.mkdtemp(prefix="foldline-gitwork-"))
     try:
-        tmp_path.chmod(0o755)
-        as_run_user(tmp_path)
+        top.chmod(0o755)
+        os.chown(top, 1000, 1000)  # the run user's HOME, and where its worktrees go
+        git = Git(wrap=lambda argv: [*SETPRIV, *argv], env={"HOME": str(top)}, timeout_s=30)
+        setup = Setup(top, git=git, owner=1000)
+        setup.integrate(many_changes(setup))
+        for name in ("b.txt", "blob.bin", "new/deep/n.txt", "new", ".git/foldline-scratch.index"):
+            assert (setup.workspace / name).stat().st_uid == 1000, name
+        assert (setup.workspace / "blob.bin").read_bytes() == BINARY
     finally:
-        shutil.rmtree(tmp_path)
-
-
-def as_run_user(tmp_path: Path) -> None:
-    home = tmp_path / "home"
-    home.mkdir()
-    os.chown(home, 1000, 1000)
-    as_user = Git(
-        wrap=lambda argv: [
-            "setpriv",
-            "--reuid=1000",
-            "--regid=1000",
-            "--clear-groups",
-            "--",
-            *argv,
-        ],
-        env={"HOME": str(home)},
-        timeout_s=30,
-    )
-    workspace = make_repo(tmp_path / "ws", FILES)
-    for path in [workspace, *workspace.rglob("*")]:
-        os.lchown(path, 1000, 1000)
-    setup = Setup.__new__(Setup)
-    setup.tmp, setup.git, setup.workspace, setup.jobs = tmp_path / "jobs", as_user, workspace, 0
-    setup.scratch = workspace / ".git" / "foldline-scratch.index"
-    setup.tmp.mkdir()
-    os.chown(setup.tmp, 1000, 1000)
-    setup.base = head_commit(as_user, workspace)
-    planned = setup.plan(many_changes(setup))
-    setup.write(planned.after_tree, planned.paths)
-    for name in ("b.txt", "blob.bin", "new/deep/n.txt", "new"):
-        assert (workspace / name).stat().st_uid == 1000, name
-    assert (workspace / "blob.bin").read_bytes() == BINARY
-    assert setup.scratch.stat().st_uid == 1000
+        shutil.rmtree(top)
 
 
 def test_apply_conflicts_name_files_the_workspace_deleted_or_already_has(tmp_path: Path) -> None:
@@ -350,10 +293,8 @@ def test_apply_conflicts_name_files_the_workspace_deleted_or_already_has(tmp_pat
     patch = setup.patch(wt)
     (setup.workspace / "b.txt").unlink()
     (setup.workspace / "fresh.txt").write_text("created by the owner\n")
-    files, index = snapshot(setup.workspace), setup.index_bytes()
+    before = setup.state()
     with pytest.raises(Conflicts) as raised:
         setup.plan(patch)
     assert raised.value.paths == ("b.txt", "fresh.txt")
-    assert snapshot(setup.workspace) == files
-    assert setup.index_bytes() == index
-    assert GIT.run(["ls-files"], setup.workspace, index=setup.scratch) == b""
+    assert setup.state() == before

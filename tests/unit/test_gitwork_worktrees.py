@@ -41,6 +41,25 @@ def make_repo(path: Path, files: dict[str, bytes] | None = None) -> Path:
     return path
 
 
+Snapshot = dict[str, object]
+
+
+def snapshot(root: Path) -> Snapshot:
+    """Every entry under ``root`` but ``.git``: content and executable bit, links, dirs."""
+    found: Snapshot = {}
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root).as_posix()
+        if rel == ".git" or rel.startswith(".git/"):
+            continue
+        if path.is_symlink():
+            found[rel] = ("link", os.readlink(path))
+        elif path.is_dir():
+            found[rel] = "dir"
+        else:
+            found[rel] = (path.read_bytes(), bool(path.stat().st_mode & 0o111))
+    return found
+
+
 def test_worktrees_add_checks_out_the_base_on_the_job_branch(tmp_path: Path) -> None:
     workspace = make_repo(tmp_path / "ws")
     base = head_commit(GIT, workspace)
