@@ -75,9 +75,10 @@ def plan(git: Git, workspace: Path, patch: bytes, scratch: Path) -> Plan:
     writing would silently replace that file.
 
     Raises:
-        Conflicts: the patch does not apply; nothing in the workspace changed.
+        Conflicts: the patch does not apply at the paths named; nothing in the workspace
+            changed (git only stored objects).
         NotARepository: the workspace is not the top of a repository with a commit.
-        GitFailed: git failed otherwise.
+        GitFailed: git failed otherwise, a corrupt patch included.
     """
     head = head_commit(git, workspace)
     with Scratch(git, workspace, scratch) as index:
@@ -96,6 +97,8 @@ def plan(git: Git, workspace: Path, patch: bytes, scratch: Path) -> Plan:
                 if b"\t" in r
             }
             conflicting.update(_named_in(ex.stderr))
+            if not conflicting:
+                raise  # not a conflict: a corrupt patch, or git failing for its own reasons
             raise Conflicts("the patch does not apply", sorted(conflicting), ex.stderr) from ex
         after = index.write_tree()
         changed = index.run(["diff-tree", "-r", "--no-renames", "--name-only", "-z", before, after])

@@ -11,7 +11,7 @@ import pytest
 
 from adapters.gitwork.apply import Conflicts, Plan, matches, plan, write
 from adapters.gitwork.patches import capture
-from adapters.gitwork.runner import Git
+from adapters.gitwork.runner import Git, GitFailed
 from adapters.gitwork.worktrees import add, head_commit
 from tests.unit.test_gitwork_worktrees import GIT, Snapshot, git_cli, make_repo, snapshot
 
@@ -82,9 +82,8 @@ def test_apply_two_disjoint_patches_both_land_in_the_working_tree_only(tmp_path:
     first, second = setup.worktree(), setup.worktree()
     (first / "b.txt").write_text("from the first job\n")
     (second / "lib" / "c.txt").write_text("from the second job\n")
-    patches = [setup.patch(first), setup.patch(second)]
     (_, index), head = setup.state(), head_commit(GIT, setup.workspace)
-    for patch in patches:
+    for patch in [setup.patch(first), setup.patch(second)]:  # capture leaves the index alone
         setup.integrate(patch)
     assert (setup.workspace / "b.txt").read_text() == "from the first job\n"
     assert (setup.workspace / "lib" / "c.txt").read_text() == "from the second job\n"
@@ -167,7 +166,6 @@ def test_apply_matches_compares_content_mode_and_absence(tmp_path: Path) -> None
     before, after, paths = planned.before_tree, planned.after_tree, planned.paths
     assert setup.matches(before, paths)
     assert not setup.matches(after, paths)
-    assert setup.matches(before, [])
     setup.write(after, paths)
     assert setup.matches(after, paths)
     assert setup.matches(after, ["gone.txt"])  # absent in both
@@ -220,12 +218,14 @@ def test_apply_foldline_s_directory_is_never_planned_or_written(tmp_path: Path) 
         setup.write(planned.before_tree, [".foldline/foldline.db"])
 
 
-def test_apply_an_empty_patch_plans_no_change(tmp_path: Path) -> None:
+def test_apply_an_empty_patch_changes_nothing_a_corrupt_one_is_no_conflict(tmp_path: Path) -> None:
     setup = Setup(tmp_path)
+    with pytest.raises(GitFailed, match="corrupt patch") as raised:
+        setup.plan(b"diff --git a/b.txt b/b.txt\n--- a/b.txt\n+++ b/b.txt\n@@ -1 +1 @@\nnonsense\n")
+    assert not isinstance(raised.value, Conflicts)
     (setup.workspace / "b.txt").write_text("owner's edit\n")
     planned = setup.plan(b"")
-    assert planned.before_tree == planned.after_tree
-    assert planned.paths == ()
+    assert planned == Plan(planned.before_tree, planned.before_tree, ())
 
 
 def test_apply_a_binary_patch_applies(tmp_path: Path) -> None:
