@@ -18,7 +18,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-# Command-line config wins over every config file, the repository's included.
+# Command-line config wins over every config file, the repository's included. No
+# safe.directory: run through `wrap`, git is the repository's owner and its ownership check
+# passes; a root server running git on the run user's repository without `wrap` is refused by
+# git, which is the point of that check.
 FIXED_OPTIONS = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false")
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 STDERR_TAIL = 2000
@@ -95,7 +98,7 @@ class Git:
     def _environment(self, index: Path | None) -> dict[str, str]:
         env = {
             "PATH": os.environ.get("PATH", DEFAULT_PATH),
-            "LC_ALL": "C",
+            "LC_ALL": "C",  # messages are parsed (apply's conflicts): never translated
             "GIT_TERMINAL_PROMPT": "0",
             # No editor, pager or askpass can be started by a command that would want one.
             "GIT_EDITOR": "true",

@@ -88,7 +88,8 @@ def remove(git: Git, workspace: Path, where: Path, job_id: str) -> None:
 def listed(git: Git, workspace: Path) -> list[tuple[Path, str | None]]:
     """``(path, branch)`` of every linked worktree, the main one left out.
 
-    Used to find worktrees a crash left behind; ``branch`` is None for a detached HEAD.
+    Used to find worktrees a crash left behind; ``branch`` is None for a detached HEAD. Paths
+    are as git recorded them, symlinks resolved.
     """
     out = git.run(["worktree", "list", "--porcelain", "-z"], workspace)
     found: list[tuple[Path, str | None]] = []

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from adapters.gitwork.apply import matches, plan, write
 from adapters.gitwork.patches import Patch, capture, outside
 from adapters.gitwork.worktrees import add, head_commit
 from tests.unit.test_gitwork_worktrees import GIT, git_cli, make_repo
@@ -87,11 +88,21 @@ def test_patches_capture_ignores_diff_settings_that_would_break_the_patch(
     assert b"\x1b[" not in patch.data
 
 
-def test_patches_capture_lists_odd_file_names_unquoted(tmp_path: Path) -> None:
-    _, wt, base = job_worktree(tmp_path, {"a.txt": b"a\n"})
-    for name in ("with space.txt", "tab\there.txt", "ünï.txt"):
-        (wt / name).write_text("x\n")
-    assert capture(GIT, wt, base).paths == ("tab\there.txt", "with space.txt", "ünï.txt")
+def test_patches_odd_file_names_are_listed_unquoted_and_integrate(tmp_path: Path) -> None:
+    workspace, wt, base = job_worktree(tmp_path, {"a.txt": b"a\n"})
+    names = ("line\nbreak.txt", "tab\there.txt", "with space.txt", 'quo"te.txt', "ünï.txt")
+    for name in names:
+        (wt / name).write_text(name)
+    patch = capture(GIT, wt, base)
+    assert patch.paths == tuple(sorted(names))
+    scratch = workspace / ".git" / "scratch.index"
+    planned = plan(GIT, workspace, patch.data, scratch)
+    assert planned.paths == patch.paths
+    write(GIT, workspace, planned.after_tree, planned.paths, scratch)
+    assert all((workspace / name).read_text() == name for name in names)
+    assert matches(GIT, workspace, planned.after_tree, planned.paths, scratch)
+    write(GIT, workspace, planned.before_tree, planned.paths, scratch)
+    assert not any((workspace / name).exists() for name in names)
 
 
 @pytest.mark.parametrize(
