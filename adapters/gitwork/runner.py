@@ -12,7 +12,9 @@ the repository's config), and the environment is built from nothing so that no `
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,6 +27,7 @@ from pathlib import Path
 FIXED_OPTIONS = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false")
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 STDERR_TAIL = 2000
+GRACE_S = 2.0
 
 
 class GitFailed(Exception):
@@ -66,34 +69,43 @@ class Git:
         ``index`` becomes ``GIT_INDEX_FILE``: the scratch index that lets foldline compute and
         write trees without touching the workspace's real index.
 
+        A command that outlives ``timeout_s`` gets SIGTERM first, with its whole process group
+        (filters, helpers): git removes its ``*.lock`` files on SIGTERM but cannot on SIGKILL,
+        and a lock left in the workspace's ``.git`` would block every later command there,
+        while the server may not delete it itself. SIGKILL follows after ``GRACE_S``.
+
         Raises:
             GitFailed: git exited nonzero (only with ``check``), could not start (``cwd``
-                missing, git not installed) or outlived ``timeout_s`` (then it is killed).
+                missing, git not installed) or outlived ``timeout_s``.
         """
         argv = ["git", *FIXED_OPTIONS, *args]
         if self.wrap is not None:
             argv = self.wrap(argv)
         try:
-            done = subprocess.run(
+            child = subprocess.Popen(
                 argv,
                 cwd=cwd,
-                input=b"" if input is None else input,
-                capture_output=True,
-                timeout=self.timeout_s,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
                 env=self._environment(index),
-                check=False,
+                start_new_session=True,
             )
-        except subprocess.TimeoutExpired as ex:
-            raise GitFailed(
-                f"{_named(args)} timed out after {self.timeout_s:g}s in {cwd}",
-                _tail(ex.stderr),
-            ) from ex
         except OSError as ex:
             raise GitFailed(f"{_named(args)} could not start in {cwd}: {ex}") from ex
-        if check and done.returncode != 0:
-            stderr = _tail(done.stderr)
-            raise GitFailed(f"{_named(args)} exited {done.returncode} in {cwd}: {stderr}", stderr)
-        return done.stdout
+        with child:
+            try:
+                stdout, stderr = child.communicate(input or b"", timeout=self.timeout_s)
+            except subprocess.TimeoutExpired as ex:
+                _stop(child)
+                raise GitFailed(
+                    f"{_named(args)} timed out after {self.timeout_s:g}s in {cwd}",
+                    _tail(ex.stderr),
+                ) from ex
+        if check and child.returncode != 0:
+            tail = _tail(stderr)
+            raise GitFailed(f"{_named(args)} exited {child.returncode} in {cwd}: {tail}", tail)
+        return stdout
 
     def _environment(self, index: Path | None) -> dict[str, str]:
         env = {
@@ -110,6 +122,21 @@ class Git:
         if index is not None:
             env["GIT_INDEX_FILE"] = str(index)
         return env
+
+
+def _stop(child: subprocess.Popen[bytes]) -> None:
+    """End a timed-out git and everything it started, politely first (see ``Git.run``)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(child.pid, signal.SIGTERM)
+    try:
+        child.communicate(timeout=GRACE_S)
+        return
+    except subprocess.TimeoutExpired:
+        pass
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(child.pid, signal.SIGKILL)
+    # Not communicate(): a process that left the group could hold the pipes open for ever.
+    child.wait()
 
 
 def _named(args: Sequence[str]) -> str:

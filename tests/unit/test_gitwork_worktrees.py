@@ -175,3 +175,16 @@ def test_worktrees_a_git_that_outlives_its_timeout_fails(tmp_path: Path) -> None
     slow = Git(wrap=lambda argv: ["sh", "-c", 'sleep 5; exec "$@"', "sh", *argv], timeout_s=0.2)
     with pytest.raises(GitFailed, match="timed out"):
         slow.run(["--version"], tmp_path)
+
+
+def test_worktrees_a_timed_out_git_leaves_no_lock_behind(tmp_path: Path) -> None:
+    workspace = make_repo(tmp_path / "ws")
+    # An agent-written filter that hangs while `git add` holds the index lock.
+    git_cli(workspace, "config", "filter.slow.clean", "sleep 30; cat")
+    (workspace / ".gitattributes").write_text("* filter=slow\n")
+    (workspace / "README").write_text("changed\n")
+    with pytest.raises(GitFailed, match="timed out"):
+        Git(timeout_s=0.5).run(["add", "-A"], workspace)
+    assert not list((workspace / ".git").glob("*.lock"))
+    git_cli(workspace, "config", "--unset", "filter.slow.clean")
+    GIT.run(["add", "-A"], workspace)  # the repository is usable again
