@@ -157,9 +157,13 @@ def matches(git: Git, workspace: Path, tree: str, paths: Sequence[str], scratch:
         hole = index.placeholder()
         for layer in layers(wanted):
             index.load({p: present.get(p, hole) for p in layer})
-            index.run(["update-index", "-q", "--refresh"], check=False)
+            # -q: a path that differs is an answer, not an error (the exit status stays 0).
+            index.run(["update-index", "-q", "--refresh"])
             out = index.run(["diff-files", "--name-status", "-z"]).split(b"\0")
-            status = {out[i + 1].decode(): out[i] for i in range(0, len(out) - 1, 2)}
+            status = {
+                out[i + 1].decode("utf-8", "surrogateescape"): out[i]
+                for i in range(0, len(out) - 1, 2)
+            }
             for p in layer:
                 if (p in present and p in status) or (p not in present and status.get(p) != b"D"):
                     return False

@@ -44,7 +44,10 @@ class Scratch:
     def load(self, records: Mapping[str, bytes]) -> str:
         """Replace the scratch index by ``records`` (path -> ``b"<mode> <oid>"``); its tree."""
         self.run(["read-tree", "--empty"])
-        info = b"".join(record + b"\t" + path.encode() + b"\0" for path, record in records.items())
+        info = b"".join(
+            record + b"\t" + path.encode("utf-8", "surrogateescape") + b"\0"
+            for path, record in records.items()
+        )
         self.run(["update-index", "-z", "--index-info"], input=info)
         return self.write_tree()
 
