@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
 import pytest
@@ -90,16 +91,17 @@ def test_patches_capture_ignores_diff_settings_that_would_break_the_patch(
 
 def test_patches_odd_file_names_are_listed_unquoted_and_integrate(tmp_path: Path) -> None:
     workspace, wt, base = job_worktree(tmp_path, {"a.txt": b"a\n"})
-    names = ("line\nbreak.txt", "tab\there.txt", "with space.txt", 'quo"te.txt', "ünï.txt")
+    latin1 = os.fsdecode("é-latin1.txt".encode("latin-1"))  # not UTF-8
+    names = ("line\nbreak.txt", "tab\there.txt", "with space.txt", 'quo"te.txt', "ünï.txt", latin1)
     for name in names:
-        (wt / name).write_text(name)
+        (wt / name).write_bytes(os.fsencode(name))
     patch = capture(GIT, wt, base)
     assert patch.paths == tuple(sorted(names))
     scratch = workspace / ".git" / "scratch.index"
     planned = plan(GIT, workspace, patch.data, scratch)
     assert planned.paths == patch.paths
     write(GIT, workspace, planned.after_tree, planned.paths, scratch)
-    assert all((workspace / name).read_text() == name for name in names)
+    assert all((workspace / name).read_bytes() == os.fsencode(name) for name in names)
     assert matches(GIT, workspace, planned.after_tree, planned.paths, scratch)
     write(GIT, workspace, planned.before_tree, planned.paths, scratch)
     assert not any((workspace / name).exists() for name in names)
