@@ -1,0 +1,80 @@
+"""A writer's change as one binary patch, and which of its paths fall outside a job's scopes.
+
+The patch is the unit that is reviewed, recorded and integrated: it carries everything the
+writer did against its base (commits, uncommitted edits, new, deleted and binary files, mode
+changes) with full blob ids, so that integrating it later can fall back to a 3-way merge with
+the base blobs the worktree shares with the workspace.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from adapters.gitwork.runner import Git
+
+# foldline's own log lives in the workspace's `.foldline/`: no change ever carries it.
+EXCLUDE_LOG = ":(exclude,top).foldline"
+# Plumbing, not `git diff`: porcelain reads diff.noprefix, color.diff, diff.external and
+# textconv settings from the (agent-written) repository config, any of which would yield a
+# patch `git apply` misreads or run a command.
+DIFF = ("diff-index", "--cached", "--no-renames", "--no-ext-diff", "--no-textconv")
+
+
+@dataclass(frozen=True)
+class Patch:
+    """A captured change: ``data`` (``git apply`` input, ``b""`` for no change), its
+    ``sha256`` (hex) and ``size``, the changed ``paths`` (repository-relative, sorted) and
+    the ``base`` commit it was taken against."""
+
+    data: bytes
+    sha256: str
+    size: int
+    paths: tuple[str, ...]
+    base: str
+
+
+def capture(git: Git, worktree: Path, base: str) -> Patch:
+    """Everything the writer changed in ``worktree`` against ``base``, committed or not.
+
+    All is staged first (``add -A``) because a writer may commit some of its work and leave the
+    rest as edits or untracked files; the staged tree against ``base`` covers both, and
+    deletions, binary files and mode changes come with it. The worktree's own index is the
+    job's, so staging there changes nothing anyone else sees.
+
+    Raises:
+        GitFailed: ``worktree`` is not a work tree, ``base`` is not a commit.
+    """
+    git.run(["add", "-A", "--", ".", EXCLUDE_LOG], worktree)
+    data = git.run([*DIFF, "-p", "--binary", "--full-index", base, "--"], worktree)
+    names = git.run([*DIFF, "--name-only", "-z", base, "--"], worktree)
+    paths = tuple(sorted(p for p in names.decode("utf-8", "surrogateescape").split("\0") if p))
+    return Patch(data, hashlib.sha256(data).hexdigest(), len(data), paths, base)
+
+
+def outside(paths: Iterable[str], scopes: Iterable[str]) -> tuple[str, ...]:
+    """The ``paths`` that are not inside any of ``scopes``, in the order given.
+
+    A job may only change what it was scoped to; this is the check before a patch is accepted.
+    A scope is workspace-relative: ``"src"`` and ``"src/"`` cover ``src`` and everything
+    below it (not ``src2``), ``"docs/a.md"`` that file; ``""``, ``"."`` and ``"/"`` cover all.
+    """
+    prefixes = [_normal(scope) for scope in scopes]
+    if "" in prefixes:
+        return ()
+    return tuple(
+        path
+        for path in paths
+        if not any(path == scope or path.startswith(scope + "/") for scope in prefixes)
+    )
+
+
+def _normal(scope: str) -> str:
+    """``scope`` without leading ``./`` or slashes at either end: ``""`` means everything."""
+    scope = scope.strip()
+    while scope.startswith("./"):
+        scope = scope[2:]
+    scope = scope.strip("/")
+    return "" if scope == "." else scope
