@@ -284,7 +284,7 @@ class JobsProjection(FoldedProjection):
         CREATE INDEX jobs_by_update ON jobs (updated_at);
         CREATE INDEX jobs_notifying ON jobs (job_id)
             WHERE notify_pid IS NOT NULL AND notify_ms IS NULL;
-        CREATE INDEX jobs_integrating ON jobs (job_id) WHERE result_state = 'integrating';
+        CREATE INDEX jobs_by_result ON jobs (result_state) WHERE result_state IS NOT NULL;
         CREATE INDEX jobs_by_worktree ON jobs (state) WHERE worktree IS NOT NULL;
     """
 
