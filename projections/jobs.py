@@ -1,5 +1,6 @@
-"""Read model: every job, its lineage, run, result and notify record, and what each job event
-does to its row (written as SQL and in memory by ``projections.fold``)."""
+"""Read model: every job, its lineage, run, result and notify record, a writer's worktree,
+patch and integration, and what each job event does to its row (written as SQL and in memory
+by ``projections.fold``)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,8 @@ from engine.domain.result import (
     UNREAD,
     ResultAccepted,
     ResultIntegrated,
+    ResultIntegrating,
+    ResultIntegrationUndone,
     ResultRead,
     ResultRejected,
 )
@@ -49,11 +52,11 @@ _ACCEPTED = Shape(
 )  # fmt: skip
 _STARTED = Shape(
     "state", "version", "updated_at", "run_id", "pid", "start_token", "epoch", "token_digest",
-    "paused_by", runs=Add, started_at=IfNull,
+    "paused_by", "worktree", "base_commit", runs=Add, started_at=IfNull,
 )  # fmt: skip
 _FINISHED = Shape(
     "state", "version", "updated_at", "result", "files", "exit_code", "warnings",
-    "finished_at", "result_state",
+    "finished_at", "result_state", "patch_sha256", "patch_size", "patch_paths", "patch_base",
 )  # fmt: skip
 
 
@@ -72,9 +75,11 @@ def accepted(e: RecordedEvent, job: str) -> tuple[Any, ...]:
 def started(e: RecordedEvent, job: str) -> tuple[Any, ...]:
     ev: Any = e.event
     at = e.recorded_at
+    # A resumed start records the worktree (and base commit) it goes on in: the rule made
+    # them the recorded ones, so the row keeps them.
     return (
         job, e.state, e.version, at, ev.run_id, ev.pid, ev.start_token, ev.epoch,
-        ev.token_digest, None, 1, at,
+        ev.token_digest, None, ev.worktree or None, ev.base_commit or None, 1, at,
     )  # fmt: skip
 
 
@@ -83,9 +88,15 @@ def finished(e: RecordedEvent, job: str) -> tuple[Any, ...]:
     ev: Any = e.event
     at = e.recorded_at
     files = msgspec.json.encode(ev.files).decode() if ev.files else "[]"
+    patch = ev.patch
+    if patch is None:
+        return (
+            job, e.state, e.version, at, ev.result, files, ev.exit_code,
+            json_list(ev.warnings), at, UNREAD, None, None, None, None,
+        )  # fmt: skip
     return (
         job, e.state, e.version, at, ev.result, files, ev.exit_code, json_list(ev.warnings),
-        at, UNREAD,
+        at, UNREAD, patch.sha256, patch.size, json_list(patch.paths), patch.base_commit,
     )  # fmt: skip
 
 
@@ -147,6 +158,38 @@ def result(e: RecordedEvent, job: str) -> Change:
     return update(job, **values)
 
 
+def integrating(e: RecordedEvent, job: str) -> Change:
+    # The intent is what recovery reads while the result is integrating; it stays after the
+    # result is confirmed or undone, as the latest one.
+    ev: Any = e.event
+    return update(
+        job,
+        result_state=e.state,
+        updated_at=e.recorded_at,
+        result_sha256=ev.sha256,
+        integration_by=ev.by,
+        integration_before=ev.before_tree,
+        integration_after=ev.after_tree,
+        integration_paths=json_list(ev.paths),
+    )
+
+
+def integrated(e: RecordedEvent, job: str) -> Change:
+    ev: Any = e.event
+    return update(
+        job,
+        result_state=e.state,
+        updated_at=e.recorded_at,
+        result_sha256=ev.sha256,
+        integrated_tree=ev.tree or None,  # "" in logs written before the intent existed
+    )
+
+
+def integration_undone(e: RecordedEvent, job: str) -> Change:
+    # Back to accepted; the reason an accept or reject gave stays the result's reason.
+    return update(job, result_state=e.state, updated_at=e.recorded_at)
+
+
 FOLDS: dict[type[Event], Fold] = {
     JobAccepted: accepted,
     JobStarted: started,
@@ -164,13 +207,17 @@ FOLDS: dict[type[Event], Fold] = {
     ResultRead: result,
     ResultAccepted: result,
     ResultRejected: result,
-    ResultIntegrated: result,
+    ResultIntegrating: integrating,
+    ResultIntegrated: integrated,
+    ResultIntegrationUndone: integration_undone,
 }
 
 
 class JobsProjection(FoldedProjection):
     name = "jobs"
-    version = 3  # 2: task_id column; 3: run token digest and result disposition
+    # 2: task_id column; 3: run token digest and result disposition; 4: a writer's worktree,
+    # its patch and the integration intent (issue 28)
+    version = 4
     tables = ("jobs",)
     folds_by_entity = True  # every row from its own entity's streams
     ddl = """
@@ -204,6 +251,17 @@ class JobsProjection(FoldedProjection):
             result_state      TEXT,
             result_reason     TEXT,
             result_sha256     TEXT,
+            worktree          TEXT,
+            base_commit       TEXT,
+            patch_sha256      TEXT,
+            patch_size        INTEGER,
+            patch_paths       TEXT,
+            patch_base        TEXT,
+            integration_by    TEXT,
+            integration_before TEXT,
+            integration_after TEXT,
+            integration_paths TEXT,
+            integrated_tree   TEXT,
             superseded_by     TEXT,
             reason            TEXT,
             notify_pid        INTEGER,
@@ -226,6 +284,8 @@ class JobsProjection(FoldedProjection):
         CREATE INDEX jobs_by_update ON jobs (updated_at);
         CREATE INDEX jobs_notifying ON jobs (job_id)
             WHERE notify_pid IS NOT NULL AND notify_ms IS NULL;
+        CREATE INDEX jobs_by_result ON jobs (result_state) WHERE result_state IS NOT NULL;
+        CREATE INDEX jobs_by_worktree ON jobs (state) WHERE worktree IS NOT NULL;
     """
 
     key = ("job_id",)

@@ -39,7 +39,23 @@ class Expression(str):
 
 class Composed(tuple[str, ...]):
     """An object whose members are these columns, named as the columns' last word
-    (``owes_kind`` -> ``kind``); None when the first column is NULL."""
+    (``owes_kind`` -> ``kind``) unless ``names`` names them; None when the first column is
+    NULL. A column in ``json`` holds JSON text, decoded."""
+
+    names: tuple[str, ...]
+    json: frozenset[str]
+
+    def __new__(
+        cls,
+        columns: tuple[str, ...],
+        *,
+        names: tuple[str, ...] | None = None,
+        json: tuple[str, ...] = (),
+    ) -> Composed:
+        made = super().__new__(cls, columns)
+        made.names = names or tuple(column.rpartition("_")[2] for column in columns)
+        made.json = frozenset(json)
+        return made
 
 
 SOURCES: dict[type[msgspec.Struct], dict[str, Json | Expression | Composed]] = {
@@ -50,6 +66,15 @@ SOURCES: dict[type[msgspec.Struct], dict[str, Json | Expression | Composed]] = {
         "warnings": Json(),
         "write_scope": Json(),
         "notify_lost": Expression(NOTIFY_LOST),
+        "patch": Composed(
+            ("patch_sha256", "patch_size", "patch_paths", "patch_base"),
+            names=("sha256", "size", "paths", "base_commit"),
+            json=("patch_paths",),
+        ),
+        "integration": Composed(
+            ("integration_by", "integration_before", "integration_after", "integration_paths"),
+            json=("integration_paths",),
+        ),
     },
     TaskRow: {"followups": Json()},
 }
@@ -94,7 +119,11 @@ def _building_reader(row_type: type[R]) -> Callable[[Sequence[Any]], R] | None:
     info = msgspec.inspect.type_info(row_type)
     assert isinstance(info, msgspec.inspect.StructType)
     types = {f.name: f.type for f in msgspec.structs.fields(row_type)}
-    scope: dict[str, Any] = {"row_type": row_type, "convert": msgspec.convert}
+    scope: dict[str, Any] = {
+        "row_type": row_type,
+        "convert": msgspec.convert,
+        "json_decode": msgspec.json.decode,
+    }
     arguments, at = [], 0
     for field in info.fields:
         name, kinds = field.name, _kinds(field.type)
@@ -102,7 +131,9 @@ def _building_reader(row_type: type[R]) -> Callable[[Sequence[Any]], R] | None:
         if isinstance(source, Composed):
             scope[f"t_{name}"] = types[name]
             members = ", ".join(
-                f"{column.rpartition('_')[2]!r}: row[{at + i}]" for i, column in enumerate(source)
+                f"{member!r}: "
+                + (f"json_decode(row[{at + i}])" if column in source.json else f"row[{at + i}]")
+                for i, (column, member) in enumerate(zip(source, source.names, strict=True))
             )
             value = f"None if row[{at}] is None else convert({{{members}}}, t_{name})"
             at += len(source)
@@ -136,12 +167,12 @@ def _converting_reader(row_type: type[R]) -> Callable[[Sequence[Any]], R]:
     sources = SOURCES.get(row_type, {})
     plain: list[tuple[str, int]] = []
     json_text: list[tuple[str, int]] = []
-    composed: list[tuple[str, int, tuple[str, ...]]] = []
+    composed: list[tuple[str, int, Composed]] = []
     at = 0
     for name in row_type.__struct_fields__:
         source = sources.get(name)
         if isinstance(source, Composed):
-            composed.append((name, at, tuple(column.rpartition("_")[2] for column in source)))
+            composed.append((name, at, source))
             at += len(source)
             continue
         (json_text if isinstance(source, Json) else plain).append((name, at))
@@ -155,11 +186,16 @@ def _converting_reader(row_type: type[R]) -> Callable[[Sequence[Any]], R]:
         found = dict(zip(names, pick(row), strict=True))
         for name, at in json_text:
             found[name] = json_decode(row[at])
-        for name, at, members in composed:
+        for name, at, source in composed:
             found[name] = (
                 None
                 if row[at] is None
-                else dict(zip(members, row[at : at + len(members)], strict=True))
+                else {
+                    member: json_decode(value) if column in source.json else value
+                    for column, member, value in zip(
+                        source, source.names, row[at : at + len(source)], strict=True
+                    )
+                }
             )
         return convert(found, row_type, strict=False)
 

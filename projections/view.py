@@ -85,6 +85,12 @@ class SqlDomainView:
         )
         return int(row[0])
 
+    def jobs_integrating(self) -> list[str]:
+        rows = self._cur.execute(
+            "SELECT job_id FROM jobs WHERE result_state = 'integrating' ORDER BY job_id"
+        ).fetchall()
+        return [job_id for (job_id,) in rows]
+
     def write_scopes_held(self) -> list[tuple[str, str]]:
         rows = self._cur.execute(
             f"SELECT job_id, write_scope FROM jobs WHERE state IN ({_JOBS_HOLDING})"

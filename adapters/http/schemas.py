@@ -44,7 +44,22 @@ class FileOut(msgspec.Struct, kw_only=True):
     workspace_path: str = ""
 
 
-JobOut = wire(JobRow, "JobOut", __name__, types={"files": list[FileOut], "warnings": list[str]})
+class PatchOut(msgspec.Struct, kw_only=True):
+    """A writer's change as captured when it finished: the patch file's digest and size, the
+    workspace paths it touches, and the commit its worktree started from."""
+
+    sha256: str
+    size: int
+    paths: list[str]
+    base_commit: str
+
+
+JobOut = wire(
+    JobRow,
+    "JobOut",
+    __name__,
+    types={"files": list[FileOut], "warnings": list[str], "patch": PatchOut | None},
+)
 TaskOut = wire(TaskRow, "TaskOut", __name__)
 LeaseOut = wire(LeaseRow, "LeaseOut", __name__)
 

@@ -7,11 +7,12 @@ Every command may carry a ``command_id``: the idempotency key (an ``/invocations
 
 from __future__ import annotations
 
+import re
 from typing import Annotated
 
 import msgspec
 
-from engine.domain.job import FileEntry
+from engine.domain.job import FileEntry, PatchEntry
 from engine.domain.lease import LostLog
 
 Id = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_:.@-]{1,200}$")]
@@ -23,6 +24,14 @@ Units = Annotated[int, msgspec.Meta(ge=1, le=1_000_000)]
 Pid = Annotated[int, msgspec.Meta(ge=0)]
 Digest = Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{64}$")]
 Reason = Annotated[str, msgspec.Meta(min_length=1, max_length=500)]
+# A git object id: a commit or a tree, SHA-1 (40) or SHA-256 (64) lowercase hex.
+GitId = Annotated[str, msgspec.Meta(pattern=r"^([0-9a-f]{40}|[0-9a-f]{64})$")]
+GitIdOrNone = Annotated[str, msgspec.Meta(pattern=r"^([0-9a-f]{40}|[0-9a-f]{64})?$")]
+# An absolute path on this host ("" for none), such as a job's git worktree.
+AbsolutePath = Annotated[str, msgspec.Meta(max_length=4096, pattern=r"^(/[^\x00\n]*)?$")]
+WorkspacePath = Annotated[str, msgspec.Meta(min_length=1, max_length=4096)]
+MAX_PATCH_PATHS = 10_000
+PatchPaths = Annotated[tuple[WorkspacePath, ...], msgspec.Meta(max_length=MAX_PATCH_PATHS)]
 
 
 class Command(
@@ -186,6 +195,10 @@ class StartJob(Command, tag="StartJob", frozen=True, kw_only=True):
     start_token: Short = ""
     epoch: int = 0
     resumed: bool = False
+    # The git worktree the run works in, and the commit it was made at: required (non-empty)
+    # for a job with a write scope; a resumed start names the worktree it was given before.
+    worktree: AbsolutePath = ""
+    base_commit: GitIdOrNone = ""
 
 
 class FinishJob(Command, tag="FinishJob", frozen=True, kw_only=True):
@@ -198,6 +211,40 @@ class FinishJob(Command, tag="FinishJob", frozen=True, kw_only=True):
     files: tuple[FileEntry, ...] = ()
     exit_code: int | None = None
     warnings: tuple[Short, ...] = ()
+    # What a writer's run changed in its worktree, captured as a patch stored outside the log.
+    patch: PatchEntry | None = None
+
+    def __post_init__(self) -> None:
+        # PatchEntry is also a stored event's field, which is never constrained (an older
+        # reader must survive a newer writer): the command checks it here instead.
+        if self.patch is not None:
+            check_patch(self.patch)
+
+
+def check_patch(patch: PatchEntry) -> None:
+    """``patch`` as a command may carry it.
+
+    Raises:
+        ValueError: a field is out of range (on decode: ``msgspec.ValidationError``).
+    """
+    if not _is(_HEX64, patch.sha256):
+        raise ValueError("patch.sha256 must be 64 lowercase hex digits")
+    if not _is(_GIT_ID, patch.base_commit):
+        raise ValueError("patch.base_commit must be a git commit id (40 or 64 lowercase hex)")
+    if patch.size < 0:
+        raise ValueError("patch.size must be >= 0")
+    if len(patch.paths) > MAX_PATCH_PATHS:
+        raise ValueError(f"patch.paths holds at most {MAX_PATCH_PATHS} paths")
+    if not all(isinstance(p, str) and 1 <= len(p) <= 4096 for p in patch.paths):
+        raise ValueError("each of patch.paths is 1 to 4096 characters")
+
+
+_HEX64 = re.compile("[0-9a-f]{64}")
+_GIT_ID = re.compile("[0-9a-f]{40}|[0-9a-f]{64}")
+
+
+def _is(pattern: re.Pattern[str], value: object) -> bool:
+    return isinstance(value, str) and pattern.fullmatch(value) is not None
 
 
 class RecordJobOutput(Command, tag="RecordJobOutput", frozen=True, kw_only=True):
@@ -287,14 +334,40 @@ class RejectJobResult(Command, tag="RejectJobResult", frozen=True, kw_only=True)
     reason: Reason
 
 
-class IntegrateJobResult(Command, tag="IntegrateJobResult", frozen=True, kw_only=True):
+class BeginIntegration(Command, tag="BeginIntegration", frozen=True, kw_only=True):
+    """Record the intent to integrate an accepted result's patch (``sha256``, the one its job
+    finished with) into the workspace, before any file is written: the working tree's git
+    tree ids ``before_tree`` and ``after_tree`` and the ``paths`` it writes. One integration
+    of a workspace at a time."""
+
     job_id: Id
     caller_job: Id | None = None
     caller_token_digest: Digest | None = None
     sha256: Digest
+    before_tree: GitId
+    after_tree: GitId
+    paths: PatchPaths = ()
 
 
-ResultCommand = ReadJobResult | AcceptJobResult | RejectJobResult | IntegrateJobResult
+# The server's own steps after the files are written (or recovery's): no caller.
+
+
+class ConfirmIntegration(Command, tag="ConfirmIntegration", frozen=True, kw_only=True):
+    """The working tree is the intent's ``after_tree``: the result is integrated."""
+
+    job_id: Id
+    tree: GitId
+
+
+class UndoIntegration(Command, tag="UndoIntegration", frozen=True, kw_only=True):
+    """The working tree was written back to the intent's ``before_tree``: the result is
+    accepted again, and may be integrated again."""
+
+    job_id: Id
+    reason: Annotated[str, msgspec.Meta(min_length=1, max_length=1000)]
+
+
+ResultCommand = ReadJobResult | AcceptJobResult | RejectJobResult | BeginIntegration
 
 
 # -- task --------------------------------------------------------------------------------

@@ -29,8 +29,9 @@ class Conflict(EngineError):
 
 class AdmissionRejected(EngineError):
     """Admission refused the work: ``reason`` is ``capacity``, ``write_scope_conflict``,
-    ``depth``, ``ancestor_role``, ``max_children``, ``max_active``, ``max_active_agents`` or
-    ``max_active_writers``."""
+    ``depth``, ``ancestor_role``, ``max_children``, ``max_active``, ``max_active_agents``,
+    ``max_active_writers`` or ``writable_target_not_git`` (a writer started without a git
+    worktree)."""
 
     code = "admission_rejected"
 

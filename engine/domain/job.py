@@ -39,6 +39,18 @@ class FileEntry(msgspec.Struct, frozen=True):
     workspace_path: str = ""
 
 
+class PatchEntry(msgspec.Struct, frozen=True):
+    """A finished writer's change, captured from its git worktree as a patch stored outside
+    the log: the patch file's ``sha256`` and ``size`` in bytes, the workspace-relative
+    ``paths`` it touches, and the ``base_commit`` its worktree started from. Integrating it
+    names this ``sha256``."""
+
+    sha256: str
+    size: int
+    paths: tuple[str, ...]
+    base_commit: str
+
+
 class JobAccepted(Event, tag="job.accepted", frozen=True, kw_only=True):
     session: str
     prompt: str = ""
@@ -60,6 +72,10 @@ class JobStarted(Event, tag="job.started", frozen=True, kw_only=True):
     epoch: int = 0
     resumed: bool = False
     token_digest: str | None = None  # sha256 of the run token; the token itself is never kept
+    # A writer (a job with a write scope) runs in its own git worktree: its absolute path and
+    # the commit it was made at. "" for a job without one (and in events recorded before).
+    worktree: str = ""
+    base_commit: str = ""
 
 
 class JobFinished(Event, tag="job.finished", frozen=True, kw_only=True):
@@ -68,6 +84,7 @@ class JobFinished(Event, tag="job.finished", frozen=True, kw_only=True):
     files: tuple[FileEntry, ...] = ()
     exit_code: int | None = None
     warnings: tuple[str, ...] = ()
+    patch: PatchEntry | None = None  # what a writer's run changed in its worktree, if anything
 
 
 class JobOutput(Event, tag="job.output", frozen=True, kw_only=True):

@@ -20,7 +20,7 @@ import msgspec
 
 from engine.domain import ids
 from engine.domain.job import TERMINAL as JOB_TERMINAL
-from engine.domain.job import FileEntry
+from engine.domain.job import FileEntry, PatchEntry
 from engine.domain.session import Owed
 
 
@@ -62,6 +62,16 @@ class SessionRow(msgspec.Struct, frozen=True, kw_only=True):
     start_token: str | None
 
 
+class Integration(msgspec.Struct, frozen=True, kw_only=True):
+    """A result's integration intent as recorded: who asked (``operator`` or a job id), the
+    working tree's git tree ids ``before`` and ``after`` the patch, and the paths it writes."""
+
+    by: str
+    before: str
+    after: str
+    paths: tuple[str, ...]
+
+
 class JobRow(msgspec.Struct, frozen=True, kw_only=True):
     job_id: str
     session_id: str
@@ -86,10 +96,12 @@ class JobRow(msgspec.Struct, frozen=True, kw_only=True):
     # The notify hook started before a crash and never finished: reported, not run again.
     notify_lost: bool
     warnings: tuple[str, ...]  # the run's WARNING: lines: an ok "completed with warnings"
-    # engine.domain.result: unread | read | accepted | rejected | integrated once finished
+    # engine.domain.result, once finished: unread | read | accepted | rejected | integrating |
+    # integrated
     result_state: str | None
     result_reason: str | None  # why it was accepted or rejected
-    result_sha256: str | None  # of the integrated patch
+    result_sha256: str | None  # of the patch being integrated or integrated
+    patch: PatchEntry | None  # what a writer's run changed, captured when it finished
     created_at: str
     started_at: str | None
     finished_at: str | None
@@ -100,6 +112,12 @@ class JobRow(msgspec.Struct, frozen=True, kw_only=True):
     token_digest: str | None  # of the current run's token
     start_token: str | None
     paused_by: str | None
+    worktree: str | None  # the git worktree (absolute) its latest start named: a writer's
+    base_commit: str | None  # the commit that worktree was made at
+    # The latest integration intent (result.integrating): what recovery compares the working
+    # tree with while the result is ``integrating``.
+    integration: Integration | None
+    integrated_tree: str | None  # the working tree's git tree id once integrated
 
     @property
     def caller_id(self) -> str | None:
@@ -190,6 +208,11 @@ class DomainView(Protocol):
 
     def units_held(self, resource_group: str) -> int:
         """Units held by sessions and jobs of a group in capacity-holding states."""
+        ...
+
+    def jobs_integrating(self) -> list[str]:
+        """Ids of the jobs whose result is ``integrating`` (an intent recorded, neither
+        confirmed nor undone): at most one, as the workspace is integrated one at a time."""
         ...
 
     def write_scopes_held(self) -> list[tuple[str, str]]:

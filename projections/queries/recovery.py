@@ -1,5 +1,6 @@
 """What recovery, wind-down and the busy state read: runs cut off, sessions caught starting or
-closing, live jobs' processes, notify hooks that never ended, and suspended work still owed."""
+closing, live jobs' processes, notify hooks that never ended, suspended work still owed,
+integrations caught between their intent and its end, and writers' worktrees to sweep."""
 
 from __future__ import annotations
 
@@ -137,3 +138,37 @@ def resumable_jobs(conn: Any, left_for_continue: str) -> list[str]:
         (left_for_continue, left_for_continue),
     ).fetchall()
     return [row[0] for row in rows]
+
+
+# -- writers' worktrees and integrations --------------------------------------------------------
+
+
+def integrations_in_flight(conn: Any) -> list[JobRow]:
+    """Jobs whose result is ``integrating``: an intent recorded (``row.integration``), neither
+    confirmed nor undone. After a crash, recovery compares the working tree with each intent's
+    trees and confirms (tree == after) or undoes (writes before); at most one, as the workspace
+    is integrated one at a time."""
+    return select(conn, JobRow, "WHERE result_state = 'integrating' ORDER BY accepted_position")
+
+
+class Worktree(msgspec.Struct, frozen=True):
+    """A job's git worktree as the cleanup sweep needs it."""
+
+    job_id: str
+    worktree: str
+    state: str
+    session_id: str
+
+
+def job_worktrees(conn: Any, *, terminal_only: bool = True) -> list[Worktree]:
+    """Jobs that were given a git worktree (writers), oldest first; ``terminal_only``: only
+    those that ended, whose worktree no run uses any more, so the sweep may remove it once
+    its patch is captured. A live (or resumable) job keeps its worktree."""
+    where = f" AND state IN ({_marks(JOB_TERMINAL)})" if terminal_only else ""
+    return decode(
+        Worktree,
+        conn.execute(
+            "SELECT job_id, worktree, state, session_id FROM jobs WHERE worktree IS NOT NULL"
+            f"{where} ORDER BY accepted_position"
+        ).fetchall(),
+    )

@@ -40,6 +40,12 @@ def test_machines_json_lists_the_five_machines_with_spec_states() -> None:
 
     machines = {m["kind"]: m for m in json.loads((GOLDEN / "machines.json").read_text())}
     assert sorted(machines) == ["job", "lease", "result", "session", "task"]
-    assert machines["result"]["states"] == ["read", "accepted", "rejected", "integrated"]
+    assert machines["result"]["states"] == [
+        "read",
+        "accepted",
+        "rejected",
+        "integrating",
+        "integrated",
+    ]
     assert "suspended" in machines["session"]["states"]
     assert machines["task"]["states"][:2] == ["submitted", "working"]

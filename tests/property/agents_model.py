@@ -1,5 +1,5 @@
-"""A reference model of the agents' rules (issue 14, design.md §5.5, §4.8, §4.7),
-written from the issue text with dicts and lists.
+"""A reference model of the agents' rules (issue 14, design.md §5.5, §4.8, §4.7) and of
+writers' worktrees and integrations (issue 28), written from the issue text with dicts and lists.
 
 It knows nothing of SQL, events or the engine's rule code. The stateful test in
 ``test_agents_stateful`` drives it and a real engine with the same commands and checks that
@@ -47,7 +47,7 @@ RESULT_STEPS = {
     "ReadJobResult": ("unread", "read"),
     "AcceptJobResult": ("read", "accepted"),
     "RejectJobResult": ("read", "rejected"),
-    "IntegrateJobResult": ("accepted", "integrated"),
+    "BeginIntegration": ("accepted", "integrating"),
 }
 
 
@@ -170,6 +170,9 @@ class AgentsModel:
             "units": cmd.units,
             "token": None,
             "result": None,
+            "worktree": None,
+            "patch": None,  # the sha256 of the patch it finished with
+            "after": None,  # the intent's after tree, while integrating
         }
 
     def AcceptJobs(self, cmd: c.AcceptJobs) -> None:
@@ -189,15 +192,21 @@ class AgentsModel:
 
     def StartJob(self, cmd: c.StartJob) -> None:
         job = self._job(cmd.job_id)
+        if job["scope"] and not cmd.worktree:  # a writer runs in its own git worktree
+            raise Refused("admission_rejected", "writable_target_not_git")
+        if cmd.resumed and job["worktree"] and cmd.worktree != job["worktree"]:
+            raise Refused("conflict")  # a resumed run goes on where the last one worked
         if job["state"] in ("paused", "suspended"):  # relaunch: admitted like new work
             self._readmit(job)
         self._step(job, {"queued", "paused", "suspended"}, "running")
         job["token"] = cmd.token_digest
+        job["worktree"] = cmd.worktree or None
 
     def FinishJob(self, cmd: c.FinishJob) -> None:
         job = self._job(cmd.job_id)
         self._step(job, {"running"}, cmd.outcome)
         job["result"] = "unread"
+        job["patch"] = cmd.patch.sha256 if cmd.patch else None
 
     def PauseJob(self, cmd: c.PauseJob) -> None:
         self._step(self._job(cmd.job_id), {"running"}, "paused")
@@ -247,8 +256,18 @@ class AgentsModel:
             if needs_ancestor and cmd.caller_job not in self.lineage(cmd.job_id)[1:]:
                 raise Refused("forbidden")
         name = type(cmd).__name__
-        if name == "IntegrateJobResult" and self.sessions[job["session"]]["tainted"]:
-            raise Refused("conflict")
+        if name == "BeginIntegration":
+            if self.sessions[job["session"]]["tainted"]:
+                raise Refused("conflict")
+            if job["patch"] is None or cmd.sha256 != job["patch"]:
+                raise Refused("conflict")  # only the patch the job finished with
+            if any(
+                other["result"] == "integrating"
+                for jid, other in self.jobs.items()
+                if jid != cmd.job_id
+            ):
+                raise Refused("conflict")  # one integration of the workspace at a time
+            job["after"] = cmd.after_tree
         source, dest = RESULT_STEPS[name]
         if job["result"] != source:
             raise Refused("invalid_transition")
@@ -263,8 +282,23 @@ class AgentsModel:
     def RejectJobResult(self, cmd: c.RejectJobResult) -> None:
         self._judge(cmd, needs_ancestor=True)
 
-    def IntegrateJobResult(self, cmd: c.IntegrateJobResult) -> None:
+    def BeginIntegration(self, cmd: c.BeginIntegration) -> None:
         self._judge(cmd, needs_ancestor=True)
+
+    def _integrating(self, jid: str) -> dict[str, Any]:
+        job = self._job(jid)
+        if job["result"] != "integrating":
+            raise Refused("invalid_transition")
+        return job
+
+    def ConfirmIntegration(self, cmd: c.ConfirmIntegration) -> None:
+        job = self._integrating(cmd.job_id)
+        if cmd.tree != job["after"]:
+            raise Refused("conflict")
+        job["result"] = "integrated"
+
+    def UndoIntegration(self, cmd: c.UndoIntegration) -> None:
+        self._integrating(cmd.job_id)["result"] = "accepted"
 
     # -- sessions --------------------------------------------------------------------------------
 

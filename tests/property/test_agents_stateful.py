@@ -1,10 +1,14 @@
-"""Random spawn trees against the reference model of the agents' rules (issue 14).
+"""Random spawn trees against the reference model of the agents' rules (issue 14) and of
+writers' worktrees and integrations (issue 28).
 
 Random sequences of spawns (one job or a batch, by the operator or by a run's token, live,
-stale or another job's), starts and relaunches, pauses, suspends, cancels of subtrees, result
-judgements by the operator or by jobs, taint and the end of a session. After every command the
-engine and ``agents_model`` agree on the outcome, down to an admission refusal's ``reason``; a
-refused command appended nothing; and the jobs' rows and every role count equal the model's.
+stale or another job's), starts and relaunches (a writer's in its worktree, without one, or in
+another), pauses, suspends, cancels of subtrees, finishes with or without a patch, result
+judgements by the operator or by jobs, integrations begun (with the recorded patch or another)
+and confirmed, confirmed with a wrong tree or undone, taint and the end of a session. After
+every command the engine and ``agents_model`` agree on the outcome, down to an admission
+refusal's ``reason``; a refused command appended nothing; and the jobs' rows and every role
+count equal the model's.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from engine import EngineError
 from engine.domain import commands as c
 from engine.domain.agents import AgentPolicy, Mode
+from engine.domain.job import PatchEntry
 from engine.domain.rules import Settings
 from projections import open_engine
 from projections.view import SqlDomainView
@@ -48,6 +53,10 @@ RARELY = st.sampled_from([False] * 7 + [True])
 SELDOM = st.sampled_from([False] * 15 + [True])
 MOSTLY = st.sampled_from([True] * 5 + [False])
 JUDGE = st.sampled_from(["read", "accept", "reject", "integrate"])
+# Where a run works: its own worktree (a writer's; "" for others), none, or another one.
+WORKTREE = st.sampled_from(["own"] * 5 + ["none", "other"])
+# How an integration in flight ends: confirmed with its after tree, with another, or undone.
+END = st.sampled_from(["confirm", "confirm", "wrong tree", "undo"])
 HOLDING = frozenset(m.HOLDING)
 CHAIN_AGENT = st.sampled_from(["root", "w", "w", "solo", "solo"])
 
@@ -77,13 +86,22 @@ def policies() -> dict[str, AgentPolicy]:
     }
 
 
-def judgement(step: str, jid: str, by: str | None, token: str | None) -> c.Command:
-    """One step of a result's disposition, by the operator (``by`` None) or by job ``by``."""
+def judgement(
+    step: str, jid: str, by: str | None, token: str | None, sha256: str | None = None
+) -> c.Command:
+    """One step of a result's disposition, by the operator (``by`` None) or by job ``by``;
+    ``integrate`` begins an integration of the patch ``sha256`` (the job's own by default)."""
     if step == "read":
         return c.ReadJobResult(job_id=jid, caller_job=by, caller_token_digest=token)
     if step == "integrate":
-        return c.IntegrateJobResult(
-            job_id=jid, caller_job=by, caller_token_digest=token, sha256="a" * 64
+        return c.BeginIntegration(
+            job_id=jid,
+            caller_job=by,
+            caller_token_digest=token,
+            sha256=sha256 or patch_of(jid),
+            before_tree=tree(f"{jid} before"),
+            after_tree=tree(f"{jid} after"),
+            paths=("src/x",),
         )
     judge = c.AcceptJobResult if step == "accept" else c.RejectJobResult
     return judge(job_id=jid, caller_job=by, caller_token_digest=token, reason="because")
@@ -91,6 +109,16 @@ def judgement(step: str, jid: str, by: str | None, token: str | None) -> c.Comma
 
 def digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def tree(text: str) -> str:
+    """A git tree id (SHA-1 form)."""
+    return hashlib.sha1(text.encode()).hexdigest()  # an id, not a secret
+
+
+def patch_of(jid: str) -> str:
+    """The sha256 of the patch job ``jid`` finishes with, when it finishes with one."""
+    return digest(f"patch of {jid}")
 
 
 class AgentsVersusModel(RuleBasedStateMachine):
@@ -189,12 +217,26 @@ class AgentsVersusModel(RuleBasedStateMachine):
 
     # -- rules -----------------------------------------------------------------------------------
 
-    def start_run(self, jid: str) -> str:
+    def start_run(self, jid: str, where: str = "own", resumed: bool = False) -> str:
         """A new run of ``jid`` with a new token: from queued, or a relaunch of a paused or
-        suspended job, which is admitted again like new work."""
+        suspended job, which is admitted again like new work. ``where`` (``WORKTREE``): a
+        writer's own worktree, none, or another path."""
         self.runs += 1
         token = digest(f"run {self.runs}")
-        outcome = self.run(c.StartJob(job_id=jid, run_id=f"run{self.runs}", token_digest=token))
+        writer = bool(self.model.jobs.get(jid, {}).get("scope"))
+        worktree = {
+            "own": f"/tmp/wt/{jid}" if writer else "",
+            "none": "",
+            "other": f"/tmp/wt/{jid}-{self.runs}",
+        }[where]
+        start = c.StartJob(
+            job_id=jid,
+            run_id=f"run{self.runs}",
+            token_digest=token,
+            worktree=worktree,
+            resumed=resumed,
+        )
+        outcome = self.run(start)
         if outcome == "ok":
             self.tokens.setdefault(jid, []).append(token)
         return outcome
@@ -269,13 +311,16 @@ class AgentsVersusModel(RuleBasedStateMachine):
             )
         )
 
-    @rule(pick=PICK)
-    def start(self, pick: int) -> None:
-        self.start_run(self.job(pick, frozenset({"queued", "paused", "suspended"})))
+    @rule(pick=PICK, where=WORKTREE, resumed=st.booleans())
+    def start(self, pick: int, where: str, resumed: bool) -> None:
+        jid = self.job(pick, frozenset({"queued", "paused", "suspended"}))
+        self.start_run(jid, where, resumed)
 
-    @rule(pick=PICK, outcome=st.sampled_from(["ok", "ok", "error"]))
-    def finish(self, pick: int, outcome: str) -> None:
-        self.run(c.FinishJob(job_id=self.job(pick, frozenset({"running"})), outcome=outcome))
+    @rule(pick=PICK, outcome=st.sampled_from(["ok", "ok", "error"]), patched=MOSTLY)
+    def finish(self, pick: int, outcome: str, patched: bool) -> None:
+        jid = self.job(pick, frozenset({"running"}))
+        patch = PatchEntry(sha256=patch_of(jid), size=7, paths=("src/x",), base_commit="b" * 40)
+        self.run(c.FinishJob(job_id=jid, outcome=outcome, patch=patch if patched else None))
 
     @rule(
         pick=PICK,
@@ -404,6 +449,30 @@ class AgentsVersusModel(RuleBasedStateMachine):
             if not self.spawn(self.item(jid, sid, None, "root", (), "cpu", n, None)):
                 return
 
+    @rule(pick=PICK, end=END, then_again=RARELY, own=MOSTLY)
+    def integrate(self, pick: int, end: str, then_again: bool, own: bool) -> None:
+        # An accepted result's integration begun (with its own patch, or mostly so) and ended:
+        # confirmed with the intent's after tree, with another (refused: still in flight), or
+        # undone back to accepted. Another job's integration begun meanwhile is refused.
+        accepted = [j for j in self.ids if self.model.jobs[j]["result"] == "accepted"]
+        jid = accepted[pick % len(accepted)] if accepted else self.job(pick)
+        sha256 = None if own else digest("another patch")
+        self.run(judgement("integrate", jid, None, None, sha256))
+        if then_again:  # a second one while this one is (perhaps) in flight
+            self.run(judgement("integrate", self.job(pick + 1, frozenset(m.FINISHED)), None, None))
+        self.end_integration(pick, end)
+
+    @rule(pick=PICK, end=END)
+    def end_integration(self, pick: int, end: str) -> None:
+        # The server's own step for an integration in flight (any job while there is none).
+        flying = [j for j in self.ids if self.model.jobs[j]["result"] == "integrating"]
+        jid = flying[pick % len(flying)] if flying else self.job(pick)
+        if end == "undo":
+            self.run(c.UndoIntegration(job_id=jid, reason="the tree was written back"))
+            return
+        after = tree(f"{jid} after") if end == "confirm" else tree("some other tree")
+        self.run(c.ConfirmIntegration(job_id=jid, tree=after))
+
     @rule(pick=PICK)
     def taint_then_integrate(self, pick: int) -> None:
         # An accepted result of a session that is then tainted is never integrated.
@@ -429,12 +498,24 @@ class AgentsVersusModel(RuleBasedStateMachine):
     def rows_equal_the_model(self) -> None:
         conn = self.engine.log.connection()
         rows = conn.execute(
-            "SELECT job_id, state, result_state, agent, parent_job, depth, token_digest FROM jobs"
+            "SELECT job_id, state, result_state, agent, parent_job, depth, token_digest,"
+            " worktree, patch_sha256 FROM jobs"
         ).fetchall()
         assert {row[0]: row[1:] for row in rows} == {
-            jid: (j["state"], j["result"], j["agent"], j["parent"], j["depth"], j["token"])
+            jid: (
+                j["state"],
+                j["result"],
+                j["agent"],
+                j["parent"],
+                j["depth"],
+                j["token"],
+                j["worktree"],
+                j["patch"],
+            )
             for jid, j in self.model.jobs.items()
         }
+        flying = [jid for jid, j in self.model.jobs.items() if j["result"] == "integrating"]
+        assert len(flying) <= 1, "integrations are one at a time"
         sessions = dict(conn.execute("SELECT session_id, state FROM sessions").fetchall())
         assert sessions == {sid: s["state"] for sid, s in self.model.sessions.items()}
 

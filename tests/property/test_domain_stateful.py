@@ -1,5 +1,6 @@
 """Random command sequences on all five kinds, against the reference model of the rules
-(agents' spawn permissions and counts, and result disposition, included).
+(agents' spawn permissions and counts, result disposition, writers' worktrees and the
+integration of their patches included).
 
 After every command: the outcome agrees, a refused command appended nothing, and the read
 models (states, reply pointers, taint, capacity) equal the model's.
@@ -7,17 +8,19 @@ models (states, reply pointers, taint, capacity) equal the model's.
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import tempfile
 from pathlib import Path
 
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from engine import EngineError
 from engine.domain import commands as c
 from engine.domain.agents import DEFAULT_AGENT, AgentPolicy
+from engine.domain.job import PatchEntry
 from engine.domain.rules import Settings
 from projections import open_engine
 from projections.view import SqlDomainView
@@ -43,8 +46,18 @@ AGENTS = {
     for name, (spawns, children, active) in MODEL_AGENTS.items()
 }
 RESULT_COMMANDS = st.sampled_from(
-    [c.ReadJobResult, c.AcceptJobResult, c.RejectJobResult, c.IntegrateJobResult]
+    [c.ReadJobResult, c.AcceptJobResult, c.RejectJobResult, c.BeginIntegration]
 )
+SHA = st.sampled_from(["own", "own", "own", "other"])
+
+
+def patch_of(jid: str) -> str:
+    """The sha256 of the patch job ``jid`` finishes with, when it finishes with one."""
+    return hashlib.sha256(f"patch of {jid}".encode()).hexdigest()
+
+
+def tree(jid: str, which: str) -> str:
+    return hashlib.sha1(f"{jid} {which}".encode()).hexdigest()  # an id, not a secret
 
 
 class EngineVersusModel(RuleBasedStateMachine):
@@ -77,6 +90,7 @@ class EngineVersusModel(RuleBasedStateMachine):
         except EngineError as ex:
             real = ex.code
         expected = self.model.handle(command)
+        event(f"{type(command).__name__}: {real}")  # --hypothesis-show-statistics shows the mix
         assert real == expected, f"{command}: engine {real}, model {expected}"
         if real != "ok":
             assert self.engine.log.head() == head, f"{command} was refused but appended"
@@ -135,27 +149,68 @@ class EngineVersusModel(RuleBasedStateMachine):
             c.AcceptJob(job_id=jid, session_id=sid, parent_job=parent, agent=agent, owed=False)
         )
 
-    @rule(jid=JOBS, action=RESULT_COMMANDS)
-    def judge_result(self, jid: str, action: type) -> None:
-        if action is c.IntegrateJobResult:
-            self.run(action(job_id=jid, sha256="a" * 64))
+    @rule(jid=JOBS, action=RESULT_COMMANDS, sha=SHA)
+    def judge_result(self, jid: str, action: type, sha: str) -> None:
+        if action is c.BeginIntegration:
+            self.run(
+                c.BeginIntegration(
+                    job_id=jid,
+                    sha256=patch_of(jid) if sha == "own" else "f" * 64,
+                    before_tree=tree(jid, "before"),
+                    after_tree=tree(jid, "after"),
+                )
+            )
         elif action is c.ReadJobResult:
             self.run(action(job_id=jid))
         else:
             self.run(action(job_id=jid, reason="because"))
 
-    @rule(jid=JOBS, sid=SESSIONS, group=GROUPS)
-    def accept_and_start(self, jid: str, sid: str, group: str | None) -> None:
-        self.run(c.AcceptJob(job_id=jid, session_id=sid, resource_group=group))
-        self.run(c.StartJob(job_id=jid, run_id="run"))
+    @rule(
+        jid=JOBS,
+        sid=SESSIONS,
+        patched=st.sampled_from([True, True, True, False]),
+        sha=SHA,
+        end=st.sampled_from(["confirm", "wrong tree", "undo", "none", "none"]),
+    )
+    def run_and_integrate(self, jid: str, sid: str, patched: bool, sha: str, end: str) -> None:
+        # A writer's run walked to its integration, so that intents meet (one at a time),
+        # and are confirmed or undone (or left in flight for a later step).
+        if jid not in self.model.jobs:
+            self.accept_and_start(jid, sid, None, writer=True, worktree=True)
+        self.finish_job(jid, "ok", patched)
+        self.run(c.ReadJobResult(job_id=jid))
+        self.run(c.AcceptJobResult(job_id=jid, reason="fine"))
+        self.judge_result(jid, c.BeginIntegration, sha)
+        if end != "none":
+            self.end_integration(jid, end)
 
-    @rule(jid=JOBS)
-    def start_job(self, jid: str) -> None:
-        self.run(c.StartJob(job_id=jid, run_id="run"))
+    @rule(jid=JOBS, end=st.sampled_from(["confirm", "confirm", "wrong tree", "undo"]))
+    def end_integration(self, jid: str, end: str) -> None:
+        # The server's own step after the files are written (or recovery's after a crash).
+        if end == "undo":
+            self.run(c.UndoIntegration(job_id=jid, reason="the tree was written back"))
+        else:
+            after = tree(jid, "after") if end == "confirm" else tree(jid, "other")
+            self.run(c.ConfirmIntegration(job_id=jid, tree=after))
 
-    @rule(jid=JOBS, outcome=st.sampled_from(["ok", "error"]))
-    def finish_job(self, jid: str, outcome: str) -> None:
-        self.run(c.FinishJob(job_id=jid, outcome=outcome))
+    @rule(jid=JOBS, sid=SESSIONS, group=GROUPS, writer=st.booleans(), worktree=st.booleans())
+    def accept_and_start(
+        self, jid: str, sid: str, group: str | None, writer: bool, worktree: bool
+    ) -> None:
+        # A writer's scope is its own directory, so no two of them overlap.
+        scope = (f"w/{jid}",) if writer else ()
+        self.run(c.AcceptJob(job_id=jid, session_id=sid, resource_group=group, write_scope=scope))
+        self.start_job(jid, worktree)
+
+    @rule(jid=JOBS, worktree=st.sampled_from([True, True, True, False]))
+    def start_job(self, jid: str, worktree: bool) -> None:
+        # Without a worktree, a writer's start is refused (writable_target_not_git).
+        self.run(c.StartJob(job_id=jid, run_id="run", worktree=f"/wt/{jid}" if worktree else ""))
+
+    @rule(jid=JOBS, outcome=st.sampled_from(["ok", "error"]), patched=st.booleans())
+    def finish_job(self, jid: str, outcome: str, patched: bool) -> None:
+        patch = PatchEntry(sha256=patch_of(jid), size=1, paths=("a",), base_commit="0" * 40)
+        self.run(c.FinishJob(job_id=jid, outcome=outcome, patch=patch if patched else None))
 
     @rule(
         jid=JOBS,
@@ -226,10 +281,14 @@ class EngineVersusModel(RuleBasedStateMachine):
             sid: (s["state"], s["owes"], s["tainted"]) for sid, s in self.model.sessions.items()
         }
         jobs = {
-            jid: (state, result)
-            for jid, state, result in conn.execute("SELECT job_id, state, result_state FROM jobs")
+            jid: (state, result, patch)
+            for jid, state, result, patch in conn.execute(
+                "SELECT job_id, state, result_state, patch_sha256 FROM jobs"
+            )
         }
-        assert jobs == {jid: (j["state"], j["result"]) for jid, j in self.model.jobs.items()}
+        assert jobs == {
+            jid: (j["state"], j["result"], j["patch"]) for jid, j in self.model.jobs.items()
+        }
         tasks = dict(conn.execute("SELECT task_id, state FROM tasks").fetchall())
         assert tasks == {tid: t["state"] for tid, t in self.model.tasks.items()}
         view = SqlDomainView(conn.cursor())

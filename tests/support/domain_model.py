@@ -17,6 +17,7 @@ JOB_HOLDS = {"queued", "running", "cancelling"}
 JOB_LIVE = {"queued", "running", "paused", "suspended", "cancelling"}
 SESSION_TERMINAL = {"completed", "failed", "stopped", "cancelled"}
 TASK_OPEN = {"submitted", "working", "input-required", "auth-required"}
+FINISHED = {"ok", "error"}
 
 
 class Refused(Exception):
@@ -267,12 +268,18 @@ class DomainModel:
             "parent": cmd.parent_job,
             "superseded_by": None,
             "agent": cmd.agent,
-            "result": None,  # unread | read | accepted | rejected | integrated once finished
+            # unread | read | accepted | rejected | integrating | integrated once finished
+            "result": None,
+            "scope": cmd.write_scope,
+            "patch": None,  # the sha256 of the patch it finished with
+            "after": None,  # the integration intent's after tree
         }
         self.order.append(cmd.job_id)
 
     def StartJob(self, cmd: c.StartJob) -> None:
         job = self._get(self.jobs, cmd.job_id)
+        if job["scope"] and not cmd.worktree:  # a writer runs in its own git worktree
+            raise Refused("admission_rejected")
         if job["state"] in ("paused", "suspended"):
             self._counts(job["agent"], job["session"], job["parent"])
             self._admit(job["group"], job["units"])
@@ -282,6 +289,7 @@ class DomainModel:
         job = self._get(self.jobs, cmd.job_id)
         self._move("job", job, "job.finished", cmd.outcome)
         job["result"] = "unread"
+        job["patch"] = cmd.patch.sha256 if cmd.patch else None
         self._settle(job["session"], ("job", cmd.job_id))
 
     def PauseJob(self, cmd: c.PauseJob) -> None:
@@ -329,16 +337,22 @@ class DomainModel:
     # -- results (the operator judges) ---------------------------------------------------------
 
     def _judge(
-        self, jid: str, sources: tuple[str, ...], dest: str, integrate: bool = False
-    ) -> None:
+        self, jid: str, sources: tuple[str, ...], dest: str, sha256: str | None = None
+    ) -> dict[str, Any]:
         job = self._get(self.jobs, jid)
-        if job["state"] not in ("ok", "error"):
+        if job["state"] not in FINISHED:
             raise Refused("conflict")
-        if integrate and self.sessions[job["session"]]["tainted"]:
+        if dest == "integrating" and (
+            self.sessions[job["session"]]["tainted"]
+            or job["patch"] is None  # nothing to integrate
+            or sha256 != job["patch"]  # only the patch the job finished with
+            or any(j["result"] == "integrating" for k, j in self.jobs.items() if k != jid)
+        ):
             raise Refused("conflict")
         if job["result"] not in sources:
             raise Refused("invalid_transition")
         job["result"] = dest
+        return job
 
     def ReadJobResult(self, cmd: c.ReadJobResult) -> None:
         self._judge(cmd.job_id, ("unread",), "read")
@@ -349,8 +363,24 @@ class DomainModel:
     def RejectJobResult(self, cmd: c.RejectJobResult) -> None:
         self._judge(cmd.job_id, ("read",), "rejected")
 
-    def IntegrateJobResult(self, cmd: c.IntegrateJobResult) -> None:
-        self._judge(cmd.job_id, ("accepted",), "integrated", integrate=True)
+    def BeginIntegration(self, cmd: c.BeginIntegration) -> None:
+        job = self._judge(cmd.job_id, ("accepted",), "integrating", cmd.sha256)
+        job["after"] = cmd.after_tree
+
+    def _integrating(self, jid: str) -> dict[str, Any]:
+        job = self._get(self.jobs, jid)
+        if job["result"] != "integrating":
+            raise Refused("invalid_transition")
+        return job
+
+    def ConfirmIntegration(self, cmd: c.ConfirmIntegration) -> None:
+        job = self._integrating(cmd.job_id)
+        if cmd.tree != job["after"]:
+            raise Refused("conflict")
+        job["result"] = "integrated"
+
+    def UndoIntegration(self, cmd: c.UndoIntegration) -> None:
+        self._integrating(cmd.job_id)["result"] = "accepted"
 
     # -- tasks -------------------------------------------------------------------------------
 

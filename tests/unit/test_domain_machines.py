@@ -1,4 +1,5 @@
-"""The four machines against design.md §4.2-§4.5, written out here independently of the code."""
+"""The five machines against design.md §4.2-§4.5 and §4.8, written out here independently of
+the code."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from collections import deque
 
 import pytest
 
-from engine.domain import JOB, LEASE, SESSION, TASK
+from engine.domain import JOB, LEASE, RESULT, SESSION, TASK
 from engine.machines import Machine, build_machine
 
 NEW = None
@@ -90,14 +91,25 @@ SPEC: dict[str, dict[str, tuple[list[str | None], set[str]]]] = {
         "task.canceled": (TASK_OPEN, {"canceled"}),
         "task.rejected": (["submitted", "working"], {"rejected"}),
     },
+    "result": {
+        "result.read": ([NEW], {"read"}),
+        "result.accepted": (["read"], {"accepted"}),
+        "result.rejected": (["read"], {"rejected"}),
+        # Issue 28: integrating is an intent (the trees before and after) confirmed or undone.
+        "result.integrating": (["accepted"], {"integrating"}),
+        # From accepted: the single step of logs written before the intent existed.
+        "result.integrated": (["accepted", "integrating"], {"integrated"}),
+        "result.integration_undone": (["integrating"], {"accepted"}),
+    },
 }
 TERMINAL = {
     "lease": set(),
     "session": {"completed", "failed", "stopped", "cancelled"},
     "job": {"ok", "error", "superseded", "cancelled"},
     "task": {"completed", "failed", "canceled", "rejected"},
+    "result": {"rejected", "integrated"},
 }
-BUILT = {spec.kind: build_machine(spec) for spec in (LEASE, SESSION, JOB, TASK)}
+BUILT = {spec.kind: build_machine(spec) for spec in (LEASE, SESSION, JOB, TASK, RESULT)}
 
 
 def _pairs() -> list[tuple[str, str | None, str]]:

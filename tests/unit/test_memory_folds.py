@@ -68,11 +68,23 @@ _JOB_EVENTS: list[tuple[str, Event]] = [
             task="t1",
         ),
     ),
-    ("running", j.JobStarted(run_id="r1", pid=7, start_token="k", epoch=2, token_digest="d")),
+    (
+        "running",
+        j.JobStarted(
+            run_id="r1",
+            pid=7,
+            start_token="k",
+            epoch=2,
+            token_digest="d",
+            worktree="/wt/j1",
+            base_commit="b" * 40,
+        ),
+    ),
     ("paused", j.JobPaused(by="session")),
     ("running", j.JobContinued()),
     ("suspended", j.JobSuspended(reason="capacity")),
-    ("running", j.JobStarted(run_id="r2", pid=8, resumed=True)),  # runs + 1, first start kept
+    # runs + 1, first start kept, the worktree named again
+    ("running", j.JobStarted(run_id="r2", pid=8, resumed=True, worktree="/wt/j1")),
     ("cancelling", j.JobCancelRequested(reason="")),
     ("running", j.JobNotifyStarted(pid=9)),
     ("running", j.JobNotifyFinished(exit_code=None, ms=12, stdout_tail="o", stderr_tail="e")),
@@ -85,13 +97,27 @@ _JOB_EVENTS: list[tuple[str, Event]] = [
             files=(j.FileEntry(path="a.txt", size=3),),
             exit_code=0,
             warnings=("w1", "w2"),
+            patch=j.PatchEntry(
+                sha256="a" * 64, size=9, paths=("src/x", "docs/y"), base_commit="b" * 40
+            ),
         ),
     ),
 ]
 _RESULT_EVENTS: list[tuple[str, Event]] = [
     ("read", r.ResultRead(by="operator")),
     ("accepted", r.ResultAccepted(by="operator", reason="fine")),
-    ("integrated", r.ResultIntegrated(by="operator", sha256="abc")),
+    (
+        "integrating",
+        r.ResultIntegrating(
+            by="j0", sha256="a" * 64, before_tree="1" * 40, after_tree="2" * 40, paths=("src/x",)
+        ),
+    ),
+    ("accepted", r.ResultIntegrationUndone(reason="crashed before the files were written")),
+    (
+        "integrating",
+        r.ResultIntegrating(by="j0", sha256="a" * 64, before_tree="1" * 40, after_tree="3" * 40),
+    ),
+    ("integrated", r.ResultIntegrated(by="j0", sha256="a" * 64, tree="3" * 40, paths=("src/x",))),
 ]
 _OTHER_ENDS: list[tuple[str, list[tuple[str, Event]]]] = [
     ("j2", [("superseded", j.JobSuperseded(superseded_by="j3"))]),
@@ -100,6 +126,7 @@ _OTHER_ENDS: list[tuple[str, list[tuple[str, Event]]]] = [
     ("j5", [("error", j.JobResumeFailed(reason="prompt file gone"))]),
     ("j6", [("suspended", j.JobSuspended())]),
     ("j7", [("paused", j.JobPaused())]),
+    ("j8", [("ok", j.JobFinished(outcome="ok"))]),  # no patch
 ]
 
 
@@ -141,6 +168,10 @@ def _events() -> Iterator[tuple[str, str, Event]]:
     yield "lease:other", "released", le.LeaseReleased(holder="h3", epoch=1)  # no row: nothing
     yield "job:nobody", "running", j.JobStarted(run_id="x")  # UPDATE of no row: nothing
     yield "result:nobody", "rejected", r.ResultRejected(by="operator", reason="no")
+    # A log written before the intent existed: integrated straight from accepted.
+    yield "result:j8", "read", r.ResultRead(by="operator")
+    yield "result:j8", "accepted", r.ResultAccepted(by="operator", reason="ok")
+    yield "result:j8", "integrated", r.ResultIntegrated(by="operator", sha256="abc")
 
 
 def _recorded() -> list[RecordedEvent]:

@@ -13,6 +13,7 @@ from engine.domain import commands as c
 from engine.domain.agents import DEFAULT_AGENT, AgentPolicy, Mode
 from engine.domain.engine import DomainEngine
 from engine.domain.errors import AdmissionRejected, Conflict, Forbidden, Unauthorized
+from engine.domain.job import PatchEntry
 from engine.domain.rules import Settings
 from engine.errors import InvalidArgument, InvalidTransition
 from projections import open_engine
@@ -25,6 +26,18 @@ AGENTS = {
     "solo": AgentPolicy(name="solo", can_spawn=("solo",), reject_ancestor_role=True),
 }
 DIGEST = "d" * 64
+PATCH = PatchEntry(sha256="a" * 64, size=12, paths=("src/a.py",), base_commit="b" * 40)
+
+
+def begin(job_id: str, **kw: object) -> c.BeginIntegration:
+    return c.BeginIntegration(
+        job_id=job_id,
+        sha256=PATCH.sha256,
+        before_tree="1" * 40,
+        after_tree="2" * 40,
+        paths=PATCH.paths,
+        **kw,  # type: ignore[arg-type]
+    )
 
 
 @pytest.fixture
@@ -142,18 +155,18 @@ def test_result_disposition_follows_its_machine(engine: DomainEngine) -> None:
     started(engine, "w1", "w")
     with pytest.raises(Conflict, match="no result"):
         engine.handle(c.ReadJobResult(job_id="w1"))
-    engine.handle(c.FinishJob(job_id="w1", outcome="ok", run_id="run-w1"))
+    engine.handle(c.FinishJob(job_id="w1", outcome="ok", run_id="run-w1", patch=PATCH))
     with pytest.raises(InvalidTransition):
         engine.handle(c.AcceptJobResult(job_id="w1", reason="unread yet"))
     engine.handle(c.ReadJobResult(job_id="w1"))
     with pytest.raises(InvalidTransition):
-        engine.handle(c.IntegrateJobResult(job_id="w1", sha256="a" * 64))
+        engine.handle(begin("w1"))
     engine.handle(c.AcceptJobResult(job_id="w1", reason="fine"))
     with pytest.raises(InvalidTransition):
         engine.handle(c.RejectJobResult(job_id="w1", reason="changed my mind"))
     engine.handle(c.TaintSession(session_id="s1", reason="leak"))
     with pytest.raises(Conflict, match="tainted"):
-        engine.handle(c.IntegrateJobResult(job_id="w1", sha256="a" * 64))
+        engine.handle(begin("w1"))
 
 
 def test_result_judging_needs_an_ancestor(engine: DomainEngine) -> None:

@@ -1,6 +1,7 @@
 """Job rules (design.md §4.4): accept (one or a batch), start, finish, output, supersede, pause,
 continue, suspend, cancel and confirm, and the notify records. A job that works for an A2A task
-ends the task with it."""
+ends the task with it. A writer starts only in a git worktree, and finishes with the patch of
+what it changed there (if anything)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from engine.domain import commands as c
 from engine.domain import ids
 from engine.domain import job as job_
 from engine.domain import task as task_
-from engine.domain.errors import AlreadyExists, Conflict
+from engine.domain.errors import AdmissionRejected, AlreadyExists, Conflict
 from engine.domain.job import JobState as J
 from engine.domain.rows import JobRow
 from engine.domain.rules import admission, lineage, lookups, pointer, roles
@@ -58,9 +59,41 @@ def accept_jobs(cmd: c.AcceptJobs, ctx: Context) -> None:
         accept_job(item, ctx)
 
 
+def worktree_of(cmd: c.StartJob, row: JobRow) -> tuple[str, str]:
+    """The worktree and base commit a start records.
+
+    A writer (a job with a write scope) works in its own git worktree, so its change can be
+    captured as a patch and integrated later; a resumed start goes on in the worktree it was
+    given, and takes its base commit when it names none.
+
+    Raises:
+        AdmissionRejected: ``writable_target_not_git``: a writer started without a worktree.
+        Conflict: a resumed start names another worktree or base commit than the recorded.
+    """
+    if row.write_scope and not cmd.worktree:
+        raise AdmissionRejected(
+            f"job {row.job_id} writes (write_scope {', '.join(row.write_scope)}) and needs a"
+            " git worktree: the workspace is not a git repository with a commit",
+            reason="writable_target_not_git",
+            job_id=row.job_id,
+        )
+    if not (cmd.resumed and row.worktree):
+        return cmd.worktree, cmd.base_commit
+    base = cmd.base_commit or row.base_commit or ""
+    if cmd.worktree != row.worktree or base != (row.base_commit or base):
+        raise Conflict(
+            f"job {row.job_id} resumes in worktree {row.worktree}"
+            f" at {row.base_commit or 'an unknown commit'}, not in {cmd.worktree or 'none'}"
+            f" at {cmd.base_commit or 'an unknown commit'}",
+            job_id=row.job_id,
+        )
+    return cmd.worktree, base
+
+
 @rule(c.StartJob)
 def start_job(cmd: c.StartJob, ctx: Context) -> None:
     row = job_for(cmd, ctx)
+    worktree, base_commit = worktree_of(cmd, row)
     if row.state in (J.PAUSED, J.SUSPENDED):  # these released their capacity
         readmit(ctx, row)
     ctx.append(
@@ -72,6 +105,8 @@ def start_job(cmd: c.StartJob, ctx: Context) -> None:
             epoch=cmd.epoch,
             resumed=cmd.resumed,
             token_digest=cmd.token_digest,
+            worktree=worktree,
+            base_commit=base_commit,
         ),
     )
     task = ctx.view.task(row.task_id) if row.task_id else None
@@ -120,6 +155,7 @@ def finish_job(cmd: c.FinishJob, ctx: Context) -> None:
             files=cmd.files,
             exit_code=cmd.exit_code,
             warnings=cmd.warnings,
+            patch=cmd.patch,
         ),
     )
     pointer.settle(ctx, row.session_id, Owed("job", row.job_id))
