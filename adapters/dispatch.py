@@ -24,16 +24,16 @@ from typing import Any
 import msgspec
 
 from adapters import notify, runner, sandbox
-from adapters.gitwork.runner import GitFailed, NotARepository
 from adapters.busy import BusyBoard
 from adapters.config import ServerConfig
 from adapters.front import handoff
+from adapters.gitwork.runner import GitFailed
 from adapters.processes import GatedProcess, spawn_gated
 from adapters.writers import Worktrees, WriterRun
 from engine.domain import commands as c
 from engine.domain import ids, usecases
-from engine.domain.job import TERMINAL
 from engine.domain.engine import DomainEngine
+from engine.domain.job import TERMINAL
 from engine.errors import LogMissing
 from projections import queries
 
@@ -312,7 +312,7 @@ class Dispatcher:
         try:
             for launch in launches:
                 job_id, run_id = launch.job_id or new_id("job"), new_id("run")
-                writer = self._writer(launch, job_id, made)
+                writer = self.worktrees.writer(job_id, launch.write_scope, launch.worktree, made)
                 cwd = self.config.workspace
                 token = secrets.token_urlsafe(32)
                 env = {
@@ -372,27 +372,6 @@ class Dispatcher:
             self.busy.enter()
             thread.start()
         return job_ids, outcome
-
-    def _writer(self, launch: Launch, job_id: str, made: list[str]) -> WriterRun | None:
-        """A writer's worktree: the one it kept (resumed) or a new one, added to ``made``.
-        None for a reader, and for a writer in a workspace that is no git repository: the
-        rules refuse its start (``writable_target_not_git``).
-
-        Raises:
-            GitFailed: git could not make the worktree.
-        """
-        if not launch.write_scope:
-            return None
-        if launch.worktree is not None:
-            where, base = launch.worktree
-        else:
-            try:
-                where, base = self.worktrees.make(job_id)
-            except NotARepository as ex:
-                log.warning("writer %s gets no worktree: %s", job_id, ex)
-                return None
-            made.append(job_id)
-        return WriterRun(job_id, where, base, launch.write_scope, self.worktrees)
 
     def _abandon(self, started: list[tuple[Any, ...]], made: list[str]) -> None:
         """A launch that failed: its processes go, and the worktrees it made."""

@@ -138,8 +138,9 @@ class Integrator:
         engine = self._engine()
         seen = []
         for job in queries.integrations_in_flight(engine.log.connection()):
-            assert job.integration is not None
-            plan = apply.Plan(*job.integration)
+            intent = job.integration
+            assert intent is not None
+            plan = apply.Plan(intent.before, intent.after, intent.paths)
             seen.append(job.job_id)
             with self._one:
                 try:
@@ -155,7 +156,7 @@ class Integrator:
                     log.error("integration of %s: the tree could not be read: %s", job.job_id, ex)
                 if done:
                     engine.handle(c.ConfirmIntegration(job_id=job.job_id, tree=plan.after_tree))
-                    log.warning("integration of %s was written before the crash: confirmed", job.job_id)
+                    log.warning("integration of %s was written before the crash", job.job_id)
                 else:
                     self._undo(engine, job.job_id, job.session_id, plan, CUT_OFF)
         return seen

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from adapters.config import ServerConfig
 from adapters.gitwork import patches, worktrees
-from adapters.gitwork.runner import Git, GitFailed
+from adapters.gitwork.runner import Git, GitFailed, NotARepository
 from adapters.sandbox import Sandbox
 from engine.domain.job import PatchEntry
 
@@ -47,9 +47,7 @@ class Worktrees:
     git: Git
 
     @classmethod
-    def for_server(
-        cls, config: ServerConfig, sandbox: Sandbox | None, private: Path
-    ) -> Worktrees:
+    def for_server(cls, config: ServerConfig, sandbox: Sandbox | None, private: Path) -> Worktrees:
         """As the run user (the sandbox's chain) where runs have one, else as the server."""
         if sandbox is None:
             git = Git(env={"HOME": str(config.state_dir)})
@@ -74,6 +72,34 @@ class Worktrees:
         worktrees.add(self.git, self.workspace, where, job_id, base)
         return where, base
 
+    def writer(
+        self,
+        job_id: str,
+        scopes: tuple[str, ...],
+        kept: tuple[Path, str] | None,
+        made: list[str],
+    ) -> WriterRun | None:
+        """Where a launch of ``job_id`` writes: the worktree it ``kept`` (a resumed writer) or a
+        new one, whose job id is added to ``made`` (the launch removes them if it fails). None
+        for a reader (no ``scopes``), and for a writer in a workspace that is no git repository:
+        the rules refuse its start (``writable_target_not_git``).
+
+        Raises:
+            GitFailed: git could not make the worktree.
+        """
+        if not scopes:
+            return None
+        if kept is not None:
+            where, base = kept
+        else:
+            try:
+                where, base = self.make(job_id)
+            except NotARepository as ex:
+                log.warning("writer %s gets no worktree: %s", job_id, ex)
+                return None
+            made.append(job_id)
+        return WriterRun(job_id, where, base, scopes, self)
+
     def drop(self, job_id: str) -> None:
         """Remove the job's worktree and branch, if any; a failure is logged (the sweep at the
         next recovery tries again)."""
@@ -88,7 +114,11 @@ class Worktrees:
         try:
             listed = worktrees.listed(self.git, self.workspace)
             branches = self.git.run(
-                ["for-each-ref", "--format=%(refname:short)", "refs/heads/" + worktrees.BRANCH_PREFIX],
+                [
+                    "for-each-ref",
+                    "--format=%(refname:short)",
+                    "refs/heads/" + worktrees.BRANCH_PREFIX,
+                ],
                 self.workspace,
             )
         except GitFailed as ex:  # no repository (a workspace that is not git): nothing to sweep

@@ -16,12 +16,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from adapters.gitwork.patches import EXCLUDE_LOG
+from adapters.gitwork.patches import LOG_DIR, stage_all
 from adapters.gitwork.runner import Git, GitFailed
 from adapters.gitwork.scratch import Scratch, entries, layers
 from adapters.gitwork.worktrees import head_commit
 
-LOG_DIR = ".foldline"
 # `git apply` matches these with wildmatch without WM_PATHNAME: `*` crosses slashes.
 APPLY = (
     "apply",
@@ -83,7 +82,7 @@ def plan(git: Git, workspace: Path, patch: bytes, scratch: Path) -> Plan:
     head = head_commit(git, workspace)
     with Scratch(git, workspace, scratch) as index:
         index.run(["read-tree", head])
-        index.run(["add", "-A", "--", ".", EXCLUDE_LOG])
+        stage_all(index.run)
         before = index.write_tree()
         if not patch:
             return Plan(before, before, ())

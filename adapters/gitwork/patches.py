@@ -8,15 +8,17 @@ the base blobs the worktree shares with the workspace.
 
 from __future__ import annotations
 
+import functools
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from adapters.gitwork.runner import Git
 
 # foldline's own log lives in the workspace's `.foldline/`: no change ever carries it.
-EXCLUDE_LOG = ":(exclude,top).foldline"
+LOG_DIR = ".foldline"
+EXCLUDE_LOG = f":(exclude,top){LOG_DIR}"
 # Plumbing, not `git diff`: porcelain reads diff.noprefix, color.diff, diff.external and
 # textconv settings from the (agent-written) repository config, any of which would yield a
 # patch `git apply` misreads or run a command.
@@ -47,7 +49,7 @@ def capture(git: Git, worktree: Path, base: str) -> Patch:
     Raises:
         GitFailed: ``worktree`` is not a work tree, ``base`` is not a commit.
     """
-    git.run(["add", "-A", "--", ".", EXCLUDE_LOG], worktree)
+    stage_all(functools.partial(git.run, cwd=worktree))
     data = git.run([*DIFF, "-p", "--binary", "--full-index", base, "--"], worktree)
     names = git.run([*DIFF, "--name-only", "-z", base, "--"], worktree)
     paths = tuple(sorted(p for p in names.decode("utf-8", "surrogateescape").split("\0") if p))
@@ -78,3 +80,13 @@ def _normal(scope: str) -> str:
         scope = scope[2:]
     scope = scope.strip("/")
     return "" if scope == "." else scope
+
+
+def stage_all(run: Callable[..., bytes]) -> None:
+    """``git add -A`` of the whole tree but foldline's log directory, through ``run`` (a git
+    runner bound to its tree and index). The directory is never read: where it is ignored
+    (as a ``.gitignore`` says it should be) git does not descend into it, and where it is not,
+    an exclude pathspec keeps it out. The pathspec is given only then, since git refuses an
+    exclude that names an ignored path ("paths are ignored", exit 1)."""
+    ignored = run(["check-ignore", "--no-index", "--", LOG_DIR], check=False).strip()
+    run(["add", "-A", "--", "."] if ignored else ["add", "-A", "--", ".", EXCLUDE_LOG])

@@ -326,8 +326,18 @@ def handle(
         surface.failure(resp, error)
 
 
+_SCALARS = (str, int, float, bool, type(None))
+
+
 def _jsonable(fields: dict[str, Any]) -> dict[str, Any]:
-    return {
-        k: v if isinstance(v, (str, int, float, bool, type(None))) else str(v)
-        for k, v in fields.items()
-    }
+    """An error's fields as JSON: scalars, and lists of them (the paths of a conflict), as
+    they are; anything else as its text."""
+
+    def one(value: Any) -> Any:
+        if isinstance(value, _SCALARS):
+            return value
+        if isinstance(value, (list, tuple)) and all(isinstance(v, _SCALARS) for v in value):
+            return list(value)
+        return str(value)
+
+    return {k: one(v) for k, v in fields.items()}

@@ -88,6 +88,7 @@ def test_kill_during_integrate_leaves_the_patch_applied_and_recorded_or_neither(
     with serve(workspace, env) as second:
         deadline = time.monotonic() + 60
         while True:
+            second.invoke({"get": "k"})  # a get asks for the lease: recovery follows the takeover
             status, row = _json(second, "GET", f"/v1/jobs/{job_id}")
             if status == 200 and row["result_state"] in ("integrated", "accepted"):
                 break

@@ -261,6 +261,8 @@ class AgentsModel:
                 raise Refused("conflict")
             if job["patch"] is None or cmd.sha256 != job["patch"]:
                 raise Refused("conflict")  # only the patch the job finished with
+            if job["state"] != "ok":
+                raise Refused("conflict")  # an error's patch is read, never applied
             if any(
                 other["result"] == "integrating"
                 for jid, other in self.jobs.items()

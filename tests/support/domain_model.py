@@ -345,6 +345,7 @@ class DomainModel:
         if dest == "integrating" and (
             self.sessions[job["session"]]["tainted"]
             or job["patch"] is None  # nothing to integrate
+            or job["state"] != "ok"  # an error's patch is read, never applied
             or sha256 != job["patch"]  # only the patch the job finished with
             or any(j["result"] == "integrating" for k, j in self.jobs.items() if k != jid)
         ):

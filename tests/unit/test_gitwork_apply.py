@@ -218,6 +218,24 @@ def test_apply_foldline_s_directory_is_never_planned_or_written(tmp_path: Path) 
         setup.write(planned.before_tree, [".foldline/foldline.db"])
 
 
+def test_apply_an_ignored_foldline_directory_is_neither_read_nor_a_refusal(tmp_path: Path) -> None:
+    # What a real workspace has: `.foldline/` in .gitignore (an exclude pathspec naming an
+    # ignored path would make `git add` refuse), in the workspace and in a writer's worktree.
+    setup = Setup(tmp_path, {**FILES, ".gitignore": b".foldline/\n"})
+    (setup.workspace / ".foldline").mkdir()
+    (setup.workspace / ".foldline" / "foldline.db").write_bytes(b"the log")
+    wt = setup.worktree()
+    (wt / ".foldline").mkdir()
+    (wt / ".foldline" / "foldline.db").write_bytes(b"a log of its own")
+    (wt / "b.txt").write_text("b edited\n")
+    captured = capture(setup.git, wt, setup.base)
+    assert captured.paths == ("b.txt",)
+    planned = setup.integrate(captured.data)
+    assert planned.paths == ("b.txt",)
+    assert (setup.workspace / "b.txt").read_text() == "b edited\n"
+    assert (setup.workspace / ".foldline" / "foldline.db").read_bytes() == b"the log"
+
+
 def test_apply_an_empty_patch_changes_nothing_a_corrupt_one_is_no_conflict(tmp_path: Path) -> None:
     setup = Setup(tmp_path)
     with pytest.raises(GitFailed, match="corrupt patch") as raised:

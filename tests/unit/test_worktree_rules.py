@@ -215,6 +215,17 @@ def test_integration_needs_the_recorded_patch(engine: Engine) -> None:
     refused(engine, begin("j2", sha256="f" * 64), Conflict)
 
 
+def test_integration_needs_a_job_that_ended_ok(engine: Engine) -> None:
+    session(engine)
+    writer(engine, "j1", base_commit=BASE)
+    engine.handle(c.FinishJob(job_id="j1", outcome="error", patch=PATCH))
+    engine.handle(c.ReadJobResult(job_id="j1"))
+    engine.handle(c.AcceptJobResult(job_id="j1", reason="read it anyway"))
+    error = refused(engine, begin("j1"), Conflict)
+    assert "job j1 ended error: its patch is not integrated" in str(error)
+    assert jobrow(engine, "j1").result_state == "accepted"
+
+
 def test_integration_is_one_at_a_time(engine: Engine) -> None:
     session(engine)
     accepted(engine, "j1")
@@ -228,10 +239,10 @@ def test_integration_is_one_at_a_time(engine: Engine) -> None:
 def test_integration_refused_on_a_tainted_session_and_from_read(engine: Engine) -> None:
     session(engine)
     writer(engine, "j1")
-    engine.handle(c.FinishJob(job_id="j1", outcome="error", patch=PATCH))
+    engine.handle(c.FinishJob(job_id="j1", outcome="ok", patch=PATCH))
     engine.handle(c.ReadJobResult(job_id="j1"))
     refused(engine, begin("j1"), InvalidTransition)  # read, not accepted
-    engine.handle(c.AcceptJobResult(job_id="j1", reason="partial but fine"))
+    engine.handle(c.AcceptJobResult(job_id="j1", reason="fine"))
     engine.handle(c.TaintSession(session_id="s1", reason="leak"))
     refused(engine, begin("j1"), Conflict)
 

@@ -75,6 +75,10 @@ def begin_integration(cmd: c.BeginIntegration, ctx: Context) -> None:
         )
     if job.patch is None:
         raise Conflict(f"job {job.job_id} has no patch to integrate", job_id=job.job_id)
+    if job.state != J.OK:  # an error, a scope overstepped among them: read, never applied
+        raise Conflict(
+            f"job {job.job_id} ended {job.state}: its patch is not integrated", job_id=job.job_id
+        )
     if cmd.sha256 != job.patch.sha256:
         raise Conflict(
             f"patch {cmd.sha256} is not the one job {job.job_id} finished with"
