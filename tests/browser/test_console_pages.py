@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from tests.browser.conftest import WAIT_MS, invoke, running
+from tests.support.writers import agents_file, repository
 
 pytestmark = [pytest.mark.browser, pytest.mark.server]
 
@@ -157,3 +158,29 @@ def test_console_screenshot_of_the_overview(workspace: Path, console: Any) -> No
         assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         if os.environ.get(SCREENSHOT):
             shutil.copyfile(shot, os.environ[SCREENSHOT])
+
+
+def test_console_job_page_shows_a_writers_changed_paths_and_patch(
+    tmp_path: Path, console: Any
+) -> None:
+    from playwright.sync_api import expect
+
+    workspace = tmp_path / "repo"
+    repository(workspace, {"a/one.txt": "alpha\n"})
+    agents = agents_file(tmp_path, tmp_path / "scripts")
+    with running(workspace, FOLDLINE_AGENTS_FILE=str(agents)) as server:
+        server.invoke({"prompt": "hello", "session": "s1"})  # the session to spawn in
+        order = {"write": {"a/one.txt": "ALPHA\n", "a/two.txt": "two\n"}}
+        spawn = {"session": "s1", "agent": "writer", "prompt": json.dumps(order)}
+        status, _, raw = server.request(
+            "POST",
+            "/v1/jobs",
+            {**spawn, "write_scope": ["a"]},
+            {"Content-Type": "application/json"},
+        )
+        assert status == 201, raw
+        job_id = json.loads(raw)["jobs"][0]["job_id"]
+        page = console(server).open(f"#/job/{job_id}")
+        expect(page.locator("#patch-paths li")).to_have_text(["a/one.txt", "a/two.txt"])
+        expect(page.locator("#patch")).to_contain_text("+ALPHA")
+        expect(page.locator("#patch")).to_contain_text("+two")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -131,10 +132,10 @@ def test_two_writers_integrate_a_conflict_applies_nothing_and_scope_is_kept(
         worktrees = [e["event"]["worktree"] for e in started if e["event"]["worktree"]]
         assert len(worktrees) == 4
         assert all(not Path(w).is_relative_to(workspace) for w in worktrees)
-    # Every job is over: no worktree and no branch of foldline's is left.
+        _gone([Path(w) for w in worktrees])  # every job is over
+    # No worktree and no branch of foldline's is left.
     assert git(workspace, "worktree", "list", "--porcelain").count("worktree ") == 1
     assert git(workspace, "branch", "--list", "foldline/*") == ""
-    assert all(not Path(w).exists() for w in worktrees)
 
 
 def test_a_writer_in_a_workspace_that_is_not_git_is_refused(tmp_path: Path) -> None:
@@ -149,3 +150,65 @@ def test_a_writer_in_a_workspace_that_is_not_git_is_refused(tmp_path: Path) -> N
         assert refused["body"]["error"]["reason"] == "writable_target_not_git"
         assert len(_events(server, "job.accepted")) == 1  # the root's own job only
     assert not (workspace / ".git").exists()
+
+
+def _spawn(server: Server, session: str, order: dict[str, Any], scope: str) -> dict[str, Any]:
+    body = {"session": session, "agent": "writer", "prompt": json.dumps(order)}
+    status, _, raw = server.request(
+        "POST", "/v1/jobs", {**body, "write_scope": [scope]}, {"Content-Type": "application/json"}
+    )
+    assert status == 201, raw
+    return json.loads(raw)["jobs"][0]  # type: ignore[no-any-return]
+
+
+def _until(server: Server, job_id: str, states: set[str]) -> dict[str, Any]:
+    deadline = time.monotonic() + 60
+    while True:
+        status, raw = _get(server, f"/v1/jobs/{job_id}")
+        row = json.loads(raw)
+        if status == 200 and row["state"] in states:
+            return row  # type: ignore[no-any-return]
+        assert time.monotonic() < deadline, row
+        time.sleep(0.05)
+
+
+def _gone(paths: list[Path]) -> None:
+    """Wait (bounded) until none of ``paths`` exists: a job's end is recorded first, then
+    its run's thread removes the worktree."""
+    deadline = time.monotonic() + 30
+    while any(p.exists() for p in paths):
+        assert time.monotonic() < deadline, [p for p in paths if p.exists()]
+        time.sleep(0.05)
+
+
+def _worktree_of(server: Server, job_id: str) -> Path:
+    started = [e for e in _events(server, "job.started") if e["stream_id"] == f"job:{job_id}"]
+    return Path(started[0]["event"]["worktree"])
+
+
+def test_a_cancelled_writer_and_a_stopped_session_leave_no_worktree_but_keep_patches(
+    tmp_path: Path,
+) -> None:
+    workspace, env, _ = _setup(tmp_path)
+    hold = {"write": {"a/x.txt": "x\n"}, "hold": True}
+    with serve(workspace, env) as server:
+        for session in ("s1", "s2"):
+            server.invoke({"prompt": "hello", "session": session})
+        cancelled = _spawn(server, "s1", hold, "a")["job_id"]
+        done = _spawn(server, "s2", {"write": {"b/y.txt": "y\n"}}, "b")["job_id"]
+        held = _spawn(server, "s2", {**hold, "write": {"c/z.txt": "z\n"}}, "c")["job_id"]
+        _until(server, done, {"ok"})
+        _until(server, held, {"running"})
+        worktrees = {job: _worktree_of(server, job) for job in (cancelled, done, held)}
+        _gone([worktrees[done]])  # over once its patch was kept
+        assert worktrees[cancelled].is_dir() and worktrees[held].is_dir()
+        status, _, _ = server.request("POST", f"/v1/jobs/{cancelled}/cancel", None, {})
+        assert status == 200
+        assert _until(server, cancelled, {"cancelled"})["patch"] is None
+        status, _, raw = server.request("POST", "/v1/sessions/s2/stop", None, {}, timeout=60)
+        assert status == 200, raw
+        assert _until(server, held, {"cancelled", "error"})["state"] in ("cancelled", "error")
+        _gone(list(worktrees.values()))
+        assert _get(server, f"/v1/jobs/{done}/patch")[0] == 200  # kept patches stay
+    assert git(workspace, "worktree", "list", "--porcelain").count("worktree ") == 1
+    assert git(workspace, "branch", "--list", "foldline/*") == ""

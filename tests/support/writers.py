@@ -12,14 +12,20 @@ from typing import Any
 from tests.support.agents import python_agent
 from tests.support.coordination import CALL
 
-# The writer: its prompt is JSON {"write": {path: text}, "delete": [path], "replace":
-# [[folder, old, new]], "commit": bool}.
+# The writer: its prompt is JSON {"write": {path: text}, "append": {path: text}, "delete":
+# [path], "replace":
+# [[folder, old, new]], "commit": bool, "hold": bool}: with "hold", a first run (not a resumed
+# one) then waits to be killed.
 WRITER = """
 import json, os, subprocess, sys
 order = json.loads(sys.stdin.read())
 for path, text in order.get("write", {}).items():
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     with open(path, "w") as out:
+        out.write(text)
+for path, text in order.get("append", {}).items():
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "a") as out:
         out.write(text)
 for path in order.get("delete", []):
     os.remove(path)
@@ -35,6 +41,11 @@ if order.get("commit"):
                     "writer's own commit"], check=True)
 print("cwd=" + os.getcwd())
 print("worktree=" + os.environ.get("FOLDLINE_WORKTREE", ""))
+if order.get("hold") and os.environ.get("FOLDLINE_RESUMED") != "1":
+    import time
+    for _ in range(600):  # the test kills, cancels or stops it first (30 s at most)
+        time.sleep(0.05)
+    sys.exit(3)
 """
 
 # The root: runs the steps its prompt lists ({name, writers: [[scope, order]], integrate}),

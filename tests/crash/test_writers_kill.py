@@ -1,5 +1,6 @@
-"""``kill -9`` of the server in the middle of an integrate (issue 28): after recovery the
-workspace has the patch applied and recorded, or neither, never a mix."""
+"""``kill -9`` of the server and writers (issue 28): in the middle of an integrate, recovery
+leaves the patch applied and recorded or neither, never a mix; a writer cut off keeps its
+worktree, and its continued run finishes there with one patch of both runs' work."""
 
 from __future__ import annotations
 
@@ -114,3 +115,67 @@ def _safe(call: Any) -> Any:
         return call()
     except OSError as ex:
         return ex
+
+
+def _row(server: Server, job_id: str) -> dict[str, Any]:
+    status, row = _json(server, "GET", f"/v1/jobs/{job_id}")
+    assert status == 200, row
+    return row  # type: ignore[no-any-return]
+
+
+def test_a_writer_cut_off_keeps_its_worktree_and_its_continued_run_finishes_there(
+    tmp_path: Path,
+) -> None:
+    workspace = tmp_path / "ws"
+    repository(workspace, {"a/zero.txt": "0\n"})
+    agents = agents_file(tmp_path, tmp_path / "scripts")
+    env = {**RECOVERY_ENV, "FOLDLINE_AGENTS_FILE": str(agents), "FOLDLINE_RUNNER": "cat"}
+    # Each run appends a line to a/runs.txt; the first then holds, to be killed.
+    order = {"append": {"a/runs.txt": "a run\n"}, "hold": True}
+    with serve(workspace, env) as first:
+        first.invoke({"prompt": "hello", "session": "s1"})
+        spawn = {"session": "s1", "agent": "writer", "prompt": json.dumps(order)}
+        status, body = _json(first, "POST", "/v1/jobs", {**spawn, "write_scope": ["a"]})
+        assert status == 201, body
+        job_id = body["jobs"][0]["job_id"]
+        started = [e for e in _events_of(first, "job.started") if e["stream_id"].endswith(job_id)]
+        where = Path(started[0]["event"]["worktree"])
+        deadline = time.monotonic() + 30
+        while not (where / "a" / "runs.txt").exists():
+            assert time.monotonic() < deadline, "the writer never wrote"
+            time.sleep(0.05)
+        kill_everything(first)
+    with serve(workspace, env) as second:
+        deadline = time.monotonic() + 60
+        while _row(second, job_id)["state"] != "suspended":  # recovery records it cut off
+            second.invoke({"get": "k"})
+            assert time.monotonic() < deadline, _row(second, job_id)
+            time.sleep(0.1)
+        assert (where / "a" / "runs.txt").read_text() == "a run\n"  # kept through the crash
+        status, _ = _json(second, "POST", f"/v1/jobs/{job_id}/continue")
+        assert status == 200
+        deadline = time.monotonic() + 60
+        while (row := _row(second, job_id))["state"] != "ok":
+            assert time.monotonic() < deadline, row
+            time.sleep(0.1)
+        assert row["patch"]["paths"] == ["a/runs.txt"], row
+        assert f"worktree={where}" in row["result"]
+        restarted = [
+            e for e in _events_of(second, "job.started") if e["stream_id"].endswith(job_id)
+        ]
+        assert [e["event"]["worktree"] for e in restarted] == [str(where), str(where)]
+        assert not where.exists()  # over: its worktree went, its patch stayed
+        assert b"+a run\n+a run\n" in _get_patch(second, job_id)  # both runs, one worktree
+    assert git(workspace, "worktree", "list", "--porcelain").count("worktree ") == 1
+
+
+def _events_of(server: Server, kind: str) -> list[dict[str, Any]]:
+    status, page = _json(server, "GET", "/v1/events?limit=10000")
+    assert status == 200
+    return [e for e in page["events"] if e["event_type"] == kind]
+
+
+def _get_patch(server: Server, job_id: str) -> bytes:
+    status, _, raw = server.request("GET", f"/v1/jobs/{job_id}/patch", None, {}, timeout=30)
+    assert status == 200, raw
+    return raw
