@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import shutil
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -212,3 +215,39 @@ def test_a_cancelled_writer_and_a_stopped_session_leave_no_worktree_but_keep_pat
         assert _get(server, f"/v1/jobs/{done}/patch")[0] == 200  # kept patches stay
     assert git(workspace, "worktree", "list", "--porcelain").count("worktree ") == 1
     assert git(workspace, "branch", "--list", "foldline/*") == ""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="runs as another user need a root server")
+@pytest.mark.parametrize("isolation", ["namespace", "modes"])
+def test_writers_run_and_integrate_as_the_run_user(isolation: str) -> None:
+    """The default of a root server: runs, and every git command on the workspace, as the run
+    user, hooks off; the server itself never runs git there as root."""
+    base = Path(tempfile.mkdtemp(prefix="foldline-writers-"))
+    os.chmod(base, 0o711)  # the run user walks through to the workspace and its home
+    try:
+        workspace = base / "ws"
+        repository(workspace, START)
+        # A hook the repository carries: git run as root by the server would run it as root.
+        hook = workspace / ".git" / "hooks" / "post-checkout"
+        hook.write_text(f"#!/bin/sh\nid -u > {base}/hook-ran\n")
+        hook.chmod(0o755)
+        agents = agents_file(base, base / "scripts", python="python3")
+        env = {
+            "FOLDLINE_AGENTS_FILE": str(agents),
+            "FOLDLINE_RUNNER": "cat",
+            "FOLDLINE_RUN_USER": "1000:1000",
+            "FOLDLINE_RUN_ISOLATION": isolation,
+        }
+        with serve(workspace, env) as server:
+            said = _root(server, [PAIR])
+            jobs = said["pair waited"]["body"]
+            assert [j["state"] for j in jobs] == ["ok", "ok"], jobs
+            assert all(said[f"pair integrate {n}"]["status"] == 200 for n in range(2)), said
+            worktree = Path(_worktree_of(server, jobs[0]["job_id"]))
+            assert str(worktree).startswith(f"{base}/ws.state/home/1000/worktrees/")
+        assert (workspace / "a/one.txt").read_text() == "alpha\nBETA\ngamma\n"
+        assert os.stat(workspace / "a/new.txt").st_uid == 1000  # written by the run user
+        assert not (base / "hook-ran").exists()
+        assert git(workspace, "worktree", "list", "--porcelain").count("worktree ") == 1
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

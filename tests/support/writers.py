@@ -124,18 +124,24 @@ def repository(workspace: Path, files: dict[str, str]) -> str:
     return git(workspace, "rev-parse", "HEAD").strip()
 
 
-def agents_file(where: Path, scripts_dir: Path, **limits: Any) -> Path:
-    """The agents file: a root that may spawn writers, and the writer (workspace-write)."""
+def agents_file(where: Path, scripts_dir: Path, python: str = "", **limits: Any) -> Path:
+    """The agents file: a root that may spawn writers, and the writer (workspace-write), run
+    by ``python`` (default: this interpreter; another user may need the system's)."""
     scripts_dir.mkdir(parents=True, exist_ok=True)
     (scripts_dir / "root.py").write_text(ROOT)
     (scripts_dir / "writer.py").write_text(WRITER)
+
+    def command(script: str) -> str:
+        path = str(scripts_dir / script)
+        return json.dumps(f"{python} {path}" if python else python_agent(path))
+
     lines = [
         "[agents.root]",
-        f"command = {json.dumps(python_agent(str(scripts_dir / 'root.py')))}",
+        f"command = {command('root.py')}",
         'can_spawn = ["writer"]',
         "max_children = 8",
         "[agents.writer]",
-        f"command = {json.dumps(python_agent(str(scripts_dir / 'writer.py')))}",
+        f"command = {command('writer.py')}",
         'mode = "workspace-write"',
         "max_active = 8",
         "[limits]",
