@@ -7,13 +7,14 @@ import json
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
 from tests.support.agents import python_agent, workspace_with_agents
 from tests.support.coordination import write_scripts
 from tests.support.server import ROOT, Server, serve
-from tests.support.writers import repository
+from tests.support.writers import git, repository
 
 AGENTS = """
 [agents.root]
@@ -148,6 +149,12 @@ def test_root_spawns_waits_reads_accepts_rejects_and_integrates(tmp_path: Path) 
         # The run token was recorded as a digest only.
         started = _events(server, "job.started")
         assert all(len(e["event"]["token_digest"]) == 64 for e in started)
+        # The refused batch's worktrees went at once, the admitted writers' once they ended.
+        deadline = time.monotonic() + 30
+        while git(workspace, "worktree", "list", "--porcelain").count("worktree ") != 1:
+            assert time.monotonic() < deadline, git(workspace, "worktree", "list")
+            time.sleep(0.05)
+        assert git(workspace, "branch", "--list", "foldline/*") == ""
 
 
 def test_max_children_is_exact_under_sixteen_concurrent_spawns(tmp_path: Path) -> None:

@@ -121,6 +121,12 @@ def test_two_writers_integrate_a_conflict_applies_nothing_and_scope_is_kept(
         assert "changed outside write_scope: top.txt" in outside["result"]
         assert (workspace / "top.txt").read_text() == "t\n"
 
+        # Integrating twice is refused, and changes nothing.
+        status, _, raw = server.request(
+            "POST", f"/v1/jobs/{jobs[0]['job_id']}/result/integrate", None, {}, timeout=30
+        )
+        assert status == 409, raw
+        assert (workspace / "a/one.txt").read_text() == "alpha\nBETA\ngamma\n"
         # The patch as kept, served; the events that recorded the integrations.
         status, patch = _get(server, f"/v1/jobs/{jobs[0]['job_id']}/patch")
         assert status == 200 and hashlib.sha256(patch).hexdigest() == jobs[0]["patch"]["sha256"]
