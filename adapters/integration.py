@@ -46,7 +46,10 @@ class Integrator:
 
     @property
     def scratch(self) -> Path:
-        return self.worktrees.workspace / ".git" / "foldline-integrate.index"
+        """The scratch index, one per lease epoch: a git killed with its server leaves a
+        ``.lock`` beside the one it used, which would block every later command on it."""
+        epoch = self._engine().log.epoch
+        return self.worktrees.workspace / ".git" / f"foldline-integrate-{epoch}.index"
 
     def integrate(
         self, job_id: str, caller_job: str | None, caller_digest: str | None, sha256: str | None

@@ -31,6 +31,7 @@ from bench.http_load import bench_http
 from bench.invocation import bench_invocation
 from bench.memory import bench_memory
 from bench.ready import bench_ready
+from bench.writers import bench_writers
 from engine import NEW, Event, MachineSpec, Transition, open_log
 from engine.domain import MACHINES
 from engine.log import Log, Sync
@@ -392,6 +393,7 @@ def main() -> int:
             "pg_append": 300,
             "pg_group": 1600,
             "pg_rebuild": 50_000,
+            "writers": 200,
         }
     else:
         sizes = {
@@ -410,6 +412,7 @@ def main() -> int:
             "pg_append": 3000,
             "pg_group": 9600,
             "pg_rebuild": 300_000,
+            "writers": 2000,
         }
     cases: dict[str, Callable[[Workdir], dict[str, float]]] = {
         "append_full": lambda w: bench_append(w, sizes["full"], "full"),
@@ -424,6 +427,7 @@ def main() -> int:
         "audit": lambda w: bench_audit(sizes["audit"]),
         "console": lambda w: bench_console(sizes["console"], 11),
         "memory": lambda w: bench_memory(sizes["memory"]),
+        "writers": lambda w: bench_writers(sizes["writers"], 10),
     }
     from bench.postgres import cases as postgres_cases  # imports this module: not at the top
 

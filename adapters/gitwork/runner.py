@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
@@ -26,6 +27,12 @@ from pathlib import Path
 # git, which is the point of that check.
 FIXED_OPTIONS = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false")
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+# git dies with the thread that started it: a server killed mid-integrate must not leave a git
+# writing the workspace while the next server's recovery decides what the tree holds. Set once
+# outside the run user's chain and once inside it (a change of uid or user namespace clears it);
+# util-linux's setpriv, there wherever runs are isolated. Without it (a plain non-root server on
+# a machine without util-linux) git runs as it is.
+DIE_WITH_PARENT = ["setpriv", "--pdeathsig=KILL", "--"] if shutil.which("setpriv") else []
 STDERR_TAIL = 2000
 GRACE_S = 2.0
 
@@ -78,9 +85,9 @@ class Git:
             GitFailed: git exited nonzero (only with ``check``), could not start (``cwd``
                 missing, git not installed) or outlived ``timeout_s``.
         """
-        argv = ["git", *FIXED_OPTIONS, *args]
+        argv = [*DIE_WITH_PARENT, "git", *FIXED_OPTIONS, *args]
         if self.wrap is not None:
-            argv = self.wrap(argv)
+            argv = [*DIE_WITH_PARENT, *self.wrap(argv)]
         try:
             child = subprocess.Popen(
                 argv,

@@ -45,8 +45,14 @@ def _tree_is(workspace: Path, files: dict[str, str]) -> bool:
     return all((workspace / path).read_text() == text for path, text in files.items())
 
 
+def _written(workspace: Path, paths: list[str]) -> bool:
+    """Whether the write has reached any of ``paths`` (a file rewritten goes missing first)."""
+    return any(not (workspace / p).exists() or (workspace / p).read_text() == NEW[p] for p in paths)
+
+
+@pytest.mark.parametrize("when", ["after_the_intent", "mid_write"])
 def test_kill_during_integrate_leaves_the_patch_applied_and_recorded_or_neither(
-    tmp_path: Path,
+    tmp_path: Path, when: str
 ) -> None:
     workspace = tmp_path / "ws"
     repository(workspace, OLD)
@@ -81,11 +87,19 @@ def test_kill_during_integrate_leaves_the_patch_applied_and_recorded_or_neither(
         while not _count(workspace, "result.integrating", stream):
             assert time.monotonic() < deadline, "the intent was never recorded"
             time.sleep(0.002)
-        kill_everything(first)
+        sample = sorted(NEW)[:: FILES // 30]  # 30 files across the tree
+        while when == "mid_write" and not _written(workspace, sample):
+            assert time.monotonic() < deadline, "the write never started"
+            time.sleep(0.001)
+        kill_everything(first)  # git dies with its server: nothing writes on after this
         call.join(timeout=30)
         confirmed_before_kill = _count(workspace, "result.integrated", stream)
-    # The kill landed after the intent and before the confirmation.
+        partly = _written(workspace, sorted(NEW)) and not all(
+            (workspace / p).exists() and (workspace / p).read_text() == t for p, t in NEW.items()
+        )
+    # The kill landed after the intent and before the confirmation; mid-write, in between.
     assert confirmed_before_kill == 0
+    assert partly or when == "after_the_intent"
     with serve(workspace, env) as second:
         deadline = time.monotonic() + 60
         while True:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -188,3 +190,50 @@ def test_worktrees_a_timed_out_git_leaves_no_lock_behind(tmp_path: Path) -> None
     assert not list((workspace / ".git").glob("*.lock"))
     git_cli(workspace, "config", "--unset", "filter.slow.clean")
     GIT.run(["add", "-A"], workspace)  # the repository is usable again
+
+
+@pytest.mark.parametrize("wrapped", [False, True], ids=["plain", "wrapped"])
+def test_worktrees_a_git_dies_with_the_process_that_started_it(
+    tmp_path: Path, wrapped: bool
+) -> None:
+    # A server killed mid-integrate must leave no git writing on: its recovery decides next.
+    workspace = make_repo(tmp_path / "ws")
+    git_cli(workspace, "config", "filter.slow.clean", "echo started >> ../filter.log; sleep 30")
+    (workspace / ".gitattributes").write_text("* filter=slow\n")
+    (workspace / "README").write_text("changed\n")
+    wrap = "lambda argv: ['sh', '-c', 'exec \"$@\"', 'sh', *argv]" if wrapped else "None"
+    starter = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from pathlib import Path; from adapters.gitwork.runner import Git;"
+            f" Git(wrap={wrap}, timeout_s=60).run(['add', '-A'], Path(sys.argv[1]))",
+            str(workspace),
+        ],
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    deadline = time.monotonic() + 30
+    while not (tmp_path / "filter.log").exists():  # git is in its filter, holding its lock
+        assert time.monotonic() < deadline and starter.poll() is None, "git never started"
+        time.sleep(0.02)
+    starter.kill()
+    starter.wait(timeout=10)
+    deadline = time.monotonic() + 10
+    while _gits_in(workspace):  # no git is left working in the repository (its filter, the
+        assert time.monotonic() < deadline, _gits_in(workspace)  # agent's, may linger)
+        time.sleep(0.02)
+    subprocess.run(["pkill", "-f", "^sleep 30$"], check=False)  # the filter's, orphaned
+
+
+def _gits_in(workspace: Path) -> list[str]:
+    """The pids of the git processes whose working directory is ``workspace``."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                here = os.readlink(proc / "cwd") == str(workspace)
+                if here and (proc / "comm").read_text().strip() == "git":
+                    found.append(proc.name)
+            except OSError:
+                continue
+    return found
