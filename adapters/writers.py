@@ -111,6 +111,8 @@ class Worktrees:
     def sweep(self, keep: Callable[[str], bool]) -> list[str]:
         """Remove every foldline worktree and branch whose job ``keep`` does not want (ended,
         or unknown to the log); the job ids removed."""
+        if not (self.workspace / ".git").exists():  # no repository: no git to start for it
+            return []
         try:
             listed = worktrees.listed(self.git, self.workspace)
             branches = self.git.run(
@@ -121,7 +123,7 @@ class Worktrees:
                 ],
                 self.workspace,
             )
-        except GitFailed as ex:  # no repository (a workspace that is not git): nothing to sweep
+        except GitFailed as ex:  # a broken repository: nothing it lists can be swept
             log.debug("no worktrees swept: %s", ex)
             return []
         jobs = {
