@@ -194,21 +194,25 @@ class Runtime:
         # An integration cut off is finished or undone before any run starts in the tree.
         self.integration.recover()
         recovery.recover(self.engine, self.jobs.resume, self.graces)
-        self.sweep_worktrees()
+        self.sweep_worktrees(unknown_too=True)
 
-    def sweep_worktrees(self) -> None:
-        """Remove the worktrees of jobs that are over (or unknown): after recovery, and after
-        a session's stop or cancel (its jobs' patches stay)."""
+    def sweep_worktrees(self, unknown_too: bool = False) -> None:
+        """Remove the worktrees of jobs that are over: after recovery, also those of jobs the
+        log does not know (a launch cut off before it was recorded); after a session's stop or
+        cancel only known ones, since a launch under way makes its worktree before its job is
+        recorded. Their patches stay."""
         conn = self.engine.log.connection()
 
         def wanted(job_id: str) -> bool:
             state = queries.job_state(conn, job_id)
-            return state is not None and state not in TERMINAL
+            return state not in TERMINAL if state is not None else not unknown_too
 
         self.jobs.worktrees.sweep(wanted)
 
     def _renewed(self) -> None:
         recovery.record_timeouts(self.engine, self.graces)
+        # An integrate whose worker died alone (the lease lives on): not while one runs.
+        self.integration.recover(wait=False)
         self._write_anchor()
 
     def _write_anchor(self) -> None:

@@ -22,7 +22,7 @@ EXCLUDE_LOG = f":(exclude,top){LOG_DIR}"
 # Plumbing, not `git diff`: porcelain reads diff.noprefix, color.diff, diff.external and
 # textconv settings from the (agent-written) repository config, any of which would yield a
 # patch `git apply` misreads or run a command.
-DIFF = ("diff-index", "--cached", "--no-renames", "--no-ext-diff", "--no-textconv")
+DIFF = ("diff-tree", "-r", "--no-renames", "--no-ext-diff", "--no-textconv")
 
 
 @dataclass(frozen=True)
@@ -50,8 +50,12 @@ def capture(git: Git, worktree: Path, base: str) -> Patch:
         GitFailed: ``worktree`` is not a work tree, ``base`` is not a commit.
     """
     stage_all(functools.partial(git.run, cwd=worktree))
-    data = git.run([*DIFF, "-p", "--binary", "--full-index", base, "--"], worktree)
-    names = git.run([*DIFF, "--name-only", "-z", base, "--"], worktree)
+    # One tree, written once, for both the patch and its paths: the worktree's index can
+    # change under a run of the same user between two reads of it, and the paths judged
+    # against the write scope must be the patch's own.
+    tree = git.run(["write-tree"], worktree).decode().strip()
+    data = git.run([*DIFF, "-p", "--binary", "--full-index", base, tree, "--"], worktree)
+    names = git.run([*DIFF, "--name-only", "-z", base, tree, "--"], worktree)
     paths = tuple(sorted(p for p in names.decode("utf-8", "surrogateescape").split("\0") if p))
     return Patch(data, hashlib.sha256(data).hexdigest(), len(data), paths, base)
 

@@ -28,6 +28,7 @@ from adapters.http.schemas import (
     WaitOut,
 )
 from adapters.http.v1 import Control, JobItem, Reads, job_out
+from adapters.integration import IntegrationFailed
 from adapters.writers import PatchUnusable
 from engine.domain import commands as c
 from engine.domain.job import TERMINAL
@@ -193,6 +194,9 @@ class Disposition(CoordinationControl):
     ) -> None:
         caller = self.caller(req)
         by, digest = caller.job_id, caller.token_digest
+        record = queries.job(self.runtime.engine.log.connection(), job_id)
+        if record is not None:  # a run judges its own session's jobs only (the rules again)
+            auth.require_session(req, record.session_id, f"job {job_id}")
         if disposition in ("accept", "reject"):
             reason = self.body(req, DispositionIn, True).reason
             make = c.AcceptJobResult if disposition == "accept" else c.RejectJobResult
@@ -201,7 +205,10 @@ class Disposition(CoordinationControl):
         elif disposition in ("integrate", "integrated"):
             sha256 = self.body(req, IntegrateIn, False).sha256
             self.run_lease()
-            self.runtime.integration.integrate(job_id, by, digest, sha256)
+            try:
+                self.runtime.integration.integrate(job_id, by, digest, sha256)
+            except IntegrationFailed as ex:
+                raise ApiError(ex.status, "integration_failed", str(ex)) from None
         else:
             raise ApiError(falcon.HTTP_404, "not_found", f"no result action {disposition!r}")
         JobItem(self.runtime).on_get(req, resp, job_id)

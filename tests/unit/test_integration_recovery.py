@@ -5,6 +5,9 @@ write-back that fails too taints the session by an event."""
 
 from __future__ import annotations
 
+import fcntl
+import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +15,7 @@ import pytest
 
 from adapters.gitwork import apply
 from adapters.gitwork.runner import Git
-from adapters.integration import Integrator
+from adapters.integration import IntegrationFailed, Integrator
 from adapters.writers import Worktrees, WriterRun
 from engine.domain import commands as c
 from engine.engine import Engine
@@ -60,7 +63,7 @@ def _accepted_writer(engine: Engine, tmp_path: Path) -> tuple[Worktrees, str]:
 def _intent(engine: Engine, trees: Worktrees, sha256: str, integrator: Integrator) -> apply.Plan:
     """What an integrate records before it writes: the plan and its ``result.integrating``."""
     data = trees.read_patch("j1", sha256)
-    plan = apply.plan(trees.git, trees.workspace, data, integrator.scratch)
+    plan = apply.plan(trees.git, trees.workspace, data, integrator.scratch())
     engine.handle(
         c.BeginIntegration(
             job_id="j1",
@@ -93,7 +96,7 @@ def test_recovery_confirms_an_intent_whose_files_were_all_written(
     trees, sha256 = _accepted_writer(engine, tmp_path)
     integrator = Integrator(lambda: engine, trees)  # type: ignore[arg-type, return-value]
     plan = _intent(engine, trees, sha256, integrator)
-    apply.write(trees.git, trees.workspace, plan.after_tree, plan.paths, integrator.scratch)
+    apply.write(trees.git, trees.workspace, plan.after_tree, plan.paths, integrator.scratch())
     # The crash: nothing confirmed it. Recovery finds the intent.
     assert integrator.recover() == ["j1"]
     assert _result(engine) == "integrated" and _texts(trees) == {"new"}
@@ -107,7 +110,7 @@ def test_recovery_writes_back_and_undoes_a_half_written_intent(
     integrator = Integrator(lambda: engine, trees)  # type: ignore[arg-type, return-value]
     plan = _intent(engine, trees, sha256, integrator)
     half = plan.paths[: len(plan.paths) // 2]
-    apply.write(trees.git, trees.workspace, plan.after_tree, half, integrator.scratch)
+    apply.write(trees.git, trees.workspace, plan.after_tree, half, integrator.scratch())
     assert _texts(trees) == {"old", "new"}  # in between, as a kill mid-write leaves it
     assert integrator.recover() == ["j1"]
     assert _result(engine) == "accepted" and _texts(trees) == {"old"}
@@ -162,3 +165,33 @@ def test_a_write_back_that_fails_too_taints_the_session_and_leaves_the_intent(
         if e.event_type == "session.tainted"
     ]
     assert len(reasons) == 1 and "could not be undone" in reasons[0]
+
+
+def test_recovery_leaves_an_intent_alone_while_another_process_integrates(
+    engine: Engine, tmp_path: Path
+) -> None:
+    trees, sha256 = _accepted_writer(engine, tmp_path)
+    integrator = Integrator(lambda: engine, trees)  # type: ignore[arg-type, return-value]
+    _intent(engine, trees, sha256, integrator)
+    # Another process's integrate holds the workspace's lock: its intent is no crash's.
+    held = os.open(trees.patches / "integrate.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(held, fcntl.LOCK_EX)
+    try:
+        assert integrator.recover(wait=False) == []  # a lease renewal passes by
+        assert _result(engine) == "integrating"
+    finally:
+        os.close(held)
+    assert integrator.recover(wait=False) == ["j1"]  # that process died: the intent is undone
+    assert _result(engine) == "accepted" and _texts(trees) == {"old"}
+
+
+def test_a_workspace_git_cannot_read_is_a_409_and_records_nothing(
+    engine: Engine, tmp_path: Path
+) -> None:
+    trees, _ = _accepted_writer(engine, tmp_path)
+    integrator = Integrator(lambda: engine, trees)  # type: ignore[arg-type, return-value]
+    shutil.rmtree(trees.workspace / ".git")
+    with pytest.raises(IntegrationFailed) as failed:
+        integrator.integrate("j1", None, None, None)
+    assert failed.value.status.startswith("409") and "cannot take it" in str(failed.value)
+    assert _result(engine) == "accepted" and _kinds(engine)[-1] == "result.accepted"
