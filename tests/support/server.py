@@ -6,6 +6,7 @@ import contextlib
 import http.client
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -23,10 +24,34 @@ OPERATOR_TOKEN = "test-operator-token"
 GUARDED = ("/v1/", "/console/api/")
 
 
+def _ephemeral_floor() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+# Ports for test servers come from below the kernel's ephemeral range: a port found free with
+# bind(0) lies in that range, and can be handed to any process's next connection or bind(0)
+# (a front's own loopback server, say) before the test's server binds it.
+TEST_PORTS = range(10000, max(10001, _ephemeral_floor()))
+_given: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+    """A loopback port nothing listens on, outside the ephemeral range, not given before."""
+    for _ in range(500):
+        port = random.choice(TEST_PORTS)
+        if port in _given:
+            continue
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _given.add(port)
+        return port
+    raise AssertionError("no free loopback port below the ephemeral range")
 
 
 @dataclass
