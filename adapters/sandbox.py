@@ -83,6 +83,23 @@ _HIDE_THEN_NEST = (
 NAMESPACE, MODES, USERNS = "namespace", "modes", "userns"
 
 
+def as_user(user: RunUser, argv: Sequence[str]) -> list[str]:
+    """``argv`` run by ``setpriv`` as ``user``: its uid and gid, no supplementary groups, no
+    capability in any set, ``no_new_privs`` (a setuid binary or file capability gives nothing
+    back)."""
+    return [
+        "setpriv",
+        f"--reuid={user.uid}",
+        f"--regid={user.gid}",
+        "--clear-groups",
+        "--inh-caps=-all",
+        "--bounding-set=-all",
+        "--no-new-privs",
+        "--",
+        *argv,
+    ]
+
+
 @dataclass(frozen=True)
 class Sandbox:
     """How runs are started: as ``user``, with ``hidden`` out of their view."""
@@ -97,17 +114,7 @@ class Sandbox:
     def wrap(self, argv: Sequence[str]) -> list[str]:
         """``argv`` as the run user, in a mount namespace that hides the log's directory
         (with ``MODES``, behind ownership and a sticky workspace root only)."""
-        drop = [
-            "setpriv",
-            f"--reuid={self.user.uid}",
-            f"--regid={self.user.gid}",
-            "--clear-groups",
-            "--inh-caps=-all",
-            "--bounding-set=-all",
-            "--no-new-privs",
-            "--",
-            *argv,
-        ]
+        drop = as_user(self.user, argv)
         if self.isolation == USERNS:
             return [
                 "unshare",

@@ -18,6 +18,7 @@ import sys
 from collections.abc import Mapping
 
 from adapters.front.settings import FrontConfig
+from adapters.sandbox import as_user
 
 NAMED = (
     "PATH",
@@ -93,7 +94,6 @@ def prepare_home(config: FrontConfig) -> None:
 
 
 def worker_argv(config: FrontConfig, sid: str, status_fd: int) -> list[str]:
-    user = config.run_user
     return [
         "unshare",
         "--mount",
@@ -108,22 +108,19 @@ def worker_argv(config: FrontConfig, sid: str, status_fd: int) -> list[str]:
         sid,
         str(config.workspace),
         "--",
-        "setpriv",
-        f"--reuid={user.uid}",
-        f"--regid={user.gid}",
-        "--clear-groups",
-        "--inh-caps=-all",
-        "--bounding-set=-all",
-        "--no-new-privs",
-        "--",
-        sys.executable,
-        "-m",
-        "adapters.cli",
-        "serve",
-        "--workspace",
-        str(config.workspace),
-        "--bind",
-        f"127.0.0.1:{config.worker_port}",
+        *as_user(
+            config.run_user,
+            [
+                sys.executable,
+                "-m",
+                "adapters.cli",
+                "serve",
+                "--workspace",
+                str(config.workspace),
+                "--bind",
+                f"127.0.0.1:{config.worker_port}",
+            ],
+        ),
     ]
 
 

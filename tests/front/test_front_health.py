@@ -9,12 +9,11 @@ import http.client
 import json
 import os
 import signal
-import subprocess
 from collections.abc import Iterator
 
 import pytest
 
-from tests.support.front import SID_A, Front, front, place, wait_until
+from tests.support.front import SID_A, Front, children, front, held_hook, place, wait_until
 
 pytestmark = [
     pytest.mark.server,
@@ -42,10 +41,7 @@ def _worker_status(served: Front) -> str:
 
 def _tree(pid: int) -> list[int]:
     """``pid``'s descendants (the worker's chain execs, so they are its gunicorn)."""
-    children = subprocess.run(
-        ["pgrep", "-P", str(pid)], capture_output=True, text=True, check=False
-    ).stdout.split()
-    return [p for child in children for p in (int(child), *_tree(int(child)))]
+    return [p for child in children(pid) for p in (child, *_tree(child))]
 
 
 @contextlib.contextmanager
@@ -84,11 +80,7 @@ def test_front_ping_is_busy_while_its_notify_hook_runs() -> None:
         where.mount()
         out = where.root / "hook"
         out.mkdir()
-        hook = (
-            'cat >/dev/null; touch "$OUT/started"; i=0;'
-            ' while [ ! -e "$OUT/go" ] && [ "$i" -lt 600 ]; do sleep 0.05; i=$((i + 1)); done'
-        )
-        env = {"FOLDLINE_RUNNER": "cat >/dev/null; echo hi", "FOLDLINE_NOTIFY": hook}
+        env = {"FOLDLINE_RUNNER": "cat >/dev/null; echo hi", "FOLDLINE_NOTIFY": held_hook()}
         with front(where, {**env, "OUT": str(out)}) as served:
             status, answer = served.invoke({"prompt": "go"})
             assert status == 200 and answer["status"] == "ok", answer

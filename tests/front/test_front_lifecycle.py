@@ -7,14 +7,13 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import subprocess
 import time
 from pathlib import Path
 
 import apsw
 import pytest
 
-from tests.support.front import SID_A, Front, front, place, wait_until
+from tests.support.front import SID_A, front, held_hook, place, wait_until, worker_of
 from tests.support.server import RECOVERY_ENV
 
 pytestmark = [
@@ -22,18 +21,6 @@ pytestmark = [
     pytest.mark.crash,
     pytest.mark.skipif(os.geteuid() != 0, reason="the front needs root (mounts)"),
 ]
-
-
-def _worker_pid(served: Front) -> int:
-    """The front's one worker (its hooks, also its children, run ``sh``)."""
-    children = subprocess.run(
-        ["pgrep", "-P", str(served.process.pid)], capture_output=True, text=True, check=False
-    ).stdout.split()
-    workers = [
-        int(pid) for pid in children if b"adapters.cli" in Path(f"/proc/{pid}/cmdline").read_bytes()
-    ]
-    assert len(workers) == 1, children
-    return workers[0]
 
 
 def _db(session: Path) -> apsw.Connection:
@@ -57,7 +44,7 @@ def test_front_sigterm_stops_the_worker_which_releases_the_lease(signum: int) ->
         where.mount()
         with front(where) as served:
             assert served.invoke({"prompt": "hi"})[0] == 200
-            worker = _worker_pid(served)
+            worker = worker_of(served)
             os.kill(served.process.pid, signum)
             assert served.process.wait(timeout=40) == 0
             assert not os.path.exists(f"/proc/{worker}")
@@ -78,7 +65,7 @@ def test_front_ends_when_its_worker_is_killed_and_a_new_front_finishes_the_job_o
                 .execute("SELECT pid FROM jobs WHERE state = 'running' AND pid > 1")
                 .fetchall()
             )
-            os.kill(_worker_pid(first), signal.SIGKILL)
+            os.kill(worker_of(first), signal.SIGKILL)
             assert first.process.wait(timeout=30) == 1  # a signal is an exit of 1
             for (pid,) in runs:  # the cut-off run's own group, as a dead microVM's would be
                 with contextlib.suppress(ProcessLookupError):
@@ -108,17 +95,13 @@ def test_front_stop_waits_for_its_running_notify_hook() -> None:
         where.mount()
         out = where.root / "hook"
         out.mkdir()
-        hook = (
-            'cat >/dev/null; touch "$OUT/started"; i=0;'
-            ' while [ ! -e "$OUT/go" ] && [ "$i" -lt 600 ]; do sleep 0.05; i=$((i + 1)); done;'
-            ' echo finished > "$OUT/ended"'
-        )
+        hook = held_hook(then='echo finished > "$OUT/ended"')
         env = {"FOLDLINE_RUNNER": "cat >/dev/null; echo hi", "FOLDLINE_NOTIFY": hook}
         with front(where, {**env, "OUT": str(out)}) as served:
             status, answer = served.invoke({"prompt": "go"})
             assert status == 200 and answer["status"] == "ok", answer
             wait_until(lambda: (out / "started").exists(), what="hook started")
-            worker = _worker_pid(served)
+            worker = worker_of(served)
             os.kill(served.process.pid, signal.SIGTERM)
             wait_until(lambda: not os.path.exists(f"/proc/{worker}"), what="the worker's end")
             wait_until(lambda: "notify hook(s)" in served.output(), what="the front waiting")

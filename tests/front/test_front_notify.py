@@ -7,14 +7,13 @@ from __future__ import annotations
 import http.client
 import os
 import socket
-import subprocess
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import apsw
 import pytest
 
-from tests.support.front import SID_A, Front, front, place, wait_until
+from tests.support.front import SID_A, Front, front, place, wait_until, worker_of
 
 pytestmark = [
     pytest.mark.server,
@@ -38,9 +37,7 @@ def _count(session: Path, kind: str) -> int:
 
 def _internal(served: Front) -> tuple[int, str]:
     """The front's loopback port and token, as its worker was given them."""
-    worker = subprocess.run(
-        ["pgrep", "-P", str(served.process.pid)], capture_output=True, text=True, check=True
-    ).stdout.split()[0]
+    worker = worker_of(served)
     env = dict(
         item.split("=", 1)
         for item in Path(f"/proc/{worker}/environ").read_text().split("\0")

@@ -82,26 +82,24 @@ def test_front_two_sessions_get_two_directories_and_see_only_their_own() -> None
         assert not (where.base / ".template" / "mine-1000.txt").exists()
 
 
-def test_front_refuses_a_base_overlapping_the_workspace(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "adapters.cli", "front", "--workspace", str(tmp_path / "b" / "w")],
+def _foldline(command: str, workspace: Path, base: Path) -> subprocess.CompletedProcess[bytes]:
+    """``foldline <command> --workspace <workspace>`` with ``base`` as the session base."""
+    return subprocess.run(
+        [sys.executable, "-m", "adapters.cli", command, "--workspace", str(workspace)],
         cwd=ROOT,
-        env={"PATH": os.environ["PATH"], "FOLDLINE_SESSION_BASE": str(tmp_path / "b")},
+        env={"PATH": os.environ["PATH"], "FOLDLINE_SESSION_BASE": str(base)},
         capture_output=True,
         timeout=60,
         check=False,
     )
+
+
+def test_front_refuses_a_base_overlapping_the_workspace(tmp_path: Path) -> None:
+    done = _foldline("front", tmp_path / "b" / "w", tmp_path / "b")
     assert done.returncode != 0 and b"overlaps" in done.stderr
 
 
 def test_serve_with_a_session_base_runs_the_front(tmp_path: Path) -> None:
     """One setting turns the image's ``foldline serve`` into the front."""
-    done = subprocess.run(
-        [sys.executable, "-m", "adapters.cli", "serve", "--workspace", str(tmp_path / "b")],
-        cwd=ROOT,
-        env={"PATH": os.environ["PATH"], "FOLDLINE_SESSION_BASE": str(tmp_path / "b")},
-        capture_output=True,
-        timeout=60,
-        check=False,
-    )
+    done = _foldline("serve", tmp_path / "b", tmp_path / "b")
     assert done.returncode != 0 and b"overlaps the worker's workspace" in done.stderr

@@ -13,7 +13,7 @@ import threading
 
 import pytest
 
-from tests.support.front import SID_A, Front, front, place, wait_until
+from tests.support.front import SID_A, children, front, place, wait_until
 from tests.support.server import ROOT
 
 pytestmark = [
@@ -42,12 +42,6 @@ sys.stdin.readline()
 made = session_dir.ensure(Path(sys.argv[1]), sys.argv[2], RunUser(1000, 1000, "run"))
 print(said[0] if said else "found", sorted(p.name for p in made.iterdir()).__len__())
 """
-
-
-def _children(served: Front) -> list[str]:
-    return subprocess.run(
-        ["pgrep", "-P", str(served.process.pid)], capture_output=True, text=True, check=False
-    ).stdout.split()
 
 
 def test_builds_racing_on_one_id_end_with_one_complete_directory() -> None:
@@ -119,7 +113,7 @@ def test_a_failed_build_is_a_500_and_the_next_request_retries() -> None:
             assert status == 500, body
             assert "could not be made" in json.loads(body)["error"]
             assert sorted(os.listdir(where.base)) == [".template"]  # no half copy left
-            assert not _children(served)  # no worker for a session without a directory
+            assert not children(served.process.pid)  # no worker for a session without a directory
             plug.unlink()
             assert served.request("GET", "/.well-known/agent-card.json")[0] == 200
         assert (where.base / SID_A / "readme.txt").read_text() == "from the template\n"
@@ -138,7 +132,7 @@ def test_a_failed_view_setup_is_503_for_good_and_no_worker_starts() -> None:
                     assert status == 503, body
                     assert "view setup failed" in error, error
                     assert "still has 1 mount(s) after 5 x umount -l" in error, error
-                    assert not _children(served)
+                    assert not children(served.process.pid)
                 assert served.process.poll() is None
                 with pytest.raises(ConnectionRefusedError):  # nothing ever listened there
                     socket.create_connection(("127.0.0.1", served.worker_port), timeout=5)
@@ -157,7 +151,7 @@ def test_a_workspace_path_that_cannot_be_made_fails_the_view_closed() -> None:
                 error = json.loads(body)["error"]
                 assert status == 503 and "view setup failed" in error, body
                 assert f"mkdir -p {where.ws}" in error, error
-                assert not _children(served)
+                assert not children(served.process.pid)
             assert where.ws.read_text().startswith("a file")  # the front's view is unchanged
             assert served.process.poll() is None
 
@@ -171,7 +165,7 @@ def test_a_worker_not_ready_in_time_is_503_for_good() -> None:
                 status, _, body = served.request("POST", "/invocations", {"prompt": "x"})
                 assert status == 503, body
                 assert "not ready within 0.05 s" in json.loads(body)["error"]
-            wait_until(lambda: not _children(served), what="the worker killed")
+            wait_until(lambda: not children(served.process.pid), what="the worker killed")
             assert served.process.poll() is None  # the front stays, answering 503
             status, _, body = served.request("GET", "/ping", sid=None)
             assert json.loads(body)["status"] == "Healthy"

@@ -175,3 +175,30 @@ def wait_until(check: Any, limit: float = 30, what: str = "condition") -> None:
     while not check():
         assert time.monotonic() < deadline, f"{what} not reached within {limit} s"
         time.sleep(0.05)
+
+
+def children(pid: int) -> list[int]:
+    """The processes ``pid`` started (``pgrep -P``)."""
+    found = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True, check=False)
+    return [int(child) for child in found.stdout.split()]
+
+
+def worker_of(served: Front) -> int:
+    """The front's one worker (its notify hooks, also its children, run ``sh``)."""
+    workers = [
+        pid
+        for pid in children(served.process.pid)
+        if b"adapters.cli" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    ]
+    assert len(workers) == 1, workers
+    return workers[0]
+
+
+def held_hook(then: str = "") -> str:
+    """A notify hook that says it started (``$OUT/started``), then waits (at most 30 s) for the
+    test's ``$OUT/go`` and runs ``then``."""
+    return (
+        'cat >/dev/null; touch "$OUT/started"; i=0;'
+        ' while [ ! -e "$OUT/go" ] && [ "$i" -lt 600 ]; do sleep 0.05; i=$((i + 1)); done'
+        + (f"; {then}" if then else "")
+    )
