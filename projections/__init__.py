@@ -17,6 +17,7 @@ from engine.domain.rules import Settings
 from engine.log import Sync, open_log
 from engine.machines import MachineSpec
 from engine.projection import Projection
+from projections.channel import ChannelProjection
 from projections.jobs import JobsProjection
 from projections.leases import LeasesProjection
 from projections.runs import RunsProjection
@@ -33,6 +34,7 @@ def default_projections() -> list[Projection]:
         JobsProjection(),
         TasksProjection(),
         RunsProjection(),
+        ChannelProjection(),
     ]
 
 

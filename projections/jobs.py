@@ -22,6 +22,8 @@ from engine.domain.job import (
     JobStarted,
     JobSuperseded,
     JobSuspended,
+    JobTurnEnded,
+    JobTurnStarted,
 )
 from engine.domain.result import (
     UNREAD,
@@ -52,7 +54,7 @@ _ACCEPTED = Shape(
 )  # fmt: skip
 _STARTED = Shape(
     "state", "version", "updated_at", "run_id", "pid", "start_token", "epoch", "token_digest",
-    "paused_by", "worktree", "base_commit", runs=Add, started_at=IfNull,
+    "paused_by", "worktree", "base_commit", "input", "turn", runs=Add, started_at=IfNull,
 )  # fmt: skip
 _FINISHED = Shape(
     "state", "version", "updated_at", "result", "files", "exit_code", "warnings",
@@ -79,7 +81,8 @@ def started(e: RecordedEvent, job: str) -> tuple[Any, ...]:
     # them the recorded ones, so the row keeps them.
     return (
         job, e.state, e.version, at, ev.run_id, ev.pid, ev.start_token, ev.epoch,
-        ev.token_digest, None, ev.worktree or None, ev.base_commit or None, 1, at,
+        ev.token_digest, None, ev.worktree or None, ev.base_commit or None, ev.input or None,
+        None, 1, at,
     )  # fmt: skip
 
 
@@ -121,6 +124,17 @@ def resume_failed(e: RecordedEvent, job: str) -> Change:
 def cancelled(e: RecordedEvent, job: str) -> Change:
     reason = e.event.reason or None  # type: ignore[attr-defined]
     return _moved(e, job, finished_at=e.recorded_at, **({"reason": reason} if reason else {}))
+
+
+def turn_started(e: RecordedEvent, job: str) -> Change:
+    # The channel's events leave state and version alone, as output does: a turn is the
+    # run's to report, not a move of the job.
+    return update(job, turn=e.event.turn, updated_at=e.recorded_at)  # type: ignore[attr-defined]
+
+
+def turn_ended(e: RecordedEvent, job: str) -> Change:
+    # The rule records only the active turn's end.
+    return update(job, turn=None, updated_at=e.recorded_at)
 
 
 def notify_started(e: RecordedEvent, job: str) -> Change:
@@ -201,6 +215,8 @@ FOLDS: dict[type[Event], Fold] = {
     JobResumeFailed: resume_failed,
     JobCancelRequested: with_reason,
     JobCancelled: cancelled,
+    JobTurnStarted: turn_started,
+    JobTurnEnded: turn_ended,
     JobNotifyStarted: notify_started,
     JobNotifyFinished: notify_finished,
     JobNotifyLost: notify_lost,
@@ -216,8 +232,8 @@ FOLDS: dict[type[Event], Fold] = {
 class JobsProjection(FoldedProjection):
     name = "jobs"
     # 2: task_id column; 3: run token digest and result disposition; 4: a writer's worktree,
-    # its patch and the integration intent (issue 28)
-    version = 4
+    # its patch and the integration intent (issue 28); 5: the run's input and active turn
+    version = 5
     tables = ("jobs",)
     folds_by_entity = True  # every row from its own entity's streams
     ddl = """
@@ -253,6 +269,8 @@ class JobsProjection(FoldedProjection):
             result_sha256     TEXT,
             worktree          TEXT,
             base_commit       TEXT,
+            input             TEXT,
+            turn              TEXT,
             patch_sha256      TEXT,
             patch_size        INTEGER,
             patch_paths       TEXT,

@@ -27,6 +27,10 @@ R = TypeVar("R", bound=msgspec.Struct)
 # A hook that started and ended without an exit code: recorded job.notify_lost after a crash
 # (a hook killed at its cap records one).
 NOTIFY_LOST = "notify_pid IS NOT NULL AND notify_ms IS NOT NULL AND notify_exit_code IS NULL"
+# A job's requests for input still waiting for an answer (``projections.channel``).
+PENDING_REQUESTS = (
+    "(SELECT count(*) FROM requests r WHERE r.job_id = jobs.job_id AND r.state = 'pending')"
+)
 
 
 class Json:
@@ -66,6 +70,7 @@ SOURCES: dict[type[msgspec.Struct], dict[str, Json | Expression | Composed]] = {
         "warnings": Json(),
         "write_scope": Json(),
         "notify_lost": Expression(NOTIFY_LOST),
+        "pending_requests": Expression(PENDING_REQUESTS),
         "patch": Composed(
             ("patch_sha256", "patch_size", "patch_paths", "patch_base"),
             names=("sha256", "size", "paths", "base_commit"),

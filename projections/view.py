@@ -45,6 +45,28 @@ class SqlDomainView:
     def job_of_command(self, command_id: str) -> JobRow | None:
         return select_one(self._cur, JobRow, "WHERE command_id = ?", command_id)
 
+    def job_controlled_by(self, command_id: str) -> JobRow | None:
+        return select_one(
+            self._cur,
+            JobRow,
+            "WHERE job_id = (SELECT job_id FROM controls WHERE command_id = ? LIMIT 1)",
+            command_id,
+        )
+
+    def control_state(self, job_id: str, control: int) -> str | None:
+        row = self._cur.execute(
+            "SELECT state FROM controls WHERE job_id = ? AND control = ?", (job_id, control)
+        ).fetchone()
+        return None if row is None else str(row[0])
+
+    def pending_requests(self, job_id: str) -> list[str]:
+        rows = self._cur.execute(
+            "SELECT request FROM requests WHERE job_id = ? AND state = 'pending'"
+            " ORDER BY asked_at, request",
+            (job_id,),
+        ).fetchall()
+        return [str(row[0]) for row in rows]
+
     def task(self, task_id: str) -> TaskRow | None:
         return select_one(self._cur, TaskRow, "WHERE task_id = ?", task_id)
 

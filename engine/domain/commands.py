@@ -390,6 +390,17 @@ class AddTaskMessage(Command, tag="AddTaskMessage", frozen=True, kw_only=True):
     superseded_by: Id
 
 
+class DeliverTaskMessage(Command, tag="DeliverTaskMessage", frozen=True, kw_only=True):
+    """Deliver a follow-up into the working task's running agent (ADR 0038) instead of
+    superseding it: an answer to its pending question, or a message; ``interrupt`` (the
+    ``halo/interrupt`` metadata) interrupts the active turn first."""
+
+    task_id: Id
+    message_id: Short = ""
+    text: Text = ""
+    interrupt: bool = False
+
+
 class UpdateTaskStatus(Command, tag="UpdateTaskStatus", frozen=True, kw_only=True):
     task_id: Id
     text: Text = ""

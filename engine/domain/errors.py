@@ -87,3 +87,24 @@ class TaskMoved(Conflict):
     records it; the caller plans again."""
 
     code = "task_moved"
+
+
+# -- a run's live channel (engine.domain.channel) ------------------------------------------
+
+
+class NoChannel(Conflict):
+    """The job takes no control now: it is not running, or its run takes no input."""
+
+    code = "no_channel"
+
+
+class StaleTurn(Conflict):
+    """A steer or interrupt named a turn that is not the run's active one (or none is)."""
+
+    code = "stale_turn"
+
+
+class UnknownRequest(Conflict):
+    """A response names a request the run has not asked, or one answered already."""
+
+    code = "unknown_request"

@@ -27,6 +27,8 @@ TERMINAL = frozenset({J.OK, J.ERROR, J.SUPERSEDED, J.CANCELLED})
 LIVE_STATES = [s for s in J if s not in TERMINAL]
 # Capacity is held in these states (design.md §4.7); paused and suspended release it.
 HOLDS_CAPACITY = frozenset({J.QUEUED, J.RUNNING, J.CANCELLING})
+# A run process exists in these states: what it says, and what reaches it, is recorded.
+RUN_LIVE = [J.RUNNING, J.PAUSED, J.CANCELLING]
 
 
 class FileEntry(msgspec.Struct, frozen=True):
@@ -72,6 +74,8 @@ class JobStarted(Event, tag="job.started", frozen=True, kw_only=True):
     epoch: int = 0
     resumed: bool = False
     token_digest: str | None = None  # sha256 of the run token; the token itself is never kept
+    # "lines": the run takes controls on its stdin while it runs (ADR 0038); "" it does not.
+    input: str = ""
     # A writer (a job with a write scope) runs in its own git worktree: its absolute path and
     # the commit it was made at. "" for a job without one (and in events recorded before).
     worktree: str = ""
@@ -124,6 +128,59 @@ class JobResumeFailed(Event, tag="job.resume_failed", frozen=True, kw_only=True)
     reason: str
 
 
+class JobControlSent(Event, tag="job.control", frozen=True, kw_only=True):
+    """A control for the running agent (ADR 0038), recorded before anything reaches the run;
+    its log position is its id on the channel. ``action`` is ``message`` (a follow-up),
+    ``steer``, ``interrupt``, ``finalize``, ``respond`` or ``effort``; ``turn`` is the turn a
+    steer or interrupt was meant for, ``request`` the request a response answers,
+    ``response`` that answer as JSON text; ``by`` who sent it."""
+
+    action: str
+    text: str = ""
+    turn: str = ""
+    request: str = ""
+    response: str = ""
+    effort: str = ""
+    by: str = ""
+
+
+class JobControlDelivered(Event, tag="job.control_delivered", frozen=True, kw_only=True):
+    """The control recorded at position ``control`` was written whole to run ``run_id``."""
+
+    control: int
+    run_id: str
+
+
+class JobControlLost(Event, tag="job.control_lost", frozen=True, kw_only=True):
+    """The control at ``control`` can reach no run (its run closed its input). A job that ends
+    with controls still pending loses them too, without an event of its own: its end says so."""
+
+    control: int
+    reason: str = ""
+
+
+class JobTurnStarted(Event, tag="job.turn_started", frozen=True, kw_only=True):
+    """The run said a turn began (its channel's ``turn_started``)."""
+
+    turn: str
+
+
+class JobTurnEnded(Event, tag="job.turn_ended", frozen=True, kw_only=True):
+    turn: str
+
+
+class JobInputRequested(Event, tag="job.input_requested", frozen=True, kw_only=True):
+    """The run asked its caller a question, ``request`` being its own id for it; a
+    ``respond`` control answers it."""
+
+    request: str
+    question: str = ""
+
+
+class JobProgress(Event, tag="job.progress", frozen=True, kw_only=True):
+    text: str
+
+
 class JobNotifyStarted(Event, tag="job.notify_started", frozen=True, kw_only=True):
     pid: int
 
@@ -170,6 +227,13 @@ JOB = MachineSpec(
         Transition(JobResumeFailed, [J.SUSPENDED], J.ERROR),
         Transition(JobCancelRequested, LIVE_STATES, J.CANCELLING),
         Transition(JobCancelled, [J.CANCELLING, J.QUEUED, J.PAUSED, J.SUSPENDED], J.CANCELLED),
+        Transition(JobControlSent, [J.RUNNING]),
+        Transition(JobControlDelivered, RUN_LIVE),
+        Transition(JobControlLost, LIVE_STATES),
+        Transition(JobTurnStarted, RUN_LIVE),
+        Transition(JobTurnEnded, RUN_LIVE),
+        Transition(JobInputRequested, RUN_LIVE),
+        Transition(JobProgress, RUN_LIVE),
         Transition(JobNotifyStarted, [J.OK, J.ERROR]),
         Transition(JobNotifyFinished, [J.OK, J.ERROR]),
         Transition(JobNotifyLost, [J.OK, J.ERROR]),

@@ -102,6 +102,11 @@ class JobRow(msgspec.Struct, frozen=True, kw_only=True):
     result_reason: str | None  # why it was accepted or rejected
     result_sha256: str | None  # of the patch being integrated or integrated
     patch: PatchEntry | None  # what a writer's run changed, captured when it finished
+    # The live channel (ADR 0038): "lines" if the current run takes controls while it runs,
+    # the turn it said is active, and how many of its requests for input wait for an answer.
+    input: str | None
+    turn: str | None
+    pending_requests: int
     created_at: str
     started_at: str | None
     finished_at: str | None
@@ -192,6 +197,20 @@ class DomainView(Protocol):
 
     def job_of_command(self, command_id: str) -> JobRow | None:
         """The job a command (its idempotency key) accepted, if any."""
+        ...
+
+    def job_controlled_by(self, command_id: str) -> JobRow | None:
+        """The job a command (its idempotency key) sent a control into, if any: an A2A
+        follow-up or an invocation delivered into a running job."""
+        ...
+
+    def control_state(self, job_id: str, control: int) -> str | None:
+        """``pending``, ``delivered`` or ``lost``: what became of a job's control (None: no
+        such control)."""
+        ...
+
+    def pending_requests(self, job_id: str) -> list[str]:
+        """The ids of a job's requests for input that wait for an answer, oldest first."""
         ...
 
     def live_jobs(self, session_id: str) -> list[JobRow]:

@@ -68,6 +68,15 @@ SPEC: dict[str, dict[str, tuple[list[str | None], set[str]]]] = {
         # Not in the design.md §4.4 table: live output chunks, kept in the log so that SSE deltas
         # have positions and survive a reconnect to another worker (ADR 0011).
         "job.output": (["running", "cancelling"], {"="}),
+        # A run's live channel (ADR 0038): a control is sent to a running job only; what
+        # reaches the run, and what it says back, is recorded while a process exists.
+        "job.control": (["running"], {"="}),
+        "job.control_delivered": (["running", "paused", "cancelling"], {"="}),
+        "job.control_lost": (JOB_LIVE, {"="}),
+        "job.turn_started": (["running", "paused", "cancelling"], {"="}),
+        "job.turn_ended": (["running", "paused", "cancelling"], {"="}),
+        "job.input_requested": (["running", "paused", "cancelling"], {"="}),
+        "job.progress": (["running", "paused", "cancelling"], {"="}),
         "job.paused": (["running"], {"paused"}),
         "job.continued": (["paused"], {"running"}),
         # Paused too: a paused run whose process died is cut off like a running one (design.md §8).

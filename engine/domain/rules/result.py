@@ -10,12 +10,12 @@ from __future__ import annotations
 from engine.domain import commands as c
 from engine.domain import ids
 from engine.domain import result as result_
-from engine.domain.errors import Conflict, Forbidden
+from engine.domain.errors import Conflict
 from engine.domain.job import JobState as J
 from engine.domain.rows import Integration, JobRow
 from engine.domain.rules import lookups
 from engine.domain.rules.registry import Context, rule
-from engine.domain.rules.roles import ancestors, live_caller
+from engine.domain.rules.roles import caller_name
 from engine.errors import InvalidTransition
 
 HAS_RESULT = frozenset({J.OK, J.ERROR})
@@ -28,46 +28,31 @@ def _finished(ctx: Context, cmd: c.ResultCommand) -> JobRow:
     return job
 
 
-def _caller(ctx: Context, cmd: c.ResultCommand, job: JobRow, *, ancestor: bool) -> str:
-    """``operator``, or the id of the live calling job, which must be in the same session and,
-    with ``ancestor``, above ``job`` in its lineage."""
-    if cmd.caller_job is None:
-        return "operator"
-    caller = live_caller(ctx, cmd.caller_job, cmd.caller_token_digest or "")
-    if caller.session_id != job.session_id:
-        raise Forbidden(f"job {job.job_id} is in another session", job_id=job.job_id)
-    if ancestor and caller.job_id not in {row.job_id for row in ancestors(ctx, job)}:
-        raise Forbidden(
-            f"job {caller.job_id} is not an ancestor of {job.job_id}", job_id=job.job_id
-        )
-    return caller.job_id
-
-
 @rule(c.ReadJobResult)
 def read_job_result(cmd: c.ReadJobResult, ctx: Context) -> None:
     job = _finished(ctx, cmd)
-    by = _caller(ctx, cmd, job, ancestor=False)
+    by = caller_name(ctx, cmd.caller_job, cmd.caller_token_digest, job, ancestor=False)
     ctx.append(ids.result(job.job_id), result_.ResultRead(by=by))
 
 
 @rule(c.AcceptJobResult)
 def accept_job_result(cmd: c.AcceptJobResult, ctx: Context) -> None:
     job = _finished(ctx, cmd)
-    by = _caller(ctx, cmd, job, ancestor=True)
+    by = caller_name(ctx, cmd.caller_job, cmd.caller_token_digest, job, ancestor=True)
     ctx.append(ids.result(job.job_id), result_.ResultAccepted(by=by, reason=cmd.reason))
 
 
 @rule(c.RejectJobResult)
 def reject_job_result(cmd: c.RejectJobResult, ctx: Context) -> None:
     job = _finished(ctx, cmd)
-    by = _caller(ctx, cmd, job, ancestor=True)
+    by = caller_name(ctx, cmd.caller_job, cmd.caller_token_digest, job, ancestor=True)
     ctx.append(ids.result(job.job_id), result_.ResultRejected(by=by, reason=cmd.reason))
 
 
 @rule(c.BeginIntegration)
 def begin_integration(cmd: c.BeginIntegration, ctx: Context) -> None:
     job = _finished(ctx, cmd)
-    by = _caller(ctx, cmd, job, ancestor=True)
+    by = caller_name(ctx, cmd.caller_job, cmd.caller_token_digest, job, ancestor=True)
     if lookups.session(ctx, job.session_id).tainted:
         raise Conflict(
             f"session {job.session_id} is tainted: nothing of it is integrated",

@@ -23,6 +23,28 @@ def live_caller(ctx: Context, job_id: str, token_digest: str) -> JobRow:
     return caller
 
 
+def caller_name(
+    ctx: Context,
+    caller_job: str | None,
+    token_digest: str | None,
+    job: JobRow,
+    *,
+    ancestor: bool,
+) -> str:
+    """``operator`` (no calling job), or the id of the live calling job, which must be in
+    ``job``'s session and, with ``ancestor``, above it in its lineage."""
+    if caller_job is None:
+        return "operator"
+    caller = live_caller(ctx, caller_job, token_digest or "")
+    if caller.session_id != job.session_id:
+        raise Forbidden(f"job {job.job_id} is in another session", job_id=job.job_id)
+    if ancestor and caller.job_id not in {row.job_id for row in ancestors(ctx, job)}:
+        raise Forbidden(
+            f"job {caller.job_id} is not an ancestor of {job.job_id}", job_id=job.job_id
+        )
+    return caller.job_id
+
+
 def ancestors(ctx: Context, job: JobRow) -> list[JobRow]:
     """Parent first, then its parent, up to the top (bounded by the depth limit)."""
     chain: list[JobRow] = []
