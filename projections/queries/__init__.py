@@ -3,11 +3,20 @@
 Each takes ``conn`` (a connection, or the cursor of a write transaction: anything with
 ``execute``) and returns the entity's one row type (``engine.domain.rows``) or a small Struct,
 decoded by ``projections.rows``, never bare tuples indexed by position. Adapters hold no SQL: a
-read they need gets a name here. The reads are told in three modules: the log itself
-(``log``), the entities (``entities``), and what recovery and wind-down look for
-(``recovery``); this package names them all.
+read they need gets a name here. The reads are told in four modules: the log itself
+(``log``), the entities (``entities``), a run's live channel (``channel``), and what recovery
+and wind-down look for (``recovery``); this package names them all.
 """
 
+from projections.queries.channel import (
+    ControlRow,
+    RequestRow,
+    control_counts,
+    controls,
+    job_of_control_command,
+    pending_controls,
+    requests,
+)
 from projections.queries.entities import (
     Page,
     count_tasks,
@@ -56,14 +65,18 @@ from projections.rows import NOTIFY_LOST
 __all__ = [
     "CLOSING_OR_STARTING",
     "NOTIFY_LOST",
+    "ControlRow",
     "Mark",
     "Page",
     "PendingNotify",
+    "RequestRow",
     "Run",
     "StateCount",
     "Worktree",
     "busy",
+    "control_counts",
     "controlled_sessions_in_transition",
+    "controls",
     "count_tasks",
     "find_invocation",
     "head_mark",
@@ -71,6 +84,7 @@ __all__ = [
     "job",
     "job_body",
     "job_of_command",
+    "job_of_control_command",
     "job_session",
     "job_state",
     "job_worktrees",
@@ -84,7 +98,9 @@ __all__ = [
     "log_head",
     "lost_notifies",
     "mark_at",
+    "pending_controls",
     "pending_notifies",
+    "requests",
     "resumable_jobs",
     "run_caller",
     "run_process",
