@@ -4,6 +4,7 @@
 [agents.worker]
 command = "my-agent --print"     # run with sh -c, like FOLDLINE_RUNNER
 mode = "read-only"               # or "workspace-write" (needs a write_scope per job)
+input = "lines"                  # takes controls on stdin while it runs (ADR 0038); default none
 max_active = 8                   # across all sessions
 resource_group = "cpu"
 units = 1
@@ -27,7 +28,7 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -40,6 +41,7 @@ NAME = r"[A-Za-z0-9_.-]{1,64}"
 class _AgentIn(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     command: str
     mode: Mode = Mode.READ_ONLY
+    input: Literal["", "lines"] = ""
     resource_group: str | None = None
     units: Any = 1
     max_active: Any = None
@@ -64,6 +66,8 @@ class Agents:
     """What the server runs for each agent, and the policies the rules check."""
 
     commands: Mapping[str, str] = field(default_factory=dict)
+    # "lines": the agent's runs take controls on stdin while they run (ADR 0038).
+    inputs: Mapping[str, str] = field(default_factory=dict)
     policies: Mapping[str, AgentPolicy] = field(default_factory=lambda: {"": DEFAULT_AGENT})
     max_depth: int = 8
     max_active_agents: int | None = None
@@ -71,6 +75,9 @@ class Agents:
 
     def command(self, agent: str) -> str:
         return self.commands[agent]
+
+    def input(self, agent: str) -> str:
+        return self.inputs.get(agent, "")
 
 
 def _count(where: str, value: Any, optional: bool = True) -> int | None:
@@ -81,12 +88,15 @@ def _count(where: str, value: Any, optional: bool = True) -> int | None:
     return value
 
 
-def default_agents(runner: str) -> Agents:
-    return Agents(commands={"": runner})
+def default_agents(runner: str, runner_input: str = "") -> Agents:
+    return Agents(commands={"": runner}, inputs={"": runner_input})
 
 
-def load_agents(path: str, runner: str, groups: Mapping[str, int]) -> Agents:
-    """Read ``path`` (TOML); ``runner`` is the default agent's command.
+def load_agents(
+    path: str, runner: str, groups: Mapping[str, int], runner_input: str = ""
+) -> Agents:
+    """Read ``path`` (TOML); ``runner`` is the default agent's command, ``runner_input`` its
+    input (``FOLDLINE_RUNNER_INPUT``).
 
     Raises:
         ConfigError: the file is missing, not TOML, or declares something invalid.
@@ -103,6 +113,7 @@ def load_agents(path: str, runner: str, groups: Mapping[str, int]) -> Agents:
     except msgspec.ValidationError as ex:
         raise ConfigError(f"{where}: {ex}".replace("\n", " ")) from None
     commands, policies = {"": runner}, {"": DEFAULT_AGENT}
+    inputs = {"": runner_input}
     for name, spec in parsed.agents.items():
         at = f"{where}: agents.{name}"
         if not re.fullmatch(NAME, name):
@@ -117,6 +128,7 @@ def load_agents(path: str, runner: str, groups: Mapping[str, int]) -> Agents:
         if unknown:
             raise ConfigError(f"{at}.can_spawn: unknown agent {unknown[0]!r}")
         commands[name] = spec.command
+        inputs[name] = spec.input
         policies[name] = AgentPolicy(
             name=name,
             mode=spec.mode,
@@ -130,6 +142,7 @@ def load_agents(path: str, runner: str, groups: Mapping[str, int]) -> Agents:
     limits = parsed.limits
     return Agents(
         commands=commands,
+        inputs=inputs,
         policies=policies,
         max_depth=_count(f"{where}: limits.max_depth", limits.max_depth, optional=False) or 8,
         max_active_agents=_count(f"{where}: limits.max_active_agents", limits.max_active_agents),

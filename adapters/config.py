@@ -15,6 +15,7 @@ from pathlib import Path
 from adapters import demo_agent
 from adapters.agents import Agents, default_agents, load_agents
 from adapters.config_error import ConfigError
+from engine.domain.channel import Input
 from engine.storage import parse_target
 
 __all__ = ["ConfigError", "RunUser", "ServerConfig", "load_config"]
@@ -39,6 +40,7 @@ class ServerConfig:
     workers: int = 2
     threads: int = 32
     runner: str = field(default_factory=demo_runner)
+    runner_input: str = ""  # FOLDLINE_RUNNER_INPUT=lines: the default runner takes controls
     notify: str | None = None
     token: str | None = None
     sync: str = "full"
@@ -78,6 +80,10 @@ class ServerConfig:
     def command_of(self, agent: str) -> str:
         """The command a job of ``agent`` runs (the default agent's is ``runner``)."""
         return self.runner if agent == "" else self.agents.command(agent)
+
+    def input_of(self, agent: str) -> Input:
+        """``lines`` if a job of ``agent`` takes controls while it runs (ADR 0038), else ""."""
+        return "lines" if self.agents.input(agent) == "lines" else ""
 
     @property
     def log_target(self) -> str | Path:
@@ -228,6 +234,7 @@ def load_config(
     updates: dict[str, object] = {
         "bind": parse_bind(bind or env.get("FOLDLINE_BIND") or config.bind),
         "runner": env.get("FOLDLINE_RUNNER") or config.runner,
+        "runner_input": env.get("FOLDLINE_RUNNER_INPUT", ""),
         "notify": env.get("FOLDLINE_NOTIFY") or None,
         "token": env.get("FOLDLINE_TOKEN") or None,
         "resource_groups": _groups(env.get("FOLDLINE_RESOURCE_GROUPS", "")),
@@ -265,11 +272,13 @@ def load_config(
     agents_file = env.get("FOLDLINE_AGENTS_FILE")
     config = replace(
         config,
-        agents=load_agents(agents_file, config.runner, config.resource_groups)
+        agents=load_agents(agents_file, config.runner, config.resource_groups, config.runner_input)
         if agents_file
-        else default_agents(config.runner),
+        else default_agents(config.runner, config.runner_input),
     )
     check_places(config)
+    if config.runner_input not in ("", "lines"):
+        raise ConfigError(f"FOLDLINE_RUNNER_INPUT={config.runner_input!r}: expected lines or empty")
     if config.run_isolation not in ("auto", "namespace", "modes", "userns"):
         raise ConfigError(
             f"FOLDLINE_RUN_ISOLATION={config.run_isolation!r}: expected auto, namespace, modes"

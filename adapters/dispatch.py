@@ -1,5 +1,5 @@
 """Starting jobs: record the job, spawn its run gated, open the gate after the commit, and
-watch it in a thread of this process (design.md §7). Also the one place a prompt is read.
+watch it in a thread of this process (design.md §7). Prompts are read by ``adapters.prompts``.
 
 A run and its notify hook are in-flight work, counted on the server's busy board
 (``adapters.busy``): what ``/ping`` reports as HealthyBusy, whichever worker answers, without
@@ -8,12 +8,9 @@ opening the log.
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import logging
-import os
 import secrets
-import stat
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -29,6 +26,7 @@ from adapters.config import ServerConfig
 from adapters.front import handoff
 from adapters.gitwork.runner import GitFailed
 from adapters.processes import GatedProcess, spawn_gated
+from adapters.prompts import read_prompt
 from adapters.writers import Worktrees, WriterRun
 from engine.domain import commands as c
 from engine.domain import ids, usecases
@@ -85,40 +83,6 @@ class DispatchFailed(Exception):
 
 Admit = Callable[[list[str]], usecases.Request]
 """The request that admits a launch's new jobs, given their ids (``launch_all``)."""
-
-
-PROMPT_LIMIT = 1 << 20
-
-
-def read_prompt(workspace: Path, prompt: str, prompt_file: str, private: Path) -> bytes:
-    """The run's stdin: the workspace file named by ``prompt_file``, else ``prompt``.
-
-    A root server reads the file a run may have just swapped for a link, a FIFO or a device,
-    so it is read the careful way, each time (dispatch and resume alike): the last component
-    is never followed as a link, nothing blocks on opening it, and the file opened is judged
-    by what it is: a regular file of at most 1 MiB whose real path lies in the workspace and
-    outside ``private`` (the log's directory, the operator token's).
-
-    Raises:
-        OSError: the file cannot be read, or is not one a run may hand over.
-    """
-    if not prompt_file:
-        return prompt.encode()
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-    descriptor = os.open(workspace / prompt_file, flags)
-    try:
-        info = os.fstat(descriptor)
-        real = Path(os.readlink(f"/proc/self/fd/{descriptor}"))
-        if not stat.S_ISREG(info.st_mode):
-            raise OSError(errno.EINVAL, "not a regular file")
-        if not real.is_relative_to(workspace.resolve()) or real.is_relative_to(private.resolve()):
-            raise OSError(errno.EACCES, "not a file of the workspace a run may hand over")
-        data = os.read(descriptor, PROMPT_LIMIT + 1)
-    finally:
-        os.close(descriptor)
-    if len(data) > PROMPT_LIMIT:
-        raise OSError(errno.EFBIG, f"more than {PROMPT_LIMIT} bytes")
-    return data
 
 
 class Dispatcher:
@@ -329,6 +293,9 @@ class Dispatcher:
                     cwd = writer.worktree
                     env.update(FOLDLINE_WORKTREE=str(cwd), FOLDLINE_BASE_COMMIT=writer.base)
                 command = self.config.command_of(launch.agent)
+                env.update(
+                    {"FOLDLINE_INPUT": "lines"} if self.config.input_of(launch.agent) else {}
+                )
                 jail = self.sandbox
                 if jail is not None:
                     env.update(jail.env())
@@ -350,6 +317,7 @@ class Dispatcher:
                     token_digest=digest,
                     worktree=str(writers[job_id].worktree) if job_id in writers else "",
                     base_commit=writers[job_id].base if job_id in writers else "",
+                    input=self.config.input_of(launch.agent),
                 )
                 for launch, job_id, run_id, digest, process in started
             ]
@@ -362,7 +330,14 @@ class Dispatcher:
             return job_ids, outcome
         for launch, job_id, run_id, _, process in started:
             run = runner.Run(
-                job_id, launch.session_id, run_id, launch.stdin, process, writers.get(job_id)
+                job_id,
+                launch.session_id,
+                run_id,
+                launch.stdin,
+                process,
+                writers.get(job_id),
+                input=self.config.input_of(launch.agent),
+                resumed=launch.job_id is not None,
             )
             thread = threading.Thread(
                 target=self._run, args=(run,), name=f"run-{job_id}", daemon=True

@@ -86,13 +86,16 @@ class GatedProcess:
         """What to write to the child so that it runs with ``stdin`` as its input."""
         return b"go\n" + stdin
 
-    def open_gate(self, stdin: bytes) -> None:
-        """Let the command run with ``stdin`` as its input (blocks until it is all written)."""
+    def open_gate(self, stdin: bytes, keep_open: bool = False) -> None:
+        """Let the command run with ``stdin`` as its input (blocks until it is all written).
+        ``keep_open``: its stdin stays open for more (a run's live channel, ADR 0038)."""
         assert self.process.stdin is not None
         with contextlib.suppress(BrokenPipeError):
             self.process.stdin.write(self.gated_input(stdin))
-        with contextlib.suppress(BrokenPipeError):
-            self.process.stdin.close()
+            self.process.stdin.flush()
+        if not keep_open:
+            with contextlib.suppress(BrokenPipeError):
+                self.process.stdin.close()
 
     def abandon(self) -> None:
         """Never run it: close the gate unopened, kill the group and reap."""

@@ -10,6 +10,7 @@ group), and a cancel is confirmed once the process is gone. A timed-out run is k
 from __future__ import annotations
 
 import codecs
+import contextlib
 import logging
 import select
 import signal
@@ -20,9 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from adapters.processes import GatedProcess, kill_group
+from adapters.run_channel import Deliveries, Said, Signals, prompt_line, without_signals
 from adapters.run_io import RunIO
 from adapters.writers import WriterRun
 from engine.domain import commands as c
+from engine.domain.channel import INPUT_LINES
 from engine.domain.engine import DomainEngine
 from engine.domain.job import FileEntry
 from engine.domain.job import JobState as J
@@ -43,6 +46,8 @@ class Run:
     prompt: bytes
     process: GatedProcess
     writer: WriterRun | None = None  # a writer's worktree: its patch is taken at the end
+    input: str = ""  # "lines": the run takes controls while it runs (``adapters.run_channel``)
+    resumed: bool = False
 
 
 WARNING = "WARNING: "
@@ -99,12 +104,20 @@ def run_to_end(
     assert process.process.stdout is not None and process.process.stderr is not None
     io = RunIO(process.process)
     io.start()
-    feeder = _open_gate(process, run.prompt)
+    channel = run.input == INPUT_LINES
+    prompt = prompt_line(run.prompt, run.resumed) if channel else run.prompt
+    feeder = _open_gate(process, prompt, keep_open=channel)
+    signals = Signals(engine, run.job_id, run.run_id) if channel else None
+    deliveries = None
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     stopped_because, frozen = None, False
     while not io.ended.wait(flush_s):
-        _publish(engine, run.job_id, decoder.decode(io.take_new()))
+        _take_output(engine, run.job_id, decoder.decode(io.take_new()), signals)
+        if channel and deliveries is None and (feeder is None or not feeder.is_alive()):
+            deliveries = Deliveries(engine, run.job_id, run.run_id, process.process.stdin)
+        if deliveries is not None:
+            deliveries.pump()
         state = _job_state(engine, run.job_id)
         if (state == J.PAUSED) != frozen:  # a paused job's group is stopped, not killed
             frozen = state == J.PAUSED
@@ -120,12 +133,21 @@ def run_to_end(
     io.join(timeout=5)
     if feeder is not None:
         feeder.join(timeout=5)
+    if channel and process.process.stdin is not None:
+        with contextlib.suppress(OSError):  # a channel run's stdin was still open
+            process.process.stdin.close()
     for stream in (process.process.stdout, process.process.stderr):
         stream.close()
     if stopped_because == "shutdown" or stopping.is_set():
         return
     last_output = decoder.decode(io.take_new(), final=True)
     result = io.stdout().decode("utf-8", errors="replace")
+    if signals is not None:  # its signals are recorded in order before its end; no result
+        said = signals.take(last_output, final=True)
+        tail = said.pop() if said and isinstance(said[-1], str) else None
+        _say(engine, run.job_id, said, signals)
+        last_output = tail if isinstance(tail, str) else ""
+        result = without_signals(result)
     _record_end(
         engine,
         run,
@@ -141,16 +163,32 @@ def run_to_end(
     )
 
 
-def _open_gate(process: GatedProcess, prompt: bytes) -> threading.Thread | None:
+def _open_gate(process: GatedProcess, prompt: bytes, keep_open: bool) -> threading.Thread | None:
     """Let the run start with ``prompt`` on its stdin. What fits in a pipe's atomic write
     cannot block on the fresh, empty pipe, so it is written here; a longer prompt is fed by a
     thread while the output is read (the child may write before it has read it all)."""
     if len(process.gated_input(prompt)) <= select.PIPE_BUF:
-        process.open_gate(prompt)
+        process.open_gate(prompt, keep_open)
         return None
-    feeder = threading.Thread(target=process.open_gate, args=(prompt,), daemon=True)
+    feeder = threading.Thread(target=process.open_gate, args=(prompt, keep_open), daemon=True)
     feeder.start()
     return feeder
+
+
+def _take_output(engine: DomainEngine, job_id: str, text: str, signals: Signals | None) -> None:
+    """Publish a tick's output; a channel run's signals are taken out and recorded in turn."""
+    if signals is None:
+        _publish(engine, job_id, text)
+    else:
+        _say(engine, job_id, signals.take(text), signals)
+
+
+def _say(engine: DomainEngine, job_id: str, said: Said, signals: Signals) -> None:
+    for item in said:
+        if isinstance(item, str):
+            _publish(engine, job_id, item)
+        else:
+            signals.record(item)
 
 
 def _publish(engine: DomainEngine, job_id: str, text: str) -> None:

@@ -24,6 +24,7 @@ RESPONSE_LIMIT = 65_536  # characters of a response, as JSON
 EFFORTS = ("minimal", "low", "medium", "high")
 FINALIZE_TEXT = "Finalize now from the evidence you already have, and give your final answer."
 INPUT_LINES = "lines"  # the one channel protocol: JSON lines on stdin, FOLDLINE: lines on stdout
+Input = Literal["", "lines"]  # what a run takes while it runs: nothing, or the channel
 
 RunText = Annotated[str, msgspec.Meta(max_length=1000)]
 Turn = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]

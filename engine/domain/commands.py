@@ -8,7 +8,7 @@ Every command may carry a ``command_id``: the idempotency key (an ``/invocations
 from __future__ import annotations
 
 import re
-from typing import Annotated
+from typing import Annotated, Literal
 
 import msgspec
 
@@ -199,6 +199,7 @@ class StartJob(Command, tag="StartJob", frozen=True, kw_only=True):
     # for a job with a write scope; a resumed start names the worktree it was given before.
     worktree: AbsolutePath = ""
     base_commit: GitIdOrNone = ""
+    input: Literal["", "lines"] = ""  # "lines": the run takes controls (engine.domain.channel)
 
 
 class FinishJob(Command, tag="FinishJob", frozen=True, kw_only=True):

@@ -107,6 +107,7 @@ def start_job(cmd: c.StartJob, ctx: Context) -> None:
             token_digest=cmd.token_digest,
             worktree=worktree,
             base_commit=base_commit,
+            input=cmd.input,
         ),
     )
     task = ctx.view.task(row.task_id) if row.task_id else None
