@@ -163,7 +163,9 @@ def run_to_end(
     )
 
 
-def _open_gate(process: GatedProcess, prompt: bytes, keep_open: bool) -> threading.Thread | None:
+def _open_gate(
+    process: GatedProcess, prompt: bytes, keep_open: bool = False
+) -> threading.Thread | None:
     """Let the run start with ``prompt`` on its stdin. What fits in a pipe's atomic write
     cannot block on the fresh, empty pipe, so it is written here; a longer prompt is fed by a
     thread while the output is read (the child may write before it has read it all)."""
