@@ -1,4 +1,5 @@
-"""A run's live channel (issue 29, ADR 0038) through the command API on a real log file: a
+"""A run's live channel (issue 29, ADR 0038) through the command API, on a real log file and on
+PostgreSQL (the channel's read model is SQLite's SQL run through the dialect): a
 control is recorded only for a running job whose run takes input, within its limits and guard;
 its delivery and loss are recorded once; what the run says moves its turn, its questions and
 its A2A task."""
@@ -6,6 +7,8 @@ its A2A task."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,8 +18,17 @@ from engine.domain import commands as c
 from engine.domain.errors import Conflict, NoChannel, StaleTurn, UnknownRequest
 from engine.engine import Engine
 from engine.errors import InvalidArgument
-from projections import queries
+from projections import open_engine, queries
+from tests.support.backends import log_target
 from tests.unit.test_rules import refused, session
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
+    opened = open_engine(log_target(request.param, tmp_path))
+    yield opened
+    opened.log.close()
+
 
 BIG = "x" * 65_536  # a response of more than 64 KiB once it is JSON
 
