@@ -26,6 +26,7 @@ import apsw
 import msgspec
 
 from bench.audit import bench_audit
+from bench.channel import bench_channel
 from bench.console import bench_console
 from bench.http_load import bench_http
 from bench.invocation import bench_invocation
@@ -394,6 +395,7 @@ def main() -> int:
             "pg_group": 1600,
             "pg_rebuild": 50_000,
             "writers": 200,
+            "channel": 300,
         }
     else:
         sizes = {
@@ -413,6 +415,7 @@ def main() -> int:
             "pg_group": 9600,
             "pg_rebuild": 300_000,
             "writers": 2000,
+            "channel": 1000,
         }
     cases: dict[str, Callable[[Workdir], dict[str, float]]] = {
         "append_full": lambda w: bench_append(w, sizes["full"], "full"),
@@ -428,6 +431,7 @@ def main() -> int:
         "console": lambda w: bench_console(sizes["console"], 11),
         "memory": lambda w: bench_memory(sizes["memory"]),
         "writers": lambda w: bench_writers(sizes["writers"], 10),
+        "channel": lambda w: bench_channel(sizes["channel"]),
     }
     from bench.postgres import cases as postgres_cases  # imports this module: not at the top
 
