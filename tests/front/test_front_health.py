@@ -44,15 +44,22 @@ def _tree(pid: int) -> list[int]:
     return [p for child in children(pid) for p in (child, *_tree(child))]
 
 
+def _signal(pid: int, sig: int) -> None:
+    # A short-lived process of the tree (a hook's child) may end between the listing and
+    # the signal: an ended process needs no stopping.
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, sig)
+
+
 @contextlib.contextmanager
 def _stopped(pids: list[int]) -> Iterator[None]:
     for pid in pids:
-        os.kill(pid, signal.SIGSTOP)
+        _signal(pid, signal.SIGSTOP)
     try:
         yield
     finally:
         for pid in pids:
-            os.kill(pid, signal.SIGCONT)
+            _signal(pid, signal.SIGCONT)
 
 
 def test_front_ping_is_the_workers_answer_and_busy_when_it_does_not_answer() -> None:
