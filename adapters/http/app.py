@@ -16,6 +16,7 @@ from adapters.http import (
     a2a,
     agentcore,
     auth,
+    channel,
     console,
     coordination,
     errors,
@@ -88,6 +89,7 @@ def create_app(runtime: Runtime) -> falcon.App[falcon.Request, falcon.Response]:
     app.add_route("/v1/jobs/{job_id}/result", coordination.Result(runtime))
     app.add_route("/v1/jobs/{job_id}/result/{disposition}", coordination.Disposition(runtime))
     app.add_route("/v1/jobs/{job_id}/patch", coordination.Patch(runtime))
+    channel.mount(app, runtime)  # literal segments: steer, ... win over {action}
     app.add_route("/v1/jobs/{job_id}/{action}", v1.JobControl(runtime))
     app.add_route("/v1/tasks/{task_id}", v1.TaskItem(runtime))
     app.add_route("/v1/leases", v1.Leases(runtime))

@@ -66,6 +66,9 @@ STATUS: dict[type[e.EngineError], str] = {
     d.TaskNotFound: falcon.HTTP_404,
     d.TaskEnded: falcon.HTTP_409,
     d.TaskMoved: falcon.HTTP_409,
+    d.NoChannel: falcon.HTTP_409,
+    d.StaleTurn: falcon.HTTP_409,
+    d.UnknownRequest: falcon.HTTP_409,
     e.NeedsMigration: falcon.HTTP_500,
     RecoveryFailed: falcon.HTTP_503,
 }

@@ -3,10 +3,11 @@ encoding and the OpenAPI document (``adapters.http.openapi``)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import msgspec
 
+from engine.domain import channel as ch
 from engine.domain.rows import JobRow, LeaseRow, SessionRow, TaskRow, wire
 from engine.events import Envelope
 
@@ -193,3 +194,81 @@ class IntegrateIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """Optional: the patch's sha256 the caller judged; a different kept patch is a 409."""
 
     sha256: Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{64}$")] | None = None
+
+
+# -- a run's live channel (adapters.http.channel) ---------------------------------------------
+
+ChannelText = Annotated[str, msgspec.Meta(min_length=1, max_length=ch.STEER_LIMIT)]
+ChannelTurn = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+
+
+class SteerIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """Steer the active turn: ``turn`` must be the job's ``turn`` (else 409 ``stale_turn``)."""
+
+    text: ChannelText
+    turn: ChannelTurn
+
+
+class InterruptIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """Stop the active turn: ``turn`` must be the job's ``turn`` (else 409 ``stale_turn``)."""
+
+    turn: ChannelTurn
+
+
+class FinalizeIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """Ask the run to finish now; without ``text`` it is told to answer from what it has."""
+
+    text: Annotated[str, msgspec.Meta(max_length=ch.STEER_LIMIT)] = ""
+
+
+class RespondIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """Answer the run's pending request ``request``; ``response`` is at most 64 KiB as JSON."""
+
+    request: ChannelTurn
+    response: dict[str, Any]
+
+
+class EffortIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    effort: Literal["minimal", "low", "medium", "high"]
+
+
+class ControlSentOut(msgspec.Struct, kw_only=True):
+    """``202``: the control is recorded (``control`` is its id, the log position of its
+    ``job.control``); its delivery into the run is recorded when it happens."""
+
+    control: int
+    job: JobOut  # type: ignore[valid-type]
+
+
+class ControlOut(msgspec.Struct, kw_only=True):
+    """One control and what became of it: ``pending``, ``delivered`` (to run ``run_id``) or
+    ``lost`` (``reason``); ``body`` is the JSON line the run is given."""
+
+    control: int
+    action: str
+    state: str
+    body: dict[str, Any]
+    sent_by: str
+    run_id: str | None
+    reason: str | None
+    recorded_at: str
+    settled_at: str | None
+
+
+class RequestOut(msgspec.Struct, kw_only=True):
+    """One question a run asked: ``pending``, ``answered`` (by control ``answer``) or
+    ``dropped`` (its job ended first)."""
+
+    request: str
+    question: str
+    state: str
+    answer: int | None
+    asked_at: str
+    answered_at: str | None
+
+
+class ChannelOut(msgspec.Struct, kw_only=True):
+    """A job's latest controls (newest first, at most 100) and its runs' questions."""
+
+    controls: list[ControlOut]
+    requests: list[RequestOut]
