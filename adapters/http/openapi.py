@@ -12,48 +12,13 @@ from typing import Any
 import msgspec
 
 from adapters.http import schemas as s
+from adapters.http.channel import BODIES as CHANNEL
 from adapters.http.inbound import InvocationIn
+from adapters.http.openapi_parts import ERRORS, REF, error_bodies, json_body, param, ref
 from adapters.http.v1 import JOB_ACTIONS, SESSION_ACTIONS
 
-REF = "#/components/schemas/{name}"
-ERRORS = {
-    "400": "bad input",
-    "401": "no bearer token, or one nobody holds (the operator's, or a live run's)",
-    "403": (
-        "a run token outside its scope: another session's job, stream, task or result, or"
-        " what only the operator may (the whole log, leases, controls)"
-    ),
-    "404": "unknown",
-    "409": "invalid transition or conflict",
-    "412": "If-Match version mismatch",
-    "413": "too large",
-    "415": "not JSON",
-    "429": "admission refused",
-    "503": "another server holds the workspace, or a storage fault (Retry-After when it passes)",
-    "507": "the disk is full: storage_full, nothing recorded (Retry-After: 5)",
-}
-
-
-def _ref(cls: type) -> dict[str, str]:
-    return {"$ref": REF.format(name=cls.__name__)}
-
-
-def _json(cls: type, description: str = "OK") -> dict[str, Any]:
-    return {"description": description, "content": {"application/json": {"schema": _ref(cls)}}}
-
-
-def _errors(*codes: str) -> dict[str, Any]:
-    return {code: _json(s.ErrorOut, ERRORS[code]) for code in codes}
-
-
-def _param(
-    name: str, where: str = "query", required: bool = False, schema: dict[str, Any] | None = None
-) -> dict[str, Any]:
-    return {"name": name, "in": where, "required": required, "schema": schema or {"type": "string"}}
-
-
-LIMIT = _param("limit", schema={"type": "integer", "minimum": 1, "maximum": 500})
-AFTER_ID = _param("after", schema={"type": "string", "minLength": 1})
+LIMIT = param("limit", schema={"type": "integer", "minimum": 1, "maximum": 500})
+AFTER_ID = param("after", schema={"type": "string", "minLength": 1})
 
 
 def _control(
@@ -63,24 +28,24 @@ def _control(
     action = (
         []
         if actions is None
-        else [_param("action", "path", True, {"type": "string", "enum": actions})]
+        else [param("action", "path", True, {"type": "string", "enum": actions})]
     )
     return {
         "post": {
             "summary": f"Control a {kind}: {', '.join(actions or ['taint'])}",
             "operationId": f"control_{kind}" if actions else f"taint_{kind}",
             "parameters": [
-                _param(key, "path", True),
+                param(key, "path", True),
                 *action,
-                _param("If-Match", "header", schema={"type": "string", "pattern": "^[0-9]+$"}),
+                param("If-Match", "header", schema={"type": "string", "pattern": "^[0-9]+$"}),
             ],
             "requestBody": {
                 "required": actions is None,
-                "content": {"application/json": {"schema": _ref(body)}},
+                "content": {"application/json": {"schema": ref(body)}},
             },
             "responses": {
-                "200": _json(row),
-                **_errors("400", "401", "404", "409", "412", "413", "415", "429", "503"),
+                "200": json_body(row),
+                **error_bodies("400", "401", "404", "409", "412", "413", "415", "429", "503"),
             },
         }
     }
@@ -91,17 +56,59 @@ def _judge(name: str, body: type, summary: str = "", required: bool = True) -> d
         "post": {
             "operationId": f"result_{name}",
             "summary": summary or f"Record the result as {name}",
-            "parameters": [_param("job_id", "path", True)],
+            "parameters": [param("job_id", "path", True)],
             "requestBody": {
                 "required": required,
-                "content": {"application/json": {"schema": _ref(body)}},
+                "content": {"application/json": {"schema": ref(body)}},
             },
             "responses": {
-                "200": _json(s.JobOut),
-                **_errors("400", "401", "403", "404", "409", "413", "415", "503"),
+                "200": json_body(s.JobOut),
+                **error_bodies("400", "401", "403", "404", "409", "413", "415", "503"),
             },
         }
     }
+
+
+CHANNEL_SUMMARIES = {
+    "steer": "Steer the run's active turn (turn must be the job's turn, else 409 stale_turn)",
+    "interrupt": "Stop the run's active turn (turn must be the job's turn)",
+    "finalize": "Ask the run to finish now from what it has (text optional)",
+    "respond": "Answer the run's pending request (a JSON object, at most 64 KiB as JSON)",
+    "effort": "Set the run's reasoning effort",
+}
+
+
+def _channel() -> dict[str, Any]:
+    """A run's live channel (``adapters.http.channel``): a control is recorded (202), then
+    delivered into the run; 409 ``no_channel``, ``stale_turn`` or ``unknown_request``."""
+    if_match = param("If-Match", "header", schema={"type": "string", "pattern": "^[0-9]+$"})
+    paths: dict[str, Any] = {
+        f"/v1/jobs/{{job_id}}/{action}": {
+            "post": {
+                "operationId": f"{action}_job",
+                "summary": CHANNEL_SUMMARIES[action],
+                "parameters": [param("job_id", "path", True), if_match],
+                "requestBody": {
+                    "required": action != "finalize",
+                    "content": {"application/json": {"schema": ref(body)}},
+                },
+                "responses": {
+                    "202": json_body(s.ControlSentOut, "Accepted: the control is recorded"),
+                    **error_bodies("400", "404", "409", "412", "413", "415", "503"),
+                },
+            }
+        }
+        for action, body in CHANNEL.items()
+    }
+    paths["/v1/jobs/{job_id}/controls"] = {
+        "get": {
+            "operationId": "job_controls",
+            "summary": "A job's latest controls (newest first) and its runs' questions",
+            "parameters": [param("job_id", "path", True)],
+            "responses": {"200": json_body(s.ChannelOut), **error_bodies("404")},
+        }
+    }
+    return paths
 
 
 def _agents(schema: dict[str, Any], agents: list[str]) -> None:
@@ -134,6 +141,9 @@ def document(agents: list[str] | None = None) -> dict[str, Any]:
             s.ResultOut,
             s.DispositionIn,
             s.IntegrateIn,
+            *CHANNEL.values(),
+            s.ControlSentOut,
+            s.ChannelOut,
         ],
         ref_template=REF,
     )
@@ -144,16 +154,16 @@ def document(agents: list[str] | None = None) -> dict[str, Any]:
             "get": {
                 "operationId": "list_sessions",
                 "summary": "Sessions, by id",
-                "parameters": [_param("state"), LIMIT, AFTER_ID],
-                "responses": {"200": _json(s.SessionPage), **_errors("400")},
+                "parameters": [param("state"), LIMIT, AFTER_ID],
+                "responses": {"200": json_body(s.SessionPage), **error_bodies("400")},
             }
         },
         "/v1/sessions/{session_id}": {
             "get": {
                 "operationId": "get_session",
                 "summary": "One session",
-                "parameters": [_param("session_id", "path", True)],
-                "responses": {"200": _json(s.SessionOut), **_errors("404")},
+                "parameters": [param("session_id", "path", True)],
+                "responses": {"200": json_body(s.SessionOut), **error_bodies("404")},
             }
         },
         "/v1/sessions/{session_id}/{action}": _control(
@@ -167,29 +177,29 @@ def document(agents: list[str] | None = None) -> dict[str, Any]:
                 "operationId": "list_jobs",
                 "summary": "Jobs, by id; filter by session and state",
                 "parameters": [
-                    _param("session"),
-                    _param("state"),
-                    _param("parent"),
+                    param("session"),
+                    param("state"),
+                    param("parent"),
                     LIMIT,
                     AFTER_ID,
                 ],
-                "responses": {"200": _json(s.JobPage), **_errors("400")},
+                "responses": {"200": json_body(s.JobPage), **error_bodies("400")},
             },
             "post": {
                 "operationId": "spawn_jobs",
                 "summary": "Spawn one job or a batch of 1..12 (all-or-nothing)",
-                "parameters": [_param("Authorization", "header")],
+                "parameters": [param("Authorization", "header")],
                 "requestBody": {
                     "required": True,
                     "content": {
                         "application/json": {
-                            "schema": {"oneOf": [_ref(s.SpawnOneIn), _ref(s.SpawnBatchIn)]}
+                            "schema": {"oneOf": [ref(s.SpawnOneIn), ref(s.SpawnBatchIn)]}
                         }
                     },
                 },
                 "responses": {
-                    "201": _json(s.JobsOut, "Created"),
-                    **_errors("400", "401", "403", "404", "409", "413", "415", "429", "503"),
+                    "201": json_body(s.JobsOut, "Created"),
+                    **error_bodies("400", "401", "403", "404", "409", "413", "415", "429", "503"),
                 },
             },
         },
@@ -198,10 +208,10 @@ def document(agents: list[str] | None = None) -> dict[str, Any]:
                 "operationId": "wait_for_jobs",
                 "summary": "Until all are terminal or one changed (bounded)",
                 "parameters": [
-                    _param("ids", required=True, schema={"type": "string", "minLength": 1}),
-                    _param("timeout", schema={"type": "number", "minimum": 0, "maximum": 5}),
+                    param("ids", required=True, schema={"type": "string", "minLength": 1}),
+                    param("timeout", schema={"type": "number", "minimum": 0, "maximum": 5}),
                 ],
-                "responses": {"200": _json(s.WaitOut), **_errors("400", "404")},
+                "responses": {"200": json_body(s.WaitOut), **error_bodies("400", "404")},
             }
         },
         "/v1/jobs/{job_id}/result": {
@@ -209,13 +219,13 @@ def document(agents: list[str] | None = None) -> dict[str, Any]:
                 "operationId": "read_result",
                 "summary": "A page of the result text; the first read is recorded",
                 "parameters": [
-                    _param("job_id", "path", True),
-                    _param("cursor", schema={"type": "integer", "minimum": 0}),
-                    _param("Authorization", "header"),
+                    param("job_id", "path", True),
+                    param("cursor", schema={"type": "integer", "minimum": 0}),
+                    param("Authorization", "header"),
                 ],
                 "responses": {
-                    "200": _json(s.ResultOut),
-                    **_errors("400", "401", "403", "404", "409", "503"),
+                    "200": json_body(s.ResultOut),
+                    **error_bodies("400", "401", "403", "404", "409", "503"),
                 },
             }
         },
@@ -223,8 +233,8 @@ def document(agents: list[str] | None = None) -> dict[str, Any]:
             "get": {
                 "operationId": "get_job",
                 "summary": "One job",
-                "parameters": [_param("job_id", "path", True)],
-                "responses": {"200": _json(s.JobOut), **_errors("404")},
+                "parameters": [param("job_id", "path", True)],
+                "responses": {"200": json_body(s.JobOut), **error_bodies("404")},
             }
         },
         **{
@@ -244,38 +254,39 @@ def document(agents: list[str] | None = None) -> dict[str, Any]:
             "get": {
                 "operationId": "get_patch",
                 "summary": "A writer's change as kept: a binary-safe git diff against its base",
-                "parameters": [_param("job_id", "path", True)],
+                "parameters": [param("job_id", "path", True)],
                 "responses": {
                     "200": {
                         "description": "The patch",
                         "content": {"text/x-diff": {"schema": {"type": "string"}}},
                     },
-                    **_errors("404", "409"),
+                    **error_bodies("404", "409"),
                 },
             }
         },
+        **_channel(),
         "/v1/jobs/{job_id}/{action}": _control("job", "job_id", sorted(JOB_ACTIONS), s.JobOut),
         "/v1/tasks/{task_id}": {
             "get": {
                 "operationId": "get_task",
                 "summary": "One A2A task",
-                "parameters": [_param("task_id", "path", True)],
-                "responses": {"200": _json(s.TaskOut), **_errors("404")},
+                "parameters": [param("task_id", "path", True)],
+                "responses": {"200": json_body(s.TaskOut), **error_bodies("404")},
             }
         },
         "/v1/leases": {
             "get": {
                 "operationId": "list_leases",
                 "summary": "Leases",
-                "responses": {"200": _json(s.LeasePage)},
+                "responses": {"200": json_body(s.LeasePage)},
             }
         },
         "/v1/streams/{stream_id}/events": {
             "get": {
                 "operationId": "stream_events",
                 "summary": "One stream's events",
-                "parameters": [_param("stream_id", "path", True), _param("after", schema=position)],
-                "responses": {"200": _json(s.EventPage), **_errors("400", "404")},
+                "parameters": [param("stream_id", "path", True), param("after", schema=position)],
+                "responses": {"200": json_body(s.EventPage), **error_bodies("400", "404")},
             }
         },
         "/v1/events": {
@@ -283,10 +294,10 @@ def document(agents: list[str] | None = None) -> dict[str, Any]:
                 "operationId": "events",
                 "summary": "The log after a position; SSE with Accept: text/event-stream",
                 "parameters": [
-                    _param("after", schema=position),
-                    _param("limit", schema={"type": "integer", "minimum": 1, "maximum": 10000}),
+                    param("after", schema=position),
+                    param("limit", schema={"type": "integer", "minimum": 1, "maximum": 10000}),
                 ],
-                "responses": {"200": _json(s.EventPage), **_errors("400")},
+                "responses": {"200": json_body(s.EventPage), **error_bodies("400")},
             }
         },
         "/v1/machines": {
@@ -337,11 +348,11 @@ def _secure(paths: dict[str, Any]) -> None:
         if path.startswith("/v1/"):
             for operation in item.values():
                 operation["security"] = [{"bearer": []}]
-                operation["responses"] = {**_errors("401", "403"), **operation["responses"]}
+                operation["responses"] = {**error_bodies("401", "403"), **operation["responses"]}
 
 
 def _agent_errors(*codes: str) -> dict[str, Any]:
-    return {code: _json(s.AgentErrorOut, ERRORS.get(code, "error")) for code in codes}
+    return {code: json_body(s.AgentErrorOut, ERRORS.get(code, "error")) for code in codes}
 
 
 def _entry_points() -> dict[str, Any]:
@@ -354,7 +365,7 @@ def _entry_points() -> dict[str, Any]:
             "get": {
                 "operationId": "ping",
                 "summary": "AgentCore health: Healthy, or HealthyBusy while work is in flight",
-                "responses": {"200": _json(s.PingOut)},
+                "responses": {"200": json_body(s.PingOut)},
             }
         },
         "/.well-known/agent-card.json": {
@@ -389,7 +400,7 @@ def _entry_points() -> dict[str, Any]:
                 ),
                 "requestBody": {
                     "required": True,
-                    "content": {"application/json": {"schema": _ref(InvocationIn)}},
+                    "content": {"application/json": {"schema": ref(InvocationIn)}},
                 },
                 "responses": {
                     "200": {
@@ -397,7 +408,7 @@ def _entry_points() -> dict[str, Any]:
                         "content": {"application/json": {"schema": any_object}, **sse},
                     },
                     **_agent_errors("400", "404", "409", "413", "429", "503", "507"),
-                    "500": _json(s.AgentErrorOut, "the run could not be started"),
+                    "500": json_body(s.AgentErrorOut, "the run could not be started"),
                 },
             }
         },

@@ -1,0 +1,44 @@
+"""The pieces every OpenAPI path item is built from (``adapters.http.openapi``): a schema's
+``$ref``, a JSON answer, the error answers by status, a parameter."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from adapters.http import schemas as s
+
+REF = "#/components/schemas/{name}"
+ERRORS = {
+    "400": "bad input",
+    "401": "no bearer token, or one nobody holds (the operator's, or a live run's)",
+    "403": (
+        "a run token outside its scope: another session's job, stream, task or result, or"
+        " what only the operator may (the whole log, leases, controls)"
+    ),
+    "404": "unknown",
+    "409": "invalid transition or conflict",
+    "412": "If-Match version mismatch",
+    "413": "too large",
+    "415": "not JSON",
+    "429": "admission refused",
+    "503": "another server holds the workspace, or a storage fault (Retry-After when it passes)",
+    "507": "the disk is full: storage_full, nothing recorded (Retry-After: 5)",
+}
+
+
+def ref(cls: type) -> dict[str, str]:
+    return {"$ref": REF.format(name=cls.__name__)}
+
+
+def json_body(cls: type, description: str = "OK") -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": ref(cls)}}}
+
+
+def error_bodies(*codes: str) -> dict[str, Any]:
+    return {code: json_body(s.ErrorOut, ERRORS[code]) for code in codes}
+
+
+def param(
+    name: str, where: str = "query", required: bool = False, schema: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    return {"name": name, "in": where, "required": required, "schema": schema or {"type": "string"}}
