@@ -99,6 +99,12 @@ def render(runtime: Runtime) -> str:
         "Notify hooks cut off by a crash (recorded job.notify_lost), never run again.",
         [("", queries.lost_notifies(conn))],
     )
+    metric(
+        "foldline_controls",
+        "gauge",
+        "Controls sent into runs, by what became of them.",
+        [(f'{{state="{state}"}}', n) for state, n in queries.control_counts(conn).items()],
+    )
     lease = queries.lease(conn, LEASE)
     if lease is not None:
         mine = 1 if lease.holder == runtime.holder and lease.state == LeaseState.HELD else 0
