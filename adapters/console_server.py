@@ -24,7 +24,7 @@ from gunicorn.app.base import BaseApplication
 
 from adapters.config_error import ConfigError
 from adapters.http import app as http_app
-from adapters.http import auth, console, errors, v1
+from adapters.http import auth, channel, console, errors, v1
 from engine import open_notifier
 from engine.domain import MACHINES
 from engine.log import Log, open_log_readonly
@@ -127,6 +127,7 @@ def create_readonly_app(runtime: ReadOnlyRuntime) -> falcon.App[falcon.Request, 
     app.add_route("/v1/sessions/{session_id}", v1.SessionItem(rt))
     app.add_route("/v1/jobs", v1.JobsCollection(rt))
     app.add_route("/v1/jobs/{job_id}", v1.JobItem(rt))
+    app.add_route("/v1/jobs/{job_id}/controls", channel.Controls(rt))
     app.add_route("/v1/tasks/{task_id}", v1.TaskItem(rt))
     app.add_route("/v1/leases", v1.Leases(rt))
     app.add_route("/v1/streams/{stream_id}/events", v1.StreamEvents(rt))

@@ -506,7 +506,10 @@ async function pageEntity(main, kind, id, sub) {
       CONTROLS[kind].map((action) => h("button", { type: "button", "data-action": action,
         onclick: () => control(kind, id, action, reason.value, () => entity.row.version, reload) },
       action)), h("label", {}, "reason ", reason));
+  const channel = kind === "job" ? channelPanel(id, () => entity.row.version, () => reload())
+    : null;
   const render = () => {
+    if (channel) channel.update(entity.row).catch(() => {}); // a refused read waits for the next
     heading.replaceChildren(`${kind} ${id} `, stateBadge(entity.row.state),
       h("span", { class: "muted" }, ` version ${entity.row.version}`));
     const row = entity.row;
@@ -532,7 +535,8 @@ async function pageEntity(main, kind, id, sub) {
     render();
   };
   render();
-  main.replaceChildren(heading, controls, kind === "job" ? h("h2", {}, "Live output") : "",
+  main.replaceChildren(heading, controls, channel ? channel.el : "",
+    kind === "job" ? h("h2", {}, "Live output") : "",
     kind === "job" ? output : "", h("h2", {}, "Timeline"), line.table, details);
   const refresh = throttle(reload, 200);
   const timer = setInterval(line.tick, 1000);
@@ -560,6 +564,81 @@ function changes(id, row) {
     `${row.patch_size} bytes against ${text(row.patch_base).slice(0, 12)}, sha256 ${row.patch_sha256}`),
   paths.length ? h("ul", { class: "links", id: "patch-paths" }, paths.map((p) => h("li", {}, text(p))))
     : h("p", { class: "muted" }, "no change"), patch];
+}
+
+// -- a run's live channel (job pages) ------------------------------------------------------------
+// What the run takes (input "lines" or none), its active turn, its questions and the latest
+// controls, from the job's row and GET /v1/jobs/{id}/controls; the forms post to /v1 like the
+// other controls (If-Match, bearer token). Built once per page, so what is typed survives the
+// page's refreshes; the turn field follows the run's turn until it is edited.
+
+const EFFORTS = ["minimal", "low", "medium", "high"];
+
+function channelPanel(id, version, after) {
+  const base = `/v1/jobs/${encodeURIComponent(id)}`;
+  const status = h("dl", { class: "card", id: "channel-status" });
+  const requests = h("div", { id: "channel-requests" });
+  const list = h("div", { id: "channel-controls" });
+  const turn = h("input", { id: "steer-turn", type: "text", size: 8 });
+  const steerText = h("textarea", { id: "steer-text", rows: 2, cols: 48, maxlength: 20000 });
+  const finalText = h("input", { id: "finalize-text", type: "text", placeholder: "optional" });
+  const picker = h("select", { id: "respond-request" });
+  const answer = h("input", { id: "respond-text", type: "text" });
+  const effort = h("select", { id: "effort" }, EFFORTS.map((e) => h("option", { value: e }, e)));
+  let prefilled = "";
+  const send = async (action, body) => {
+    const headers = { "Content-Type": "application/json", "If-Match": `"${version()}"` };
+    try {
+      const sent = await api(`${base}/${action}`, { method: "POST", headers,
+        body: JSON.stringify(body) });
+      notice(`${action}: recorded as control ${sent.control}`, true);
+    } catch (error) {
+      const why = error.status ? `${error.status} ${error.code}` : "network error";
+      notice(`${action} refused (${why}): ${error.message}`, false);
+    }
+    await after().catch(() => {});
+  };
+  const form = (action, fields, body) => h("form", { class: "filters", "data-channel": action,
+    onsubmit: (e) => { e.preventDefault(); send(action, body()); } }, fields,
+  h("button", { type: "submit", "data-action": action }, action));
+  const forms = h("div", { id: "channel-forms", role: "group", "aria-label": "channel controls" },
+    form("steer", [h("label", {}, "text", steerText), h("label", {}, "turn", turn)],
+      () => ({ text: steerText.value, turn: turn.value })),
+    form("interrupt", [], () => ({ turn: turn.value })),
+    form("finalize", [h("label", {}, "text", finalText)],
+      () => (finalText.value ? { text: finalText.value } : {})),
+    form("respond", [h("label", {}, "request", picker), h("label", {}, "answer", answer)],
+      () => ({ request: picker.value, response: { text: answer.value } })),
+    form("effort", [h("label", {}, "effort", effort)], () => ({ effort: effort.value })));
+  const el = h("section", { id: "channel" }, h("h2", {}, "Live channel"), status,
+    app.readOnly ? "" : forms, h("h3", {}, "Questions"), requests,
+    h("h3", {}, "Latest controls"), list);
+  const update = async (row) => {
+    const open = row.state === "running" && row.input === "lines";
+    status.replaceChildren(h("dt", {}, "input"), h("dd", { id: "channel-input" },
+      row.input || "none"), h("dt", {}, "active turn"),
+    h("dd", { id: "channel-turn" }, row.turn || "none"));
+    forms.hidden = !open;
+    if (turn.value === prefilled) turn.value = row.turn || "";
+    prefilled = row.turn || "";
+    const found = await api(`${base}/controls`);
+    const pending = found.requests.filter((r) => r.state === "pending");
+    const chosen = picker.value;
+    picker.replaceChildren(...pending.map((r) => h("option", { value: r.request,
+      selected: r.request === chosen }, r.request)));
+    requests.replaceChildren(found.requests.length ? h("ul", { class: "links" },
+      found.requests.map((r) => h("li", { "data-request": r.request }, `${r.request}: `,
+        text(r.question), " ", stateBadge(r.state))))
+      : h("p", { class: "muted" }, "none asked"));
+    list.replaceChildren(found.controls.length ? h("table", {}, h("thead", {}, h("tr", {},
+      ["id", "action", "state", "by", "recorded", "line"].map((c) => h("th", { scope: "col" }, c)))),
+    h("tbody", {}, found.controls.map((c) => h("tr", { "data-control": c.control },
+      h("td", { class: "num" }, String(c.control)), h("td", {}, c.action),
+      h("td", {}, stateBadge(c.state), c.reason ? ` ${c.reason}` : ""), h("td", {}, c.sent_by),
+      h("td", { class: "num" }, c.recorded_at), h("td", {}, jsonBlock(c.body, "body"))))))
+      : h("p", { class: "muted" }, "none sent"));
+  };
+  return { el, update };
 }
 
 async function control(kind, id, action, reason, version, after) {

@@ -11,12 +11,14 @@ from typing import Any
 import pytest
 
 from tests.browser.conftest import WAIT_MS, invoke, job_state, running
+from tests.support.channel import CHANNEL_ENV, of_type, wait_for
 from tests.support.console import serve_console
 from tests.support.server import Server, free_port
 
 pytestmark = [pytest.mark.browser, pytest.mark.server]
 
 SLEEPY = "cat >/dev/null; sleep 30"
+JSON = {"Content-Type": "application/json"}
 
 
 def _wait_state(server: Any, job_id: str, wanted: str, limit: float = 20) -> str:
@@ -153,3 +155,43 @@ def test_console_session_taint_needs_a_reason_and_the_page_says_why(
         assert status == 200
         assert json.loads(raw)["taint_reasons"] == ["prompt injection suspected"]
         expect(page.locator("#row")).to_contain_text("prompt injection suspected")
+
+
+def test_console_job_page_shows_the_live_channel_and_steers_it(
+    workspace: Path, console: Any
+) -> None:
+    """A run that takes input: its turn and its question are on the page, and a steer and a
+    response sent from it are recorded and delivered into the run."""
+    from playwright.sync_api import expect
+
+    with running(workspace, **CHANNEL_ENV) as server:
+        job = invoke(server, "wait for the page", wait=False)["invocation"]
+        wait_for(server, job, "job.turn_started")
+        tab = console(server)
+        page = tab.open(f"#/job/{job}")
+        expect(page.locator("#channel-input")).to_have_text("lines")
+        expect(page.locator("#channel-turn")).to_have_text("t1")
+        expect(page.locator("#steer-turn")).to_have_value("t1")  # prefilled with the turn
+        page.locator("#steer-text").fill("from the page")
+        page.locator('button[data-action="steer"]').click()
+        expect(page.locator("#notice")).to_contain_text("steer: recorded as control")
+        events = wait_for(server, job, "job.control_delivered")
+        [sent] = of_type(events, "job.control")
+        assert sent["event"]["text"] == "from the page" and sent["event"]["turn"] == "t1"
+        row = page.locator(f'#channel-controls tr[data-control="{sent["position"]}"]')
+        expect(row).to_contain_text("delivered")
+        asking = invoke(server, "ask: which way?", wait=False)["invocation"]
+        wait_for(server, asking, "job.input_requested")
+        tab.go(f"#/job/{asking}")
+        expect(page.locator('#channel-requests li[data-request="q1"]')).to_contain_text(
+            "which way?"
+        )
+        expect(page.locator("#respond-request")).to_have_value("q1")
+        page.locator("#respond-text").fill("north")
+        page.locator('button[data-action="respond"]').click()
+        wait_for(server, asking, "job.finished")
+        status, _, raw = server.request("GET", f"/v1/jobs/{asking}")
+        assert status == 200 and "answer to q1: north" in json.loads(raw)["result"]
+        server.request("POST", f"/v1/jobs/{job}/finalize", b"{}", JSON)
+        wait_for(server, job, "job.finished")
+        assert not tab.errors
