@@ -6,8 +6,9 @@ A control is a ``SendControl`` command like any other: the operator or an ancest
 ``expected_version``, the lease held before the write. It answers 202 once the control is
 recorded; its delivery into the run is recorded later (``job.control_delivered``), and
 ``GET .../controls`` shows what became of it. Bodies are strict: an unknown field or a value
-outside its limits is a 400, and nothing is recorded on any refusal. A response is sent to
-the command as compact JSON text; over 64 KiB of it is a 413, like a body over its cap.
+outside its limits is a 400 (a response over 64 KiB of JSON too, as the rule words it), a
+body over its cap a 413, and nothing is recorded on any refusal. A response is sent to the
+command as compact JSON text.
 """
 
 from __future__ import annotations
@@ -50,19 +51,9 @@ BODIES: dict[str, type[msgspec.Struct]] = {
 
 
 def response_text(response: dict[str, Any]) -> str:
-    """``response`` as the command carries it: compact JSON text.
-
-    Raises:
-        ApiError: 413, more than ``RESPONSE_LIMIT`` characters of it.
-    """
-    text = json.dumps(response, ensure_ascii=False, separators=(",", ":"))
-    if len(text) > ch.RESPONSE_LIMIT:
-        raise ApiError(
-            falcon.HTTP_413,
-            "payload_too_large",
-            f"response is {len(text)} characters of JSON; at most {ch.RESPONSE_LIMIT}",
-        )
-    return text
+    """``response`` as the command carries it: compact JSON text (the rule refuses more than
+    ``RESPONSE_LIMIT`` characters of it, a 400 like any value outside its limits)."""
+    return json.dumps(response, ensure_ascii=False, separators=(",", ":"))
 
 
 def command_of(job_id: str, action: str, body: Any, caller: auth.Caller) -> ch.SendControl:

@@ -194,9 +194,9 @@ def test_channel_refusals_record_nothing(server: Server) -> None:
         ("interrupt", None, {}, 400, "invalid_argument"),
         ("effort", {"effort": "max"}, {}, 400, "invalid_argument"),
         ("finalize", {"text": "x" * (ch.STEER_LIMIT + 1)}, {}, 400, "invalid_argument"),
-        # 64 KiB of JSON is the response's limit: one character more is a 413.
-        ("respond", {"request": "q1", "response": {"a": "x" * ch.RESPONSE_LIMIT}}, {}, 413,
-         "payload_too_large"),
+        # 64 KiB of JSON is the response's limit: more is a value outside its limits.
+        ("respond", {"request": "q1", "response": {"a": "x" * ch.RESPONSE_LIMIT}}, {}, 400,
+         "invalid_argument"),
         ("respond", {"request": "q1", "response": "text"}, {}, 400, "invalid_argument"),
         ("steer", {"text": "x", "turn": "t1"}, {"If-Match": str(version + 5)}, 412,
          "version_conflict"),
