@@ -12,8 +12,9 @@ ERRORS = {
     "400": "bad input",
     "401": "no bearer token, or one nobody holds (the operator's, or a live run's)",
     "403": (
-        "a run token outside its scope: another session's job, stream, task or result, or"
-        " what only the operator may (the whole log, leases, controls)"
+        "a run token outside its scope: another session's job, stream, task or result, a job"
+        " it is no ancestor of (results, channel controls), or what only the operator may"
+        " (the whole log, leases, session and job controls)"
     ),
     "404": "unknown",
     "409": "invalid transition or conflict",
