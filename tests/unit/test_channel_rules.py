@@ -11,11 +11,19 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from engine.domain import channel as ch
 from engine.domain import commands as c
-from engine.domain.errors import Conflict, NoChannel, StaleTurn, UnknownRequest
+from engine.domain.errors import (
+    Conflict,
+    Forbidden,
+    NoChannel,
+    StaleTurn,
+    Unauthorized,
+    UnknownRequest,
+)
 from engine.engine import Engine
 from engine.errors import InvalidArgument
 from projections import open_engine, queries
@@ -211,3 +219,24 @@ def test_channel_progress_and_signals_of_another_run_are_refused(engine: Engine)
     refused(
         engine, ch.RecordRunSignal(job_id="j1", run_id="run-j1", signal="progress"), InvalidArgument
     )
+
+
+def test_channel_an_ancestors_live_run_may_send_a_control_and_no_other_run(
+    engine: Engine,
+) -> None:
+    session(engine)
+    digest = "d" * 64
+    for jid, parent in (("root", None), ("other", None)):
+        engine.handle(c.AcceptJob(job_id=jid, session_id="s1", owed=False, parent_job=parent))
+        engine.handle(c.StartJob(job_id=jid, run_id=f"run-{jid}", token_digest=digest))
+    running(engine, "child", parent_job="root")
+    by_root = ch.SendControl(
+        job_id="child", action="finalize", caller_job="root", caller_token_digest=digest
+    )
+    engine.handle(by_root)
+    [sent] = queries.controls(engine.log.connection(), "child")
+    assert sent.sent_by == "root"
+    by_other = msgspec.structs.replace(by_root, caller_job="other")
+    assert "not an ancestor" in str(refused(engine, by_other, Forbidden))
+    stale = msgspec.structs.replace(by_root, caller_token_digest="e" * 64)
+    refused(engine, stale, Unauthorized)
