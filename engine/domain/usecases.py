@@ -14,6 +14,12 @@ never spawns anything. A repeat appends nothing and answers what the first one m
 A message's run gets every text of its task on stdin, so the task is planned from the
 committed log before the write (``route``) and checked again inside it: a task that moved in
 between is a ``TaskMoved``, and the caller plans again.
+
+Work that is already running and takes input (ADR 0038) gets a request without a new run: a
+follow-up on a task whose live run reads controls is delivered into it (``deliver``), and so is
+an invocation that asks for it on a session whose owed job does (``deliver_prompt``). The
+request's idempotency key is then the command id of what it recorded (the control), so a repeat
+answers the job it went into (``_made_by``).
 """
 
 from __future__ import annotations
@@ -25,9 +31,11 @@ import msgspec
 
 from engine.domain import commands as c
 from engine.domain import ids
+from engine.domain.channel import SendControl
 from engine.domain.engine import DomainEngine
-from engine.domain.errors import SessionNotFound, TaskEnded, TaskMoved, TaskNotFound
-from engine.domain.rows import DomainView, TaskRow
+from engine.domain.errors import NoChannel, SessionNotFound, TaskEnded, TaskMoved, TaskNotFound
+from engine.domain.rows import DomainView, JobRow, TaskRow
+from engine.domain.rules.channel import takes_input
 from engine.domain.task import TERMINAL
 from engine.log import Transaction
 
@@ -60,6 +68,7 @@ class TaskMessage:
     planned_task: str | None = None  # what the run's stdin was built from (``route``)
     planned_version: int = 0
     job_id: str = ""  # filled in by the caller once the run is spawned
+    interrupt: bool = False  # ``halo/interrupt``: a delivered follow-up interrupts the turn
 
     @property
     def command_id(self) -> str:
@@ -79,6 +88,7 @@ class Started:
     task_id: str | None = None  # the message's task
     duplicate: bool = False  # a repeat: nothing was appended, no run was started
     position: int = 0  # the commit's; 0 on a repeat
+    control: int = 0  # a delivery's control (its log position); 0 for a new job or a repeat
 
 
 @dataclass(frozen=True)
@@ -87,6 +97,7 @@ class Route:
 
     replay: Started | None  # the message was recorded before: what it made
     task: TaskRow | None  # the open task it folds into; None: a new task
+    listening: JobRow | None = None  # the task's live run, if it takes input: deliver into it
 
 
 def start(engine: DomainEngine, request: Request, starts: Sequence[c.StartJob]) -> Started:
@@ -120,7 +131,77 @@ def route(engine: DomainEngine, message: TaskMessage) -> Route:
     replay = recorded(engine, message.command_id)
     if replay is not None:
         return Route(replay, None)
-    return Route(None, _target(engine.view_of(engine.log.connection()), message))
+    view = engine.view_of(engine.log.connection())
+    task = _target(view, message)
+    return Route(None, task, _listening(view, task) if task is not None else None)
+
+
+def deliver(engine: DomainEngine, message: TaskMessage) -> Started:
+    """Deliver a follow-up into its task's running agent in one write, planned by ``route``
+    (``planned_task``, ``planned_version``): recorded on the task, then sent as the answer to
+    the run's pending question or as a message. A repeat appends nothing.
+
+    Raises:
+        NoChannel: the task's run takes no input now (it just ended): nothing recorded, the
+            caller plans again and starts a run as before.
+        TaskMoved: the task moved since the plan; and see ``_target``.
+    """
+
+    def work(tx: Transaction) -> Started:
+        view = engine.view_of(tx.cursor)
+        replay = _replay(tx, view, message.command_id)
+        if replay is not None:
+            return replay
+        task = _planned(view, message)
+        if task is None:  # planned for an open task: only a bug could get here
+            raise TaskMoved("the message has no task to go into", session_id=message.session_id)
+        job = _listening(view, task)
+        if job is None:
+            raise NoChannel(f"task {task.task_id}'s run takes no input now", task_id=task.task_id)
+        engine.handle_in(
+            tx,
+            c.DeliverTaskMessage(
+                task_id=task.task_id,
+                message_id=message.message_id,
+                text=message.text,
+                interrupt=message.interrupt,
+                command_id=message.command_id,
+            ),
+        )
+        # The last event of the write is the control that carries the text.
+        return Started(job.job_id, task.task_id, position=tx.position, control=tx.position)
+
+    return engine.log.write(work)
+
+
+def deliver_prompt(
+    engine: DomainEngine, session_id: str, prompt: str, command_id: str | None
+) -> Started | None:
+    """Deliver an invocation's prompt into the job ``session_id`` owes, as a message, if that
+    job is running and its run takes input; else None, and nothing is recorded (the caller
+    starts a new job as usual). A repeat of ``command_id`` appends nothing.
+
+    Raises:
+        EngineError: the rules refused the control (a text outside its limits).
+    """
+
+    def work(tx: Transaction) -> Started | None:
+        view = engine.view_of(tx.cursor)
+        replay = _replay(tx, view, command_id)
+        if replay is not None:
+            return replay
+        session = view.session(session_id)
+        owes = session.owes if session is not None else None
+        job = view.job(owes.ref) if owes is not None and owes.kind == "job" else None
+        if job is None or not takes_input(job):
+            return None
+        control = SendControl(
+            job_id=job.job_id, action="message", text=prompt, by="invocation", command_id=command_id
+        )
+        engine.handle_in(tx, control)
+        return Started(job.job_id, job.task_id, position=tx.position, control=tx.position)
+
+    return engine.log.write(work)
 
 
 def recorded(engine: DomainEngine, command_id: str) -> Started | None:
@@ -141,9 +222,18 @@ def _decide(engine: DomainEngine, tx: Transaction, request: Request) -> Started:
 
 
 def _made_by(view: DomainView, command_id: str) -> Started | None:
-    """What a command recorded before made: its job (and the job's task), as a repeat."""
-    job = view.job_of_command(command_id)
+    """What a command recorded before made: its job (and the job's task), or the job it sent
+    a control into (a delivery), as a repeat."""
+    job = view.job_of_command(command_id) or view.job_controlled_by(command_id)
     return None if job is None else Started(job.job_id, job.task_id, duplicate=True)
+
+
+def _listening(view: DomainView, task: TaskRow) -> JobRow | None:
+    """The task's live job, if it is running and its run takes input."""
+    for job in view.live_jobs(task.session_id):
+        if job.task_id == task.task_id:
+            return job if takes_input(job) else None
+    return None
 
 
 def _replay(tx: Transaction, view: DomainView, command_id: str | None) -> Started | None:
@@ -152,7 +242,7 @@ def _replay(tx: Transaction, view: DomainView, command_id: str | None) -> Starte
         return None
     replay = _made_by(view, command_id)
     if replay is None:  # the command's job is in the same commit: only a bug could get here
-        raise LookupError(f"command {command_id} recorded no job")
+        raise LookupError(f"command {command_id} recorded no job and sent no control")
     return replay
 
 
@@ -216,6 +306,28 @@ def _target(view: DomainView, message: TaskMessage) -> TaskRow | None:
     return task
 
 
+def _planned(view: DomainView, message: TaskMessage) -> TaskRow | None:
+    """The task ``message`` goes to inside the write, as it was planned (None: a new task).
+
+    Raises:
+        TaskMoved: it goes to another task, or its task moved since the plan; and see
+            ``_target``.
+    """
+    target = _target(view, message)
+    if (target.task_id if target else None) != message.planned_task:
+        raise TaskMoved(
+            "the message goes to another task than planned", session_id=message.session_id
+        )
+    if target is not None and target.version != message.planned_version:
+        raise TaskMoved(
+            f"task {target.task_id} moved since the message was planned",
+            task_id=target.task_id,
+            planned=message.planned_version,
+            version=target.version,
+        )
+    return target
+
+
 def _fold(engine: DomainEngine, tx: Transaction, message: TaskMessage) -> Started:
     view = engine.view_of(tx.cursor)
     command_id = message.command_id
@@ -224,9 +336,7 @@ def _fold(engine: DomainEngine, tx: Transaction, message: TaskMessage) -> Starte
         return replay
     policy = engine.settings.agent(message.agent)
     session_id = message.session_id
-    target = _target(view, message)
-    if (target.task_id if target else None) != message.planned_task:
-        raise TaskMoved("the message goes to another task than planned", session_id=session_id)
+    target = _planned(view, message)
     if target is None:
         if view.session(session_id) is None:
             engine.handle_in(
@@ -247,13 +357,6 @@ def _fold(engine: DomainEngine, tx: Transaction, message: TaskMessage) -> Starte
         )
     else:
         task_id = target.task_id
-        if target.version != message.planned_version:
-            raise TaskMoved(
-                f"task {task_id} moved since the message was planned",
-                task_id=task_id,
-                planned=message.planned_version,
-                version=target.version,
-            )
         engine.handle_in(
             tx,
             c.AddTaskMessage(
@@ -280,4 +383,14 @@ def _fold(engine: DomainEngine, tx: Transaction, message: TaskMessage) -> Starte
     return Started(message.job_id, task_id)
 
 
-__all__ = ["Invocation", "Request", "Route", "Started", "TaskMessage", "route", "start"]
+__all__ = [
+    "Invocation",
+    "Request",
+    "Route",
+    "Started",
+    "TaskMessage",
+    "deliver",
+    "deliver_prompt",
+    "route",
+    "start",
+]
