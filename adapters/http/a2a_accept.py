@@ -1,13 +1,17 @@
 """Where an A2A message goes (design.md §5.2, ADR 0024): a new task, or the open task it names (or
 its context owes), into which it is folded.
 
-A folded message is recorded on the task (``task.message_added``), the task's live run is
-superseded and a new run starts with all the task's messages in order on stdin, one per line,
-and ``FOLDLINE_TASK_MESSAGES`` = their count; the task stays working and completes once, with
-the last run's result. The run is spawned (with its stdin and environment) before the
+A folded message is recorded on the task (``task.message_added``). When the task's live run is
+running and takes input (ADR 0038), the message is delivered into it, and nothing is spawned:
+as the answer to the run's pending question, else as a message (``halo/interrupt: true`` in
+its metadata interrupts the active turn first). Otherwise the task's live run is superseded
+and a new run starts with all the task's messages in order on stdin, one per line, and
+``FOLDLINE_TASK_MESSAGES`` = their count; the task stays working and completes once, with the
+last run's result. The run is spawned (with its stdin and environment) before the
 transaction that records it, so the plan is read from the committed log first and checked
 again inside the transaction against the task's version: a message that raced another one
-into the same task plans again (optimistic concurrency, bounded).
+into the same task plans again (optimistic concurrency, bounded). A run that stopped taking
+input between the plan and the write (it just ended) gets the superseding run instead.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from adapters.http.errors import AGENT, LAUNCH, MESSAGE, as_rpc
 from adapters.http.inbound import MessageIn
 from adapters.runtime import Runtime
 from engine.domain import usecases
-from engine.domain.errors import SessionNotFound, TaskEnded, TaskMoved, TaskNotFound
+from engine.domain.errors import NoChannel, SessionNotFound, TaskEnded, TaskMoved, TaskNotFound
 from engine.errors import EngineError, InvalidArgument
 from projections import queries
 
@@ -49,6 +53,7 @@ def accept(runtime: Runtime, message: MessageIn, text: str) -> str:
         agent=message.agent,
         new_task_id=new_id("task"),
         session_run_id=new_id("run"),
+        interrupt=message.interrupt,
     )
     try:
         for _ in range(RETRIES - 1):
@@ -60,11 +65,22 @@ def accept(runtime: Runtime, message: MessageIn, text: str) -> str:
 
 
 def _attempt(runtime: Runtime, request: usecases.TaskMessage) -> str:
-    """Plan the run's stdin from the committed log, then launch it; ``TaskMoved``: plan again."""
+    """Deliver into the task's listening run, or plan the new run's stdin from the committed
+    log and launch it; ``TaskMoved``: plan again."""
     engine = runtime.engine
     route = usecases.route(engine, request)
     if route.replay is not None:
         return str(route.replay.task_id)
+    if route.task is not None and route.listening is not None:
+        planned = replace(
+            request, planned_task=route.task.task_id, planned_version=route.task.version
+        )
+        try:
+            return _deliver(runtime, planned)
+        except NoChannel:  # its run just stopped taking input: a new run, planned afresh
+            route = usecases.route(engine, request)
+            if route.replay is not None:
+                return str(route.replay.task_id)
     messages: tuple[str, ...] = (request.text,)
     version = 0
     if route.task is not None:
@@ -79,6 +95,15 @@ def _attempt(runtime: Runtime, request: usecases.TaskMessage) -> str:
         planned_version=version,
     )
     return _launch(runtime, planned, messages)
+
+
+def _deliver(runtime: Runtime, request: usecases.TaskMessage) -> str:
+    try:
+        return str(usecases.deliver(runtime.engine, request).task_id)
+    except (*WHERE_IT_GOES, NoChannel):
+        raise  # ``accept`` answers them; ``_attempt`` starts a run instead
+    except EngineError as ex:  # the control's limits (an empty message), or the server's fault
+        raise as_rpc(ex, LAUNCH) from None
 
 
 def _launch(runtime: Runtime, request: usecases.TaskMessage, messages: tuple[str, ...]) -> str:

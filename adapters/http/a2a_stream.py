@@ -9,9 +9,10 @@ the client holds, ``append: false``; the next ones ``append: true``), each task 
 ``TaskStatusUpdateEvent``, and at completion the whole result with ``lastChunk: true``. A client
 that reconnects (``SubscribeToTask``) gets the same from the task's state, so nothing of the
 artifact is lost. A follow-up that starts a new run for the task (ADR 0024) simply restarts the
-artifact. The stream ends at a terminal or interrupted state, when the client leaves, or when
-the server stops or its log is gone (``stop``); never at a cap, whatever ``FOLDLINE_SYNC_WAIT_S``
-says: a stream ended early would look to the client like a task that never finished.
+artifact; one delivered into the running run (ADR 0038) starts none, so the artifact goes on.
+The stream ends at a terminal or interrupted state, when the client leaves, or when the server
+stops or its log is gone (``stop``); never at a cap, whatever ``FOLDLINE_SYNC_WAIT_S`` says: a
+stream ended early would look to the client like a task that never finished.
 """
 
 from __future__ import annotations

@@ -73,6 +73,12 @@ class MessageIn(msgspec.Struct, kw_only=True, rename="camel"):
         chosen = (self.metadata or {}).get("agent")
         return chosen if isinstance(chosen, str) else ""
 
+    @property
+    def interrupt(self) -> bool:
+        """``{"halo/interrupt": true}``: a follow-up delivered into a running agent interrupts
+        its active turn first (ADR 0038)."""
+        return (self.metadata or {}).get("halo/interrupt") is True
+
 
 class ConfigurationIn(msgspec.Struct, kw_only=True, rename="camel"):
     return_immediately: bool = False

@@ -39,6 +39,7 @@ ALLOWED: dict[tuple[str, tuple[str, ...]], str] = {
     ("a2a.py", ("LeaseBusy",)): "a read wakes the lease takeover; a busy lease does not stop it",
     ("a2a.py", ("EngineError",)): "the wake inside an open stream must not cut it mid-frame",
     ("a2a_accept.py", ("TaskMoved",)): "the task changed under the plan: plan again (retry)",
+    ("a2a_accept.py", ("NoChannel",)): "the run stopped taking input: start a run instead",
     ("agentcore.py", ("LeaseBusy",)): "a get wakes recovery but is only a read",
     ("coordination.py", ("InvalidTransition", "ConcurrencyError")): "the first read wins",
     ("metrics.py", ("LogMissing",)): "a gauge of the log's absence, not an answer",

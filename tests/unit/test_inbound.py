@@ -11,6 +11,7 @@ from adapters.http.inbound import (
     INVOCATION_TEXTS,
     SEND_MESSAGE_TEXTS,
     InvocationIn,
+    MessageIn,
     SendMessageIn,
     refusal,
 )
@@ -85,3 +86,20 @@ def test_inbound_send_message_reads_what_the_sdk_sends() -> None:
     )
     assert send.message.context_id == "c" and send.message.parts[0].text == "x"
     assert send.configuration is not msgspec.UNSET and send.configuration.return_immediately
+
+
+@pytest.mark.parametrize(
+    ("metadata", "interrupt"),
+    [
+        (None, False),
+        ({}, False),
+        ({"halo/interrupt": "true"}, False),
+        ({"halo/interrupt": 1}, False),
+        ({"halo/interrupt": True}, True),
+    ],
+)
+def test_inbound_message_interrupts_only_on_halo_interrupt_true(
+    metadata: dict[str, object] | None, interrupt: bool
+) -> None:
+    message = msgspec.convert({**OK_MESSAGE, "metadata": metadata}, MessageIn)
+    assert message.interrupt is interrupt
