@@ -32,7 +32,7 @@ from engine.domain import commands as c
 from engine.domain import ids, usecases
 from engine.domain.engine import DomainEngine
 from engine.domain.job import TERMINAL
-from engine.errors import LogMissing
+from engine.errors import InvalidArgument, LogMissing
 from projections import queries
 
 log = logging.getLogger("foldline.dispatch")
@@ -50,6 +50,7 @@ class Accepted:
     caller_id: str | None
     position: int
     duplicate: bool = False
+    control: int = 0  # a delivery into the running job: its control (``deliver``)
 
 
 @dataclass(frozen=True)
@@ -111,10 +112,35 @@ class Dispatcher:
             thread.join(timeout=timeout_s)
 
     def repeat(self, caller_id: str) -> str | None:
-        """The job an invocation under ``caller_id`` made before, or None (the domain's rule,
-        read before anything is spawned; the write decides again)."""
+        """The job an invocation under ``caller_id`` made before, or delivered its prompt into,
+        or None (the domain's rule, read before anything is spawned; the write decides again)."""
         started = usecases.recorded(self._engine(), ids.invocation_command(caller_id))
         return None if started is None else started.job_id
+
+    def deliver(
+        self, session_id: str, prompt: str, prompt_file: str, caller_id: str | None
+    ) -> Accepted | None:
+        """Deliver the prompt (or the text of ``prompt_file``) into the job the session owes
+        as a message, if it is running and its run takes input (ADR 0038); else None, with
+        nothing recorded. A known ``caller_id`` answers the job it went into.
+
+        Raises:
+            DispatchFailed: the prompt file could not be read (nothing recorded).
+            EngineError: the file is not UTF-8 text, or the rules refused the control.
+        """
+        command_id = ids.invocation_command(caller_id) if caller_id is not None else None
+        try:
+            raw = read_prompt(self.config.workspace, prompt, prompt_file, self.private)
+            text = raw.decode()
+        except OSError as ex:
+            raise DispatchFailed(f"prompt file could not be read: {ex}") from ex
+        except UnicodeDecodeError:
+            raise InvalidArgument("a delivered promptFile must be UTF-8 text") from None
+        started = usecases.deliver_prompt(self._engine(), session_id, text, command_id)
+        if started is None or started.job_id is None:
+            return None
+        job_id, position, duplicate = started.job_id, started.position, started.duplicate
+        return Accepted(job_id, session_id, caller_id, position, duplicate, started.control)
 
     def dispatch(
         self,

@@ -1,4 +1,8 @@
-"""The AgentCore runtime contract (design.md §5.1): ``GET /ping`` and ``POST /invocations``."""
+"""The AgentCore runtime contract (design.md §5.1): ``GET /ping`` and ``POST /invocations``.
+
+``deliver: true`` sends the prompt into the session's running job when its run takes input
+(ADR 0038, ``Dispatcher.deliver``) instead of starting a new job; otherwise it changes nothing.
+"""
 
 from __future__ import annotations
 
@@ -30,8 +34,11 @@ SESSION_ID = re.compile(r"^[A-Za-z0-9_:-]{1,200}$")
 
 
 def find_job(runtime: Runtime, key: str) -> str | None:
-    """``get`` resolution: invocation (job) id first, then the caller's ``id``."""
-    return queries.find_invocation(runtime.engine.log.connection(), key)
+    """``get`` resolution: invocation (job) id first, then the caller's ``id`` (of a new job,
+    else of a prompt delivered into a running one)."""
+    conn = runtime.engine.log.connection()
+    found = queries.find_invocation(conn, key)
+    return found or queries.job_of_control_command(conn, ids.invocation_command(key))
 
 
 def job_body(runtime: Runtime, job_id: str) -> dict[str, Any]:
@@ -170,22 +177,34 @@ class Invocations:
         # A refusal (a busy workspace, admission, a conflict, ...) is answered from the one
         # table for this route, ``errors.INVOCATION_STATUS``.
         runtime.ensure_lease()
-        accepted = runtime.jobs.dispatch(prompt or "", prompt_file or "", session, agent, caller_id)
+        accepted = None
+        if body.deliver and session is not None:  # into the running job, if it takes input
+            runtime.engine.settings.agent(agent)  # an unknown agent is refused either way
+            accepted = runtime.jobs.deliver(session, prompt or "", prompt_file or "", caller_id)
+        if accepted is None:
+            accepted = runtime.jobs.dispatch(
+                prompt or "", prompt_file or "", session, agent, caller_id
+            )
         if accepted.duplicate:
             self._duplicate(resp, accepted.job_id)
             return
+        # A prompt delivered into the running job says so in every answer, with its control.
+        delivery = {"delivered": True, "control": accepted.control} if accepted.control else {}
         receipt = {
             "status": "accepted",
             "invocation": accepted.job_id,
             "session": accepted.session_id,
             "id": caller_id,
+            **delivery,
         }
         if is_async:
             resp.media = receipt
-        elif _wants_sse(req):
-            self._stream(resp, accepted.job_id, receipt, accepted.position, after=0)
+        elif _wants_sse(req):  # a delivery streams the job from its control on
+            after = accepted.control
+            self._stream(resp, accepted.job_id, receipt, accepted.position, after=after)
         else:
-            resp.media = wait_until_done(runtime, accepted.job_id, self.config.sync_wait_s)
+            done = wait_until_done(runtime, accepted.job_id, self.config.sync_wait_s)
+            resp.media = {**done, **delivery}
 
     def _duplicate(self, resp: falcon.Response, job_id: str) -> None:
         resp.media = {**job_body(self.runtime, job_id), "duplicate": True}

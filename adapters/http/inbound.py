@@ -36,6 +36,9 @@ class InvocationIn(
     agent: Short | None = None
     id: Annotated[str, Meta(min_length=1, max_length=256)] | None = None
     is_async: bool = False
+    # Deliver this prompt into the session's running job when its run takes input (ADR 0038);
+    # otherwise a new job as usual, superseding the old one.
+    deliver: bool = False
 
 
 INVOCATION_TEXTS = {
@@ -47,6 +50,7 @@ INVOCATION_TEXTS = {
     "$.agent": "agent must be a string of 1 to 200 characters",
     "$.id": "id must be a string of 1 to 256 characters",
     "$.async": "async must be true or false",
+    "$.deliver": "deliver must be true or false",
 }
 
 

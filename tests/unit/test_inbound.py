@@ -35,6 +35,7 @@ OK_MESSAGE = {"messageId": "m", "parts": [{"text": "x"}]}
             "id must be a string of 1 to 256 characters",
         ),
         (b'{"prompt": "p", "async": "yes"}', "async must be true or false"),
+        (b'{"prompt": "p", "deliver": 1}', "deliver must be true or false"),
     ],
 )
 def test_inbound_invocation_refusals_keep_their_texts(body: bytes, text: str) -> None:
@@ -47,6 +48,7 @@ def test_inbound_invocation_tells_absent_from_null() -> None:
     absent = msgspec.json.decode(b'{"prompt": "p", "extra": 1}', type=InvocationIn)
     null = msgspec.json.decode(b'{"get": "j", "prompt": null}', type=InvocationIn)
     assert absent.get is msgspec.UNSET and absent.prompt == "p" and not absent.is_async
+    assert not absent.deliver
     assert null.prompt is None and null.prompt_file is msgspec.UNSET
 
 
