@@ -397,6 +397,8 @@ def _entry_points() -> dict[str, Any]:
                     "Plain JSON waits at most FOLDLINE_SYNC_WAIT_S (600 s) and may answer a"
                     " running job; with Accept: text/event-stream the stream has no cap: accepted,"
                     " delta per output chunk, keep-alive comments, and always the final result."
+                    " deliver: true sends the prompt into the session's running job when its run"
+                    " takes input (every answer then says delivered: true and its control)."
                 ),
                 "requestBody": {
                     "required": True,

@@ -35,7 +35,7 @@ from engine.domain.channel import SendControl
 from engine.domain.engine import DomainEngine
 from engine.domain.errors import NoChannel, SessionNotFound, TaskEnded, TaskMoved, TaskNotFound
 from engine.domain.rows import DomainView, JobRow, TaskRow
-from engine.domain.rules.channel import takes_input
+from engine.domain.rules.channel import listening, takes_input
 from engine.domain.task import TERMINAL
 from engine.log import Transaction
 
@@ -133,7 +133,7 @@ def route(engine: DomainEngine, message: TaskMessage) -> Route:
         return Route(replay, None)
     view = engine.view_of(engine.log.connection())
     task = _target(view, message)
-    return Route(None, task, _listening(view, task) if task is not None else None)
+    return Route(None, task, listening(view, task) if task is not None else None)
 
 
 def deliver(engine: DomainEngine, message: TaskMessage) -> Started:
@@ -155,7 +155,7 @@ def deliver(engine: DomainEngine, message: TaskMessage) -> Started:
         task = _planned(view, message)
         if task is None:  # planned for an open task: only a bug could get here
             raise TaskMoved("the message has no task to go into", session_id=message.session_id)
-        job = _listening(view, task)
+        job = listening(view, task)
         if job is None:
             raise NoChannel(f"task {task.task_id}'s run takes no input now", task_id=task.task_id)
         engine.handle_in(
@@ -226,14 +226,6 @@ def _made_by(view: DomainView, command_id: str) -> Started | None:
     a control into (a delivery), as a repeat."""
     job = view.job_of_command(command_id) or view.job_controlled_by(command_id)
     return None if job is None else Started(job.job_id, job.task_id, duplicate=True)
-
-
-def _listening(view: DomainView, task: TaskRow) -> JobRow | None:
-    """The task's live job, if it is running and its run takes input."""
-    for job in view.live_jobs(task.session_id):
-        if job.task_id == task.task_id:
-            return job if takes_input(job) else None
-    return None
 
 
 def _replay(tx: Transaction, view: DomainView, command_id: str | None) -> Started | None:

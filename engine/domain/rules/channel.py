@@ -15,7 +15,7 @@ from engine.domain import job as job_
 from engine.domain import task as task_
 from engine.domain.errors import Conflict, NoChannel, StaleTurn, UnknownRequest
 from engine.domain.job import JobState as J
-from engine.domain.rows import JobRow
+from engine.domain.rows import DomainView, JobRow, TaskRow
 from engine.domain.rules import lookups
 from engine.domain.rules.registry import Context, rule
 from engine.domain.rules.roles import caller_name
@@ -167,10 +167,11 @@ def record_run_signal(cmd: ch.RecordRunSignal, ctx: Context) -> None:
         raise InvalidArgument(f"{cmd.signal} lacks its turn, request or text")
 
 
-def running_with_input(ctx: Context, task_id: str, session_id: str) -> JobRow | None:
-    """The task's live job, if it is running and its run takes input."""
-    for job in ctx.view.live_jobs(session_id):
-        if job.task_id == task_id:
+def listening(view: DomainView, task: TaskRow) -> JobRow | None:
+    """The task's live job, if it is running and its run takes input: a follow-up goes into
+    it (``engine.domain.usecases`` plans with this too)."""
+    for job in view.live_jobs(task.session_id):
+        if job.task_id == task.task_id:
             return job if takes_input(job) else None
     return None
 
@@ -181,7 +182,7 @@ def deliver_task_message(cmd: c.DeliverTaskMessage, ctx: Context) -> None:
     then an interrupt of the active turn if asked, then the text as the answer to the run's
     oldest pending question, or else as a message."""
     task = lookups.task_for(cmd, ctx)
-    job = running_with_input(ctx, task.task_id, task.session_id)
+    job = listening(ctx.view, task)
     if job is None:
         raise NoChannel(f"task {task.task_id}'s run takes no input now", task_id=task.task_id)
     ctx.append(
