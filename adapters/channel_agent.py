@@ -1,6 +1,6 @@
 """An example agent that speaks the live channel (ADR 0038), small enough to read in one go:
-``FOLDLINE_RUNNER="<venv>/bin/python -m adapters.channel_agent"`` with ``FOLDLINE_RUNNER_INPUT=lines``
-(or ``input = "lines"`` for an agent of ``FOLDLINE_AGENTS_FILE``).
+``FOLDLINE_RUNNER="<venv>/bin/python -m adapters.channel_agent"`` with
+``FOLDLINE_RUNNER_INPUT=lines`` (or ``input = "lines"`` for an agent of ``FOLDLINE_AGENTS_FILE``).
 
 Its first stdin line is the prompt, ``{"type": "prompt", "text": ..., "resumed": ...}``; every
 later line is a control with its ``id``. It says what it does on stdout, which becomes the
@@ -9,7 +9,9 @@ which stay out of the result. What it does depends on the prompt:
 
 - ``ask: <question>``: asks the question (request ``q1``), waits for the answer, says it, ends;
 - ``wait``: works in turn ``t1`` and takes controls until ``finalize``, a message ``done``, or
-  the end of its stdin; each message starts the next turn;
+  the end of its stdin; each message starts the next turn, and a steer or interrupt for a turn
+  that is over is ignored (foldline checks the turn when it records the control; the agent,
+  which knows best, checks again when it reads it);
 - anything else: answers at once and ends.
 """
 
@@ -58,6 +60,9 @@ def main() -> int:
     say(f"working on: {text}")
     for control in controls():
         kind, cid = control["type"], control["id"]
+        if kind in ("steer", "interrupt") and control["turn"] != turn:
+            say(f"{kind} {cid} ignored: turn {control['turn']} is over")  # a stale guard
+            continue
         if kind == "message":
             if turn:
                 signal("turn_ended", turn=turn)

@@ -32,7 +32,7 @@ from engine.domain import commands as c
 from engine.domain import ids, usecases
 from engine.domain.engine import DomainEngine
 from engine.domain.job import TERMINAL
-from engine.errors import InvalidArgument, LogMissing
+from engine.errors import LogMissing
 from projections import queries
 
 log = logging.getLogger("foldline.dispatch")
@@ -126,16 +126,14 @@ class Dispatcher:
 
         Raises:
             DispatchFailed: the prompt file could not be read (nothing recorded).
-            EngineError: the file is not UTF-8 text, or the rules refused the control.
+            EngineError: the rules refused the control (a text outside its limits).
         """
         command_id = ids.invocation_command(caller_id) if caller_id is not None else None
         try:
             raw = read_prompt(self.config.workspace, prompt, prompt_file, self.private)
-            text = raw.decode()
         except OSError as ex:
             raise DispatchFailed(f"prompt file could not be read: {ex}") from ex
-        except UnicodeDecodeError:
-            raise InvalidArgument("a delivered promptFile must be UTF-8 text") from None
+        text = raw.decode("utf-8", errors="replace")  # a run's prompt is bytes; a control, text
         started = usecases.deliver_prompt(self._engine(), session_id, text, command_id)
         if started is None or started.job_id is None:
             return None

@@ -21,7 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from adapters.processes import GatedProcess, kill_group
-from adapters.run_channel import Deliveries, Said, Signals, prompt_line, without_signals
+from adapters.run_channel import (
+    Deliveries,
+    Signals,
+    prompt_line,
+    record_said,
+    without_signals,
+)
 from adapters.run_io import RunIO
 from adapters.writers import WriterRun
 from engine.domain import commands as c
@@ -107,18 +113,18 @@ def run_to_end(
     channel = run.input == INPUT_LINES
     prompt = prompt_line(run.prompt, run.resumed) if channel else run.prompt
     feeder = _open_gate(process, prompt, keep_open=channel)
-    signals = Signals(engine, run.job_id, run.run_id) if channel else None
+    signals = Signals(run.job_id, run.run_id) if channel else None
     deliveries = None
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     stopped_because, frozen = None, False
     while not io.ended.wait(flush_s):
         _take_output(engine, run.job_id, decoder.decode(io.take_new()), signals)
+        state = _job_state(engine, run.job_id)
         if channel and deliveries is None and (feeder is None or not feeder.is_alive()):
             deliveries = Deliveries(engine, run.job_id, run.run_id, process.process.stdin)
-        if deliveries is not None:
+        if deliveries is not None and state not in ENDED:  # no control into unwanted work
             deliveries.pump()
-        state = _job_state(engine, run.job_id)
         if (state == J.PAUSED) != frozen:  # a paused job's group is stopped, not killed
             frozen = state == J.PAUSED
             kill_group(process.pid, signal.SIGSTOP if frozen else signal.SIGCONT)
@@ -133,8 +139,10 @@ def run_to_end(
     io.join(timeout=5)
     if feeder is not None:
         feeder.join(timeout=5)
-    if channel and process.process.stdin is not None:
-        with contextlib.suppress(OSError):  # a channel run's stdin was still open
+    # A channel run's stdin is still open; a feeder still blocked on it (something of the run
+    # escaped its group and holds the pipe) owns it, and would hold the close up.
+    if channel and process.process.stdin is not None and not (feeder and feeder.is_alive()):
+        with contextlib.suppress(OSError):
             process.process.stdin.close()
     for stream in (process.process.stdout, process.process.stderr):
         stream.close()
@@ -145,7 +153,7 @@ def run_to_end(
     if signals is not None:  # its signals are recorded in order before its end; no result
         said = signals.take(last_output, final=True)
         tail = said.pop() if said and isinstance(said[-1], str) else None
-        _say(engine, run.job_id, said, signals)
+        record_said(engine, run.job_id, said)
         last_output = tail if isinstance(tail, str) else ""
         result = without_signals(result)
     _record_end(
@@ -178,19 +186,12 @@ def _open_gate(
 
 
 def _take_output(engine: DomainEngine, job_id: str, text: str, signals: Signals | None) -> None:
-    """Publish a tick's output; a channel run's signals are taken out and recorded in turn."""
+    """Publish a tick's output; a channel run's signals are taken out and recorded with it,
+    in order, in one commit."""
     if signals is None:
         _publish(engine, job_id, text)
     else:
-        _say(engine, job_id, signals.take(text), signals)
-
-
-def _say(engine: DomainEngine, job_id: str, said: Said, signals: Signals) -> None:
-    for item in said:
-        if isinstance(item, str):
-            _publish(engine, job_id, item)
-        else:
-            signals.record(item)
+        record_said(engine, job_id, signals.take(text))
 
 
 def _publish(engine: DomainEngine, job_id: str, text: str) -> None:

@@ -4,7 +4,12 @@ it, and every request for input its runs asked and whether it was answered.
 A control is ``pending`` from its ``job.control`` until its ``job.control_delivered`` (or
 ``job.control_lost``); a job that ends with controls still pending loses them in the same fold,
 the reason being the state it ended in. A request is ``pending`` until a ``respond`` control
-answers it, and ``dropped`` when its job ends unanswered.
+answers it, and ``dropped`` when its run ends unanswered.
+
+A job's next run (a resumed or relaunched one, ``job.started``) is another process: the
+questions of the run before are dropped, and so are the controls still pending that were meant
+for that run's turn or question (a steer, an interrupt, a response); the others (a message, a
+finalize, an effort) go to the new run.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from engine.domain.job import (
     JobFinished,
     JobInputRequested,
     JobResumeFailed,
+    JobStarted,
     JobSuperseded,
 )
 from engine.events import RecordedEvent
@@ -58,6 +64,7 @@ class ChannelProjection(DispatchProjection):
             question    TEXT    NOT NULL,
             state       TEXT    NOT NULL,
             answer      INTEGER,           -- the id of the respond control
+            asked_position INTEGER NOT NULL,  -- of its job.input_requested: the order asked
             asked_at    TEXT    NOT NULL,
             answered_at TEXT,
             PRIMARY KEY (job_id, request)
@@ -104,10 +111,21 @@ class ChannelProjection(DispatchProjection):
         ev: Any = e.event
         # A request id asked again (a resumed run starts its numbering over) is a new question.
         cur.execute(
-            "INSERT OR REPLACE INTO requests (job_id, request, question, state, asked_at)"
-            " VALUES (?, ?, ?, ?, ?)",
-            (ids.entity_of(e.stream_id), ev.request, ev.question, PENDING, e.recorded_at),
+            "INSERT OR REPLACE INTO requests (job_id, request, question, state, asked_position,"
+            " asked_at) VALUES (?, ?, ?, ?, ?, ?)",
+            (ids.entity_of(e.stream_id), ev.request, ev.question, PENDING, e.position,
+             e.recorded_at),
+        )  # fmt: skip
+
+    @handles(JobStarted)
+    def _next_run(self, cur: Any, e: RecordedEvent) -> None:
+        job = ids.entity_of(e.stream_id)
+        cur.execute(
+            "UPDATE controls SET state = ?, reason = ?, settled_at = ?"
+            " WHERE job_id = ? AND state = ? AND action IN ('steer', 'interrupt', 'respond')",
+            (LOST, "its run ended", e.recorded_at, job, PENDING),
         )
+        self._drop_requests(cur, job)
 
     @handles(JobFinished, JobSuperseded, JobCancelled, JobResumeFailed)
     def _ended(self, cur: Any, e: RecordedEvent) -> None:
@@ -117,6 +135,10 @@ class ChannelProjection(DispatchProjection):
             " WHERE job_id = ? AND state = ?",
             (LOST, f"job {e.state}", e.recorded_at, job, PENDING),
         )
+        self._drop_requests(cur, job)
+
+    @staticmethod
+    def _drop_requests(cur: Any, job: str) -> None:
         cur.execute(
             "UPDATE requests SET state = ? WHERE job_id = ? AND state = ?",
             (DROPPED, job, PENDING),

@@ -13,6 +13,7 @@ from engine.domain.job import (
     JobCancelled,
     JobCancelRequested,
     JobContinued,
+    JobControlLost,
     JobFinished,
     JobNotifyFinished,
     JobNotifyLost,
@@ -137,6 +138,12 @@ def turn_ended(e: RecordedEvent, job: str) -> Change:
     return update(job, turn=None, updated_at=e.recorded_at)
 
 
+def input_closed(e: RecordedEvent, job: str) -> Change:
+    # A control lost on its way: the run closed its stdin, so it takes no more (until the
+    # job's next run, whose start records its input again).
+    return update(job, input=None, updated_at=e.recorded_at)
+
+
 def notify_started(e: RecordedEvent, job: str) -> Change:
     return _moved(e, job, notify_pid=e.event.pid)  # type: ignore[attr-defined]
 
@@ -217,6 +224,7 @@ FOLDS: dict[type[Event], Fold] = {
     JobCancelled: cancelled,
     JobTurnStarted: turn_started,
     JobTurnEnded: turn_ended,
+    JobControlLost: input_closed,
     JobNotifyStarted: notify_started,
     JobNotifyFinished: notify_finished,
     JobNotifyLost: notify_lost,

@@ -59,13 +59,13 @@ class SqlDomainView:
         ).fetchone()
         return None if row is None else str(row[0])
 
-    def pending_requests(self, job_id: str) -> list[str]:
+    def pending_requests(self, job_id: str) -> list[tuple[str, str]]:
         rows = self._cur.execute(
-            "SELECT request FROM requests WHERE job_id = ? AND state = 'pending'"
-            " ORDER BY asked_at, request",
+            "SELECT request, question FROM requests WHERE job_id = ? AND state = 'pending'"
+            " ORDER BY asked_position",
             (job_id,),
         ).fetchall()
-        return [str(row[0]) for row in rows]
+        return [(str(request), str(question)) for request, question in rows]
 
     def task(self, task_id: str) -> TaskRow | None:
         return select_one(self._cur, TaskRow, "WHERE task_id = ?", task_id)

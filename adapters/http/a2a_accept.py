@@ -71,7 +71,7 @@ def _attempt(runtime: Runtime, request: usecases.TaskMessage) -> str:
     route = usecases.route(engine, request)
     if route.replay is not None:
         return str(route.replay.task_id)
-    if route.task is not None and route.listening is not None:
+    if route.task is not None and route.listening is not None and request.text:
         planned = replace(
             request, planned_task=route.task.task_id, planned_version=route.task.version
         )

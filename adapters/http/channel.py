@@ -71,7 +71,7 @@ def command_of(job_id: str, action: str, body: Any, caller: auth.Caller) -> ch.S
     )
 
 
-class SendControl(Control):
+class ControlAction(Control):
     """``POST /v1/jobs/{id}/<action>``: one resource per action, each with its body."""
 
     def __init__(self, runtime: Any, action: str) -> None:
@@ -83,12 +83,7 @@ class SendControl(Control):
         record = self._job(req, job_id)
         # finalize's body is optional (its text too); every other action needs one.
         body = self.body(req, self.schema, self.action != "finalize", BODY_LIMIT)
-        command = command_of(record.job_id, self.action, body, caller)
-        expected = self.expected_version(req)
-        if expected is not None:
-            command = msgspec.structs.replace(command, expected_version=expected)
-        self.run_lease()
-        result = self.runtime.engine.handle(command)
+        result = self.run(req, command_of(record.job_id, self.action, body, caller))
         now = queries.job(self.runtime.engine.log.connection(), job_id) or record
         resp.status = falcon.HTTP_202
         media.json_response(resp, ControlSentOut(control=result.first_position, job=job_out(now)))
@@ -128,5 +123,5 @@ class Controls(Reads):
 def mount(app: falcon.App[falcon.Request, falcon.Response], runtime: Any) -> None:
     """The channel's routes: literal segments, so they win over ``/v1/jobs/{job_id}/{action}``."""
     for action in BODIES:
-        app.add_route(f"/v1/jobs/{{job_id}}/{action}", SendControl(runtime, action))
+        app.add_route(f"/v1/jobs/{{job_id}}/{action}", ControlAction(runtime, action))
     app.add_route("/v1/jobs/{job_id}/controls", Controls(runtime))

@@ -37,6 +37,7 @@ from engine import Machines
 from engine.domain import MACHINES, ids
 from engine.domain import commands as c
 from engine.domain.rows import JobRow, LeaseRow, SessionRow, TaskRow, out
+from engine.engine import CommandResult
 from engine.errors import ConcurrencyError
 from engine.events import RecordedEvent
 from projections import queries
@@ -294,18 +295,20 @@ class Control:
             raise ApiError(falcon.HTTP_400, "invalid_argument", str(ex)) from None
         except msgspec.DecodeError:
             raise ApiError(falcon.HTTP_400, "invalid_argument", "body is not JSON") from None
+        except RecursionError:  # JSON nested deeper than the decoder goes
+            raise ApiError(falcon.HTTP_400, "invalid_argument", "body nests too deep") from None
 
     def run_lease(self) -> None:
         """Hold the workspace lease before a write (``LeaseBusy``, a 503 from ``V1_ERRORS``,
         while another instance holds it)."""
         self.runtime.ensure_lease()
 
-    def run(self, req: falcon.Request, command: c.Command) -> None:
+    def run(self, req: falcon.Request, command: c.Command) -> CommandResult:
         expected = self.expected_version(req)
         if expected is not None:
             command = msgspec.structs.replace(command, expected_version=expected)
         self.run_lease()
-        self.runtime.engine.handle(command)
+        return self.runtime.engine.handle(command)
 
 
 class SessionControl(Control):

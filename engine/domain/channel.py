@@ -21,12 +21,15 @@ Action = Literal["message", "steer", "interrupt", "finalize", "respond", "effort
 NEEDS_TURN = frozenset({"steer", "interrupt"})
 STEER_LIMIT = 20_000  # characters of steer and finalize text
 RESPONSE_LIMIT = 65_536  # characters of a response, as JSON
+RESPONSE_DEPTH = 32  # how deep a response may nest: every reader parses it again
+MESSAGE_LIMIT = 1 << 20  # characters of a follow-up message
 EFFORTS = ("minimal", "low", "medium", "high")
 FINALIZE_TEXT = "Finalize now from the evidence you already have, and give your final answer."
 INPUT_LINES = "lines"  # the one channel protocol: JSON lines on stdin, FOLDLINE: lines on stdout
 Input = Literal["", "lines"]  # what a run takes while it runs: nothing, or the channel
 
-RunText = Annotated[str, msgspec.Meta(max_length=1000)]
+RUN_TEXT_LIMIT = 1000  # characters of a run's progress text
+RunText = Annotated[str, msgspec.Meta(max_length=RUN_TEXT_LIMIT)]
 Turn = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
 
 
@@ -47,12 +50,16 @@ class SendControl(Command, tag="SendControl", frozen=True, kw_only=True):
 
 
 class RecordControlDelivered(Command, tag="RecordControlDelivered", frozen=True, kw_only=True):
+    """Control ``control`` of the job is whole in the stdin of its current run ``run_id``."""
+
     job_id: Id
     control: Annotated[int, msgspec.Meta(ge=1)]
     run_id: Id
 
 
 class RecordControlLost(Command, tag="RecordControlLost", frozen=True, kw_only=True):
+    """Control ``control`` of the job cannot reach its run, which closed its input."""
+
     job_id: Id
     control: Annotated[int, msgspec.Meta(ge=1)]
     reason: Short = ""
@@ -69,3 +76,26 @@ class RecordRunSignal(Command, tag="RecordRunSignal", frozen=True, kw_only=True)
     request: Turn | None = None
     question: Annotated[str, msgspec.Meta(max_length=20_000)] = ""
     text: RunText = ""
+
+
+def nesting(text: str) -> int:
+    """How deep JSON text nests its arrays and objects, counted without parsing it (a parser
+    recurses, and would fail on a deep value in one reader and not in another)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest

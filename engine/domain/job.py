@@ -145,15 +145,18 @@ class JobControlSent(Event, tag="job.control", frozen=True, kw_only=True):
 
 
 class JobControlDelivered(Event, tag="job.control_delivered", frozen=True, kw_only=True):
-    """The control recorded at position ``control`` was written whole to run ``run_id``."""
+    """The control recorded at position ``control`` was written whole to run ``run_id``'s
+    stdin."""
 
     control: int
     run_id: str
 
 
 class JobControlLost(Event, tag="job.control_lost", frozen=True, kw_only=True):
-    """The control at ``control`` can reach no run (its run closed its input). A job that ends
-    with controls still pending loses them too, without an event of its own: its end says so."""
+    """The control at ``control`` can reach no run: its run closed its input, so the job takes
+    no more controls until its next run. A job that ends with controls still pending loses
+    them too, and a next run those meant for the run before (a steer, an interrupt, a
+    response), without an event of their own: the end, or the start, says so."""
 
     control: int
     reason: str = ""
@@ -166,6 +169,8 @@ class JobTurnStarted(Event, tag="job.turn_started", frozen=True, kw_only=True):
 
 
 class JobTurnEnded(Event, tag="job.turn_ended", frozen=True, kw_only=True):
+    """The run said its active turn ended: no turn is active."""
+
     turn: str
 
 
@@ -178,6 +183,8 @@ class JobInputRequested(Event, tag="job.input_requested", frozen=True, kw_only=T
 
 
 class JobProgress(Event, tag="job.progress", frozen=True, kw_only=True):
+    """The run said how far it is (the last of a tick's progress lines)."""
+
     text: str
 
 

@@ -209,8 +209,8 @@ class DomainView(Protocol):
         such control)."""
         ...
 
-    def pending_requests(self, job_id: str) -> list[str]:
-        """The ids of a job's requests for input that wait for an answer, oldest first."""
+    def pending_requests(self, job_id: str) -> list[tuple[str, str]]:
+        """A job's requests for input that wait for an answer, oldest first: (id, question)."""
         ...
 
     def live_jobs(self, session_id: str) -> list[JobRow]:

@@ -31,8 +31,9 @@ class TaskCreated(Event, tag="task.created", frozen=True, kw_only=True):
 
 
 class TaskMessageAdded(Event, tag="task.message_added", frozen=True, kw_only=True):
-    """A follow-up message folded into an open task (ADR 0024): its live run is superseded and
-    a new one starts with all the task's messages; the task is (or goes back to) working."""
+    """A follow-up message folded into an open task: delivered into its live run when that run
+    takes input (ADR 0038), else the run is superseded and a new one starts with all the
+    task's messages (ADR 0024); the task is (or goes back to) working."""
 
     message_id: str = ""
     text: str = ""

@@ -158,7 +158,7 @@ def deliver(engine: DomainEngine, message: TaskMessage) -> Started:
         job = listening(view, task)
         if job is None:
             raise NoChannel(f"task {task.task_id}'s run takes no input now", task_id=task.task_id)
-        engine.handle_in(
+        done = engine.handle_in(
             tx,
             c.DeliverTaskMessage(
                 task_id=task.task_id,
@@ -168,8 +168,8 @@ def deliver(engine: DomainEngine, message: TaskMessage) -> Started:
                 command_id=message.command_id,
             ),
         )
-        # The last event of the write is the control that carries the text.
-        return Started(job.job_id, task.task_id, position=tx.position, control=tx.position)
+        # The rule's last event is the control that carries the text (or the answer).
+        return Started(job.job_id, task.task_id, position=tx.position, control=done.last_position)
 
     return engine.log.write(work)
 
@@ -198,8 +198,8 @@ def deliver_prompt(
         control = SendControl(
             job_id=job.job_id, action="message", text=prompt, by="invocation", command_id=command_id
         )
-        engine.handle_in(tx, control)
-        return Started(job.job_id, job.task_id, position=tx.position, control=tx.position)
+        done = engine.handle_in(tx, control)
+        return Started(job.job_id, job.task_id, position=tx.position, control=done.last_position)
 
     return engine.log.write(work)
 

@@ -54,7 +54,7 @@ def controls(conn: Any, job_id: str, limit: int = 100) -> list[ControlRow]:
 def requests(conn: Any, job_id: str) -> list[RequestRow]:
     """A job's questions, oldest first."""
     rows = conn.execute(
-        f"SELECT {columns(RequestRow)} FROM requests WHERE job_id = ? ORDER BY asked_at, request",
+        f"SELECT {columns(RequestRow)} FROM requests WHERE job_id = ? ORDER BY asked_position",
         (job_id,),
     )
     return decode(RequestRow, rows.fetchall())

@@ -240,3 +240,65 @@ def test_channel_an_ancestors_live_run_may_send_a_control_and_no_other_run(
     assert "not an ancestor" in str(refused(engine, by_other, Forbidden))
     stale = msgspec.structs.replace(by_root, caller_token_digest="e" * 64)
     refused(engine, stale, Unauthorized)
+
+
+def test_channel_a_next_run_drops_the_questions_and_turn_bound_controls_of_the_last(
+    engine: Engine,
+) -> None:
+    session(engine)
+    running(engine)
+    said(engine, "turn_started", turn="t1")
+    said(engine, "input_required", request="q1", question="which?")
+    sent = {
+        action: send(engine, action, **fields)
+        for action, fields in {
+            "steer": {"text": "faster", "turn": "t1"},
+            "respond": {"request": "q1", "response": "{}"},
+            "message": {"text": "also tests"},
+            "effort": {"effort": "low"},
+        }.items()
+    }
+    engine.handle(c.SuspendJob(job_id="j1", reason="its server died"))
+    engine.handle(c.StartJob(job_id="j1", run_id="run-j1b", resumed=True, input="lines"))
+    now = states(engine)
+    assert [now[sent[a]] for a in ("steer", "respond", "message", "effort")] == [
+        "lost",
+        "lost",
+        "pending",
+        "pending",
+    ]
+    assert job(engine).turn is None and job(engine).pending_requests == 0
+    [asked] = queries.requests(engine.log.connection(), "j1")
+    assert asked.state == "answered"  # answered before the run ended; nothing left to drop
+
+
+def test_channel_a_response_nested_deeper_than_its_limit_is_refused(engine: Engine) -> None:
+    session(engine)
+    running(engine)
+    said(engine, "input_required", request="q1", question="which?")
+    deep = '{"a": ' * 33 + "1" + "}" * 33
+    cmd = ch.SendControl(job_id="j1", action="respond", request="q1", response=deep)
+    assert "32 levels" in str(refused(engine, cmd, InvalidArgument))
+    braces_in_text = json.dumps({"text": "[[[[{{{{" * 10})  # inside a string: no nesting
+    send(engine, "respond", request="q1", response=braces_in_text)
+
+
+def test_channel_an_a2a_answer_to_one_of_two_questions_leaves_the_task_waiting(
+    engine: Engine,
+) -> None:
+    session(engine)
+    engine.handle(c.CreateTask(task_id="t1", session_id="s1"))
+    running(engine, task_id="t1")
+    said(engine, "input_required", request="q1", question="Which colour?")
+    said(engine, "input_required", request="q2", question="Which size?")
+    engine.handle(c.DeliverTaskMessage(task_id="t1", message_id="m2", text="blue"))
+    task = queries.task(engine.log.connection(), "t1")
+    assert task is not None and (task.state, task.status_text) == ("input-required", "Which size?")
+    engine.handle(c.DeliverTaskMessage(task_id="t1", message_id="m3", text="large"))
+    task = queries.task(engine.log.connection(), "t1")
+    assert task is not None and task.state == "working"
+    answers = [json.loads(p.body) for p in queries.pending_controls(engine.log.connection(), "j1")]
+    assert [(a["request"], a["response"]) for a in answers] == [
+        ("q1", {"text": "blue"}),
+        ("q2", {"text": "large"}),
+    ]

@@ -13,10 +13,18 @@ from typing import Any
 
 import pytest
 
-from adapters.run_channel import Deliveries, Signals, prompt_line, without_signals
+from adapters.run_channel import (
+    Deliveries,
+    Signals,
+    prompt_line,
+    record_said,
+    recorded,
+    without_signals,
+)
 from engine.domain import channel as ch
 from engine.domain import commands as c
 from engine.domain.engine import DomainEngine
+from engine.domain.errors import NoChannel
 from projections import open_engine, queries
 
 PIPE = 4096  # the smallest pipe Linux makes: a few lines overflow it
@@ -97,29 +105,51 @@ def test_deliveries_to_a_run_that_closed_its_input_are_lost(engine: DomainEngine
     engine.handle(ch.SendControl(job_id="j1", action="effort", effort="low"))
     deliveries = Deliveries(engine, "j1", "run1", os.fdopen(write, "wb"))
     deliveries.pump()
-    assert deliveries.closed
-    engine.handle(ch.SendControl(job_id="j1", action="effort", effort="high"))
-    deliveries.pump()  # one sent later is lost at once
-    assert states(engine) == ["lost", "lost"]
+    assert deliveries.closed and states(engine) == ["lost"]
+    # The job's channel is closed with it: a control sent now is refused, not lost later.
+    with pytest.raises(NoChannel, match="runs without input"):
+        engine.handle(ch.SendControl(job_id="j1", action="effort", effort="high"))
 
 
 def test_signals_are_taken_out_of_the_output_in_order(engine: DomainEngine) -> None:
-    signals = Signals(engine, "j1", "run1")
+    signals = Signals("j1", "run1")
     said = signals.take('one\nFOLDLINE: {"type": "turn_started", "turn": 1}\ntwo\nthr')
     assert said[0] == "one\n" and said[2] == "two\n"
     assert isinstance(said[1], ch.RecordRunSignal) and said[1].turn == "1"
-    assert signals.take('ee\nFOLDLINE: {"type": "nope"}\n') == [
-        'three\nFOLDLINE: {"type": "nope"}\n'
-    ]
+    unknown = 'FOLDLINE: {"type": "nope"}\n'  # not a signal: output like any line
+    missing = 'FOLDLINE: {"type": "turn_started"}\n'  # a signal without its turn: output
+    assert signals.take("ee\n" + unknown + missing) == ["three\n" + unknown + missing]
     assert signals.take("FOLDLINE: not json", final=True) == ["FOLDLINE: not json"]
-    question = signals.take(
-        'FOLDLINE: {"type": "input_required", "request": "q", "question": "?"}\n'
-    )
-    assert isinstance(question[0], ch.RecordRunSignal) and question[0].question == "?"
-    signals.record(question[0])
-    signals.record(said[1])  # type: ignore[arg-type]
+    # A question holding a line break other than \n (json.dumps writes U+2028 raw) is whole.
+    ask = {"type": "input_required", "request": "q", "question": "which\u2028one?"}
+    question = signals.take(f"FOLDLINE: {json.dumps(ask, ensure_ascii=False)}\n")
+    assert isinstance(question[0], ch.RecordRunSignal) and question[0].question == "which\u2028one?"
+    record_said(engine, "j1", [*said, *question])
     row = queries.job(engine.log.connection(), "j1")
     assert row is not None and (row.turn, row.pending_requests) == ("1", 1)
+    kinds = [e.event_type for e in engine.log.read_stream("job:j1")][-4:]
+    assert kinds == ["job.output", "job.turn_started", "job.output", "job.input_requested"]
+
+
+def test_a_hostile_signal_line_is_output_and_never_raises() -> None:
+    deep = "FOLDLINE: " + "[" * 100_000 + "\n"  # json.loads would recurse out of its stack
+    long_text = json.dumps({"type": "progress", "text": "x" * 5000})
+    signals = Signals("j1", "run1")
+    assert signals.take(deep) == [deep]
+    [progress] = signals.take(f"FOLDLINE: {long_text}\n")
+    assert isinstance(progress, ch.RecordRunSignal) and len(progress.text) == ch.RUN_TEXT_LIMIT
+    assert without_signals(deep) == deep
+
+
+def test_a_tick_of_many_progress_lines_records_the_last_one() -> None:
+    lines = "".join(f'FOLDLINE: {{"type": "progress", "text": "{n}"}}\n' for n in range(50))
+    commands = recorded(Signals("j1", "run1").take(f"a\n{lines}b\n"), "j1")
+    assert [type(cmd).__name__ for cmd in commands] == [
+        "RecordJobOutput",
+        "RecordRunSignal",
+        "RecordJobOutput",
+    ]
+    assert commands[1].text == "49"  # type: ignore[attr-defined]
 
 
 def test_the_result_keeps_everything_but_valid_signals() -> None:

@@ -31,7 +31,7 @@ def takes_input(job: JobRow) -> bool:
 def _text(action: str, text: str) -> str:
     if action == "finalize" and not text:
         return ch.FINALIZE_TEXT
-    limit = ch.STEER_LIMIT if action in ("steer", "finalize") else 1 << 20
+    limit = ch.STEER_LIMIT if action in ("steer", "finalize") else ch.MESSAGE_LIMIT
     if action in ("message", "steer", "finalize") and not 1 <= len(text) <= limit:
         raise InvalidArgument(f"{action} text must be 1 to {limit} characters")
     if action not in ("message", "steer", "finalize") and text:
@@ -44,13 +44,15 @@ def _response(ctx: Context, job: JobRow, request: str, response: str) -> str:
     answered yet."""
     if len(response) > ch.RESPONSE_LIMIT:
         raise InvalidArgument(f"a response is at most {ch.RESPONSE_LIMIT} characters of JSON")
+    if ch.nesting(response) > ch.RESPONSE_DEPTH:
+        raise InvalidArgument(f"a response nests at most {ch.RESPONSE_DEPTH} levels deep")
     try:
         value = json.loads(response) if response else None
     except ValueError:
         value = None
     if not isinstance(value, dict):
         raise InvalidArgument("response must be a JSON object")
-    if request not in ctx.view.pending_requests(job.job_id):
+    if request not in dict(ctx.view.pending_requests(job.job_id)):
         raise UnknownRequest(
             f"job {job.job_id} has no pending request {request!r}",
             job_id=job.job_id,
@@ -178,25 +180,27 @@ def listening(view: DomainView, task: TaskRow) -> JobRow | None:
 
 @rule(c.DeliverTaskMessage)
 def deliver_task_message(cmd: c.DeliverTaskMessage, ctx: Context) -> None:
-    """A follow-up into the task's running agent: recorded on the task (which works again),
-    then an interrupt of the active turn if asked, then the text as the answer to the run's
-    oldest pending question, or else as a message."""
+    """A follow-up into the task's running agent: recorded on the task (which works again, or
+    waits on the run's next question when it answers one of several), then an interrupt of
+    the active turn if asked, then, last, the text as the answer to the run's oldest pending
+    question, or else as a message."""
     task = lookups.task_for(cmd, ctx)
     job = listening(ctx.view, task)
     if job is None:
         raise NoChannel(f"task {task.task_id}'s run takes no input now", task_id=task.task_id)
-    ctx.append(
-        ids.task(task.task_id), task_.TaskMessageAdded(message_id=cmd.message_id, text=cmd.text)
-    )
+    pending = ctx.view.pending_requests(job.job_id)
+    message = task_.TaskMessageAdded(message_id=cmd.message_id, text=cmd.text)
+    ctx.append(ids.task(task.task_id), message)
+    if len(pending) > 1:
+        ctx.append(ids.task(task.task_id), task_.TaskInputRequired(text=pending[1][1]))
     by, stream = f"a2a:{task.task_id}", ids.job(job.job_id)
     if cmd.interrupt and job.turn is not None:
         ask = ch.SendControl(job_id=job.job_id, action="interrupt", turn=job.turn)
         ctx.append(stream, control(ctx, job, ask, by))
-    pending = ctx.view.pending_requests(job.job_id)
     if pending:
         answer = json.dumps({"text": cmd.text}, ensure_ascii=False)
         ask = ch.SendControl(
-            job_id=job.job_id, action="respond", request=pending[0], response=answer
+            job_id=job.job_id, action="respond", request=pending[0][0], response=answer
         )
     else:
         ask = ch.SendControl(job_id=job.job_id, action="message", text=cmd.text)
