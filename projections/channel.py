@@ -90,20 +90,19 @@ class ChannelProjection(DispatchProjection):
 
     @handles(JobControlDelivered)
     def _delivered(self, cur: Any, e: RecordedEvent) -> None:
-        ev: Any = e.event
-        cur.execute(
-            "UPDATE controls SET state = ?, run_id = ?, settled_at = ?"
-            " WHERE job_id = ? AND control = ?",
-            (DELIVERED, ev.run_id, e.recorded_at, ids.entity_of(e.stream_id), ev.control),
-        )
+        self._settle(cur, e, DELIVERED, "run_id", e.event.run_id)  # type: ignore[attr-defined]
 
     @handles(JobControlLost)
     def _lost(self, cur: Any, e: RecordedEvent) -> None:
-        ev: Any = e.event
+        self._settle(cur, e, LOST, "reason", e.event.reason)  # type: ignore[attr-defined]
+
+    @staticmethod
+    def _settle(cur: Any, e: RecordedEvent, state: str, column: str, value: str) -> None:
+        """One control delivered (to a run) or lost (for a reason)."""
         cur.execute(
-            "UPDATE controls SET state = ?, reason = ?, settled_at = ?"
+            f"UPDATE controls SET state = ?, {column} = ?, settled_at = ?"
             " WHERE job_id = ? AND control = ?",
-            (LOST, ev.reason, e.recorded_at, ids.entity_of(e.stream_id), ev.control),
+            (state, value, e.recorded_at, ids.entity_of(e.stream_id), e.event.control),  # type: ignore[attr-defined]
         )
 
     @handles(JobInputRequested)

@@ -10,6 +10,7 @@ import msgspec
 from engine.domain import channel as ch
 from engine.domain.rows import JobRow, LeaseRow, SessionRow, TaskRow, wire
 from engine.events import Envelope
+from projections.queries import RequestRow
 
 Reason = Annotated[str, msgspec.Meta(max_length=1000)]
 
@@ -255,20 +256,13 @@ class ControlOut(msgspec.Struct, kw_only=True):
     settled_at: str | None
 
 
-class RequestOut(msgspec.Struct, kw_only=True):
-    """One question a run asked: ``pending``, ``answered`` (by control ``answer``) or
-    ``dropped`` (its job ended first)."""
-
-    request: str
-    question: str
-    state: str
-    answer: int | None
-    asked_at: str
-    answered_at: str | None
+# One question a run asked: ``pending``, ``answered`` (by control ``answer``) or ``dropped``
+# (its run or its job ended first); the read's own fields.
+RequestOut = wire(RequestRow, "RequestOut", __name__, keep=RequestRow.__struct_fields__)
 
 
 class ChannelOut(msgspec.Struct, kw_only=True):
     """A job's latest controls (newest first, at most 100) and its runs' questions."""
 
     controls: list[ControlOut]
-    requests: list[RequestOut]
+    requests: list[RequestOut]  # type: ignore[valid-type]

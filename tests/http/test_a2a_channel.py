@@ -123,7 +123,8 @@ def test_a2a_channel_follow_up_mid_run_is_a_message_into_the_same_run(tmp_path: 
     with serve(workspace, CHANNEL_ENV, workers=2) as server:
         task, job_id = _started(server, "wait for more")
         assert _follow_up(server, "m-2", task, "also add tests") == task["id"]
-        events = wait_for(server, job_id, "job.control_delivered")
+        # The agent's progress line is the last it says of a control: the job is quiet after.
+        events = wait_for(server, job_id, "job.progress")
         (first,) = of_type(events, "job.control")
         # The same messageId again: answered with the task, nothing recorded.
         head = len(job_events(server, job_id)), len(_task_events(server, task["id"]))
