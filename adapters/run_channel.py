@@ -22,6 +22,7 @@ import contextlib
 import json
 import logging
 import os
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
@@ -35,8 +36,13 @@ from projections import queries
 log = logging.getLogger("foldline.channel")
 
 SIGNAL = "FOLDLINE: "
-SIGNALS = {"turn_started": "turn", "turn_ended": "turn", "input_required": "request"}
-SIGNALS["progress"] = "text"  # the field each signal cannot go without
+# Each signal, and the field it cannot go without.
+SIGNALS = {
+    "turn_started": "turn",
+    "turn_ended": "turn",
+    "input_required": "request",
+    "progress": "text",
+}
 SIGNAL_LIMIT = 65_536  # characters: a longer FOLDLINE: line is output, never parsed
 BUFFER = 65_536  # bytes of control lines held here while the pipe is full
 
@@ -70,7 +76,7 @@ class Deliveries:
     def pump(self) -> None:
         """Record what an earlier tick could not, take the controls recorded since (while
         the buffer has room), write what the pipe takes, record what it took whole."""
-        self._record(self._unrecorded)
+        self._unrecorded = record(self._engine, self._job_id, self._unrecorded)
         if self.closed:
             self._lose([row.control for row in self._new()])
             return
@@ -93,11 +99,13 @@ class Deliveries:
         self._buffer = self._buffer[written:]
         done = [control for control, end in self._queued if end <= written]
         self._queued = [(control, end - written) for control, end in self._queued[len(done) :]]
-        self._record(
+        self._unrecorded += record(
+            self._engine,
+            self._job_id,
             [
                 ch.RecordControlDelivered(job_id=self._job_id, control=control, run_id=self._run_id)
                 for control in done
-            ]
+            ],
         )
 
     def _new(self) -> list[queries.ControlRow]:
@@ -108,30 +116,10 @@ class Deliveries:
 
     def _lose(self, controls: list[int]) -> None:
         reason = "the run closed its input"
-        self._record(
-            [ch.RecordControlLost(job_id=self._job_id, control=n, reason=reason) for n in controls]
-        )
-
-    def _record(self, commands: list[c.Command]) -> None:
-        """Record ``commands`` in one commit, else one by one; one the log refused for a
-        passing fault is kept for the next tick, one the rules refused (the job moved on, its
-        end lost the control) is logged."""
-        self._unrecorded = []
-        if not commands:
-            return
-        try:
-            self._engine.handle_all(commands)
-            return
-        except EngineError as ex:
-            log.debug("channel of %s: %s", self._job_id, ex)
-        for command in commands:
-            try:
-                self._engine.handle(command)
-            except EngineError as ex:
-                if _passing(ex):
-                    self._unrecorded.append(command)
-                else:
-                    log.info("channel of %s: %r not recorded: %s", self._job_id, command, ex)
+        lost = [
+            ch.RecordControlLost(job_id=self._job_id, control=n, reason=reason) for n in controls
+        ]
+        self._unrecorded += record(self._engine, self._job_id, lost)
 
     def close(self) -> None:
         self.closed = True
@@ -233,21 +221,30 @@ def recorded(said: Said, job_id: str) -> list[c.Command]:
 
 
 def record_said(engine: DomainEngine, job_id: str, said: Said) -> None:
-    """Record what a run said in one commit; if the log refuses it, item by item, dropping
-    what it refuses (the job moved on, a turn that is not the active one)."""
-    commands = recorded(said, job_id)
+    """Record what a run said (``record``); what the log refuses is dropped: the job moved
+    on, or a turn is not the active one."""
+    record(engine, job_id, recorded(said, job_id))
+
+
+def record(engine: DomainEngine, job_id: str, commands: Sequence[c.Command]) -> list[c.Command]:
+    """Record ``commands`` in one commit, else one by one, logging each refusal. Returns those
+    the log refused for a fault that may pass (a full disk), for the caller to try again."""
     if not commands:
-        return
+        return []
     try:
         engine.handle_all(commands)
-        return
+        return []
     except EngineError as ex:
-        log.debug("what %s said, in one: %s", job_id, ex)
+        log.debug("channel of %s, in one commit: %s", job_id, ex)
+    again: list[c.Command] = []
     for command in commands:
         try:
             engine.handle(command)
         except EngineError as ex:
-            log.info("%s of %s not recorded: %s", type(command).__name__, job_id, ex)
+            log.info("channel of %s: %s not recorded: %s", job_id, type(command).__name__, ex)
+            if _passing(ex):
+                again.append(command)
+    return again
 
 
 def without_signals(result: str) -> str:
