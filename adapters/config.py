@@ -6,6 +6,7 @@ Flags win over the environment. An invalid value is a boot error with a one-line
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import pwd
 from collections.abc import Mapping
@@ -68,6 +69,8 @@ class ServerConfig:
     # FOLDLINE_SHARED_VOLUME=1 (ADR 0035): the log is opened only once this server holds the
     # lease; a non-holder answers lease-busy to everything but /ping and the agent card.
     shared_volume: bool = False
+    # FOLDLINE_PUSH_ALLOW: loopback or link-local hosts the server may call anyway (ADR 0039).
+    push_allow: tuple[str, ...] = ()
 
     @property
     def operator_token_file(self) -> Path:
@@ -207,6 +210,20 @@ def check_places(config: ServerConfig) -> None:
         )
 
 
+def _push_allow(text: str) -> tuple[str, ...]:
+    """``FOLDLINE_PUSH_ALLOW``: comma-separated host names, addresses or networks."""
+    items = tuple(item.strip() for item in text.split(",") if item.strip())
+    for item in items:
+        if "/" in item or item[:1].isdigit() or ":" in item:
+            try:
+                ipaddress.ip_network(item, strict=False)
+            except ValueError:
+                raise ConfigError(
+                    f"FOLDLINE_PUSH_ALLOW: {item!r} is neither an address nor a network"
+                ) from None
+    return items
+
+
 def load_config(
     env: Mapping[str, str] | None = None,
     *,
@@ -243,6 +260,7 @@ def load_config(
         "run_user": parse_run_user(env.get("FOLDLINE_RUN_USER")),
         "run_isolation": env.get("FOLDLINE_RUN_ISOLATION") or "auto",
         "shared_volume": _flag("FOLDLINE_SHARED_VOLUME", env.get("FOLDLINE_SHARED_VOLUME", "")),
+        "push_allow": _push_allow(env.get("FOLDLINE_PUSH_ALLOW", "")),
     }
     numbers = {
         "lease_renew_s": "FOLDLINE_LEASE_RENEW_S",

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import hashlib
-import json
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -24,11 +22,10 @@ from typing import Any
 import falcon
 import msgspec
 
-from adapters.http import a2a_accept, a2a_stream, a2a_v03, inbound, media
+from adapters.http import a2a_accept, a2a_parts, a2a_stream, a2a_v03, inbound, media
 from adapters.http.a2a_wire import STATE, STATE_BY_NAME, task_json
 from adapters.http.errors import (
     CANCEL,
-    CONTENT_TYPE_UNSUPPORTED,
     INVALID_PARAMS,
     INVALID_REQUEST,
     NO_METHOD,
@@ -56,97 +53,6 @@ from projections import queries
 
 MAX_BODY = 16 << 20
 INTERRUPTED = frozenset({T.INPUT_REQUIRED, T.AUTH_REQUIRED})
-
-
-def agent_card(base_url: str) -> dict[str, Any]:
-    """A dual card: a 1.0 and a 0.3 interface on the same URL (the 1.0 client picks 1.0), and
-    the legacy top-level fields a 0.3 client reads (design.md §13.4)."""
-    description = "foldline: runs each message through the configured agent command"
-    return {
-        "name": "foldline",
-        "description": description,
-        "supportedInterfaces": [
-            {"url": base_url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
-            {"url": base_url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
-        ],
-        "version": "0.1.0",
-        "capabilities": {"streaming": True},
-        "defaultInputModes": ["text/plain"],
-        "defaultOutputModes": ["text/plain"],
-        "skills": [{"id": "run", "name": "run", "description": description, "tags": ["agent"]}],
-        "preferredTransport": "JSONRPC",
-        "protocolVersion": "0.3",
-        "url": base_url,
-    }
-
-
-CARD_CACHE_CONTROL = "private, max-age=300"
-
-
-def interface_url(public_url: str | None, prefix: str) -> str:
-    """The URL the card advertises: ``FOLDLINE_PUBLIC_URL`` (else this request's origin) with
-    the one trailing ``/`` the source system appends."""
-    return (public_url or prefix).rstrip("/") + "/"
-
-
-def card_etag(card: dict[str, Any]) -> str:
-    """A weak ETag, the sha256 of the card's canonical JSON: it changes whenever the card
-    does (a new public URL, a new version), and only then."""
-    return f'W/"{hashlib.sha256(media.encode_canonical(card)).hexdigest()}"'
-
-
-def _matches(if_none_match: str | None, etag: str) -> bool:
-    """RFC 9110 weak comparison of ``If-None-Match`` (a list, or ``*``) with ``etag``."""
-    if not if_none_match:
-        return False
-    opaque = etag.removeprefix("W/")
-    candidates = (tag.strip() for tag in if_none_match.split(","))
-    return any(tag == "*" or tag.removeprefix("W/") == opaque for tag in candidates)
-
-
-class AgentCard:
-    """Served without the lease: a plain description of this endpoint, cacheable for five
-    minutes as the source system serves it, and answered 304 when the caller's copy is
-    current."""
-
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
-
-    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        card = agent_card(interface_url(self.runtime.config.public_url, req.prefix))
-        etag = card_etag(card)
-        resp.set_header("ETag", etag)
-        resp.cache_control = [CARD_CACHE_CONTROL]
-        if _matches(req.get_header("If-None-Match"), etag):
-            resp.status = falcon.HTTP_304
-            return
-        resp.media = card
-
-
-def _prompt(parts: list[inbound.PartIn]) -> str:
-    texts = []
-    for part in parts:
-        if isinstance(part.text, str):
-            texts.append(part.text)
-        elif part.data is not msgspec.UNSET:
-            # The prompt text, not an HTTP body: kept as the stdlib writes it, as before.
-            texts.append(json.dumps(part.data))
-        elif isinstance(part.raw, str):
-            try:
-                raw = base64.b64decode(part.raw, validate=True)
-            except ValueError:
-                raise RpcError(INVALID_PARAMS, "raw parts must be base64") from None
-            try:
-                texts.append(raw.decode())
-            except UnicodeDecodeError:
-                raise RpcError(
-                    CONTENT_TYPE_UNSUPPORTED, "only UTF-8 text is supported in raw parts"
-                ) from None
-        else:  # a url part, or a kind this server does not know: the source's -32005
-            raise RpcError(
-                CONTENT_TYPE_UNSUPPORTED, "only text, data and raw text parts are supported"
-            )
-    return "\n".join(texts)
 
 
 def _optional_id(params: dict[str, Any], name: str, where: str) -> str | None:
@@ -284,7 +190,7 @@ class JsonRpc:
 
     def _accept(self, send: SendMessageIn) -> str:
         """Record the message's work and start it (``a2a_accept``). Returns the task id."""
-        text = _prompt(send.message.parts)
+        text = a2a_parts.prompt_text(send.message.parts)
         self._write()
         return a2a_accept.accept(self.runtime, send.message, text)
 
