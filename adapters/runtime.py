@@ -7,7 +7,8 @@ it, and the others of the same instance find it theirs.
 
 - ``tenure`` (adapters.tenure): the lease, and the epoch writes carry;
 - ``jobs`` (adapters.dispatch): starting runs, and this process's in-flight work;
-- recovery (adapters.recovery) runs when the tenure is taken, through a narrow port.
+- recovery (adapters.recovery) runs when the tenure is taken, through a narrow port;
+- ``pushes`` (adapters.push): the outbox's deliveries, sent while the lease is held here.
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ from adapters.config import ServerConfig
 from adapters.dispatch import Dispatcher
 from adapters.integration import Integrator
 from adapters.operator_token import OperatorToken
+from adapters.push import Deliverer, Payload
 from adapters.tenure import Tenure
+from adapters.url_policy import UrlPolicy
 from engine import open_notifier
 from engine.audit.anchor import ServerAnchor
 from engine.clock import Clock
@@ -77,6 +80,9 @@ class Runtime:
         self._lost: ServerAnchor | None = None  # to record as lease.new_log once we hold it
         self._anchored_epoch: int | None = None
         self._anchor_lock = threading.RLock()
+        # Set by the HTTP app: the body each push delivery sends (adapters.http.a2a_push).
+        self.push_payload: Payload | None = None
+        self._pushes: Deliverer | None = None
         self.refused: str | None = None  # why the last open was refused (log_missing)
         self.open_streams = 0
         self._streams_lock = threading.Lock()
@@ -255,8 +261,10 @@ class Runtime:
 
     def ensure_lease(self) -> None:
         """Hold the workspace lease before writing (see ``Tenure.ensure``). A tenure new to
-        this process anchors the log first, and records a lost anchor (``--new-log``)."""
+        this process anchors the log first, and records a lost anchor (``--new-log``); the
+        outbox's deliveries start with it."""
         self.tenure.ensure()
+        self._deliver_pushes()
         if self._anchored_epoch == self.tenure.epoch or self.anchor_path is None:
             return
         with self._anchor_lock:  # once per tenure and process, not once per waiting request
@@ -269,6 +277,20 @@ class Runtime:
                 self.engine.handle(command)
                 self._lost = None
             self._write_anchor()
+
+    def _deliver_pushes(self) -> None:
+        if self.push_payload is None:
+            return
+        if self._pushes is None:
+            self._pushes = Deliverer(
+                lambda: self.engine,
+                self.holder,
+                UrlPolicy(self.config.push_allow),
+                self.push_payload,
+                stopping=self.shutdown,
+                busy=self.busy,
+            )
+        self._pushes.start()  # once per process
 
     def release_lease(self) -> None:
         """Graceful stop: give the lease back if this instance holds it. The lease file is
@@ -288,8 +310,9 @@ class Runtime:
 
     def ping(self) -> dict[str, Any]:
         """AgentCore health: HealthyBusy while any run or notify hook of this server is in
-        flight, whichever worker answers, and when that last changed. Answered from the
-        shared busy board: ``/ping`` never opens (or creates) the log."""
+        flight, or a push notification is owed, whichever worker answers, and when that last
+        changed. Answered from the shared busy board: ``/ping`` never opens (or creates) the
+        log."""
         busy, changed_at = self.busy.state()
         return {
             "status": "HealthyBusy" if busy else "Healthy",

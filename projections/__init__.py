@@ -20,6 +20,7 @@ from engine.projection import Projection
 from projections.channel import ChannelProjection
 from projections.jobs import JobsProjection
 from projections.leases import LeasesProjection
+from projections.push import PushProjection
 from projections.runs import RunsProjection
 from projections.sessions import SessionsProjection
 from projections.tasks import TasksProjection
@@ -35,6 +36,7 @@ def default_projections() -> list[Projection]:
         TasksProjection(),
         RunsProjection(),
         ChannelProjection(),
+        PushProjection(),
     ]
 
 

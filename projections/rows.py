@@ -20,7 +20,7 @@ from typing import Any, TypeVar, cast
 import msgspec
 import msgspec.inspect
 
-from engine.domain.rows import JobRow, LeaseRow, SessionRow, TaskRow
+from engine.domain.rows import DeliveryRow, JobRow, LeaseRow, PushConfigRow, SessionRow, TaskRow
 
 R = TypeVar("R", bound=msgspec.Struct)
 
@@ -244,4 +244,6 @@ TABLES: dict[type[msgspec.Struct], str] = {
     SessionRow: "sessions",
     JobRow: "jobs",
     TaskRow: "tasks",
+    PushConfigRow: "push_configs",
+    DeliveryRow: "push_outbox",
 }

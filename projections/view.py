@@ -10,7 +10,14 @@ import json
 from typing import Any
 
 from engine.domain import job, session, task
-from engine.domain.rows import JobRow, LeaseRow, SessionRow, TaskRow
+from engine.domain.rows import (
+    DeliveryRow,
+    JobRow,
+    LeaseRow,
+    PushConfigRow,
+    SessionRow,
+    TaskRow,
+)
 from projections.rows import columns, decode, select_one
 
 
@@ -69,6 +76,20 @@ class SqlDomainView:
 
     def task(self, task_id: str) -> TaskRow | None:
         return select_one(self._cur, TaskRow, "WHERE task_id = ?", task_id)
+
+    def push_config(self, task_id: str, config_id: str) -> PushConfigRow | None:
+        where = "WHERE task_id = ? AND config_id = ?"
+        return select_one(self._cur, PushConfigRow, where, task_id, config_id)
+
+    def delivery(self, delivery_id: str) -> DeliveryRow | None:
+        return select_one(self._cur, DeliveryRow, "WHERE delivery_id = ?", delivery_id)
+
+    def deliveries_claimed(self, holder: str, now: str) -> int:
+        sql = (
+            "SELECT COUNT(*) FROM push_outbox"
+            " WHERE progress = 'sending' AND holder = ? AND claim_until > ?"
+        )
+        return int(self._one(sql, holder, now)[0])
 
     def live_jobs(self, session_id: str) -> list[JobRow]:
         rows = self._cur.execute(

@@ -22,7 +22,7 @@ from typing import Any
 import falcon
 import msgspec
 
-from adapters.http import a2a_accept, a2a_parts, a2a_stream, a2a_v03, inbound, media
+from adapters.http import a2a_accept, a2a_parts, a2a_push, a2a_stream, a2a_v03, inbound, media
 from adapters.http.a2a_wire import STATE, STATE_BY_NAME, task_json
 from adapters.http.errors import (
     CANCEL,
@@ -31,7 +31,6 @@ from adapters.http.errors import (
     NO_METHOD,
     NOT_CANCELABLE,
     PARSE,
-    PUSH_UNSUPPORTED,
     TASK_NOT_FOUND,
     UNSUPPORTED,
     VERSION_UNSUPPORTED,
@@ -42,6 +41,7 @@ from adapters.http.errors import (
 from adapters.http.follow import follow
 from adapters.http.inbound import SEND_MESSAGE_TEXTS, SendMessageIn, refusal
 from adapters.runtime import Runtime
+from adapters.url_policy import UrlPolicy
 from engine.domain import commands as c
 from engine.domain import ids
 from engine.domain.errors import LeaseBusy
@@ -85,12 +85,7 @@ class JsonRpc:
             "ListTasks": self.list_tasks,
             "SubscribeToTask": self.subscribe,
         }
-        self.unsupported = {
-            "CreateTaskPushNotificationConfig",
-            "GetTaskPushNotificationConfig",
-            "ListTaskPushNotificationConfigs",
-            "DeleteTaskPushNotificationConfig",
-        }
+        self.push = a2a_push.PushMethods(runtime, self._write)
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         request_id: Any = None
@@ -116,16 +111,19 @@ class JsonRpc:
             version = req.get_header("A2A-Version")
             if version and not a2a_v03.is_supported_version(version):
                 raise RpcError(VERSION_UNSUPPORTED, f"A2A version {version!r} is not supported")
-            if method in self.unsupported or method in a2a_v03.PUSH_METHODS:
-                raise RpcError(PUSH_UNSUPPORTED, "push notifications are not supported")
             # The two sets of names do not collide: the method says which shapes to speak.
             legacy = a2a_v03.METHODS.get(method)
             handler = self.methods.get(legacy or method)
-            if handler is None:
+            pushes = method in a2a_push.METHODS or method in a2a_v03.PUSH_METHODS
+            if handler is None and not pushes:
                 raise RpcError(NO_METHOD, "Method not found")
             params = body.get("params", {})
             if not isinstance(params, dict):
                 raise RpcError(INVALID_PARAMS, "params must be an object")
+            if pushes:
+                self._result(resp, request_id, self.push.answer(method, params))
+                return
+            assert handler is not None
             if legacy is not None:
                 params = a2a_v03.params_in(legacy, params)
             handler(params, request_id, resp)
@@ -191,8 +189,13 @@ class JsonRpc:
     def _accept(self, send: SendMessageIn) -> str:
         """Record the message's work and start it (``a2a_accept``). Returns the task id."""
         text = a2a_parts.prompt_text(send.message.parts)
+        config = send.configuration or inbound.ConfigurationIn()
+        push = None
+        if config.task_push_notification_config is not None:
+            policy = UrlPolicy(self.runtime.config.push_allow)
+            push = a2a_push.push_config(policy, config.task_push_notification_config)
         self._write()
-        return a2a_accept.accept(self.runtime, send.message, text)
+        return a2a_accept.accept(self.runtime, send.message, text, push)
 
     def send_message(self, params: dict[str, Any], request_id: Any, resp: falcon.Response) -> None:
         send = self._send_params(params)

@@ -25,6 +25,7 @@ from adapters.http.inbound import MessageIn
 from adapters.runtime import Runtime
 from engine.domain import usecases
 from engine.domain.errors import NoChannel, SessionNotFound, TaskEnded, TaskMoved, TaskNotFound
+from engine.domain.push import PushConfig
 from engine.errors import EngineError, InvalidArgument
 from projections import queries
 
@@ -41,7 +42,7 @@ def _context_of(runtime: Runtime, task_id: str | None) -> str | None:
     return record.session_id if record is not None else None
 
 
-def accept(runtime: Runtime, message: MessageIn, text: str) -> str:
+def accept(runtime: Runtime, message: MessageIn, text: str, push: PushConfig | None = None) -> str:
     """Record the message's work and start its run; a known messageId answers its task again.
     Returns the task id."""
     request = usecases.TaskMessage(
@@ -54,6 +55,7 @@ def accept(runtime: Runtime, message: MessageIn, text: str) -> str:
         new_task_id=new_id("task"),
         session_run_id=new_id("run"),
         interrupt=message.interrupt,
+        push=push,
     )
     try:
         for _ in range(RETRIES - 1):

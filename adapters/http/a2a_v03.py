@@ -59,6 +59,17 @@ def _part_in(part: Any) -> Any:
     return {"kind": kind}  # no content the server reads: -32005, as in 1.0
 
 
+def push_config_in(config: dict[str, Any]) -> dict[str, Any]:
+    """A 0.3 ``PushNotificationConfig`` as the 1.0 one (the first scheme), made in 0.3."""
+    converted = {**config, "dialect": "0.3"}
+    auth = config.get("authentication")
+    if isinstance(auth, dict):
+        schemes = auth.get("schemes")
+        scheme = schemes[0] if isinstance(schemes, list) and schemes else ""
+        converted["authentication"] = {"scheme": scheme, "credentials": auth.get("credentials")}
+    return converted
+
+
 def params_in(method: str, params: dict[str, Any]) -> dict[str, Any]:
     """0.3 ``params`` in their 1.0 form (only SendMessage's differ)."""
     if method not in ("SendMessage", "SendStreamingMessage"):
@@ -83,6 +94,11 @@ def params_in(method: str, params: dict[str, Any]) -> dict[str, Any]:
                 else {}
             ),
         }
+        push = configuration.get("pushNotificationConfig")
+        if push is not None:
+            converted["configuration"]["taskPushNotificationConfig"] = (
+                push_config_in(push) if isinstance(push, dict) else push
+            )
     return converted
 
 

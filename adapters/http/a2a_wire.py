@@ -33,15 +33,23 @@ def artifact(task_id: str, text: str) -> dict[str, Any]:
     return {"artifactId": artifact_id(task_id), "name": "result", "parts": [{"text": text}]}
 
 
+def status_json(
+    task_id: str, context: str, state: T, reply: str | None, timestamp: str
+) -> dict[str, Any]:
+    """A ``TaskStatus``: the state, when, and the agent's message if it said one."""
+    status: dict[str, Any] = {"state": STATE[state], "timestamp": timestamp}
+    if reply:
+        status["message"] = message(f"{task_id}-status", "ROLE_AGENT", reply, task_id, context)
+    return status
+
+
 def task_json(record: TaskRow, history_length: int | None = None) -> dict[str, Any]:
     task_id, context, state = record.task_id, record.session_id, record.state
     status_text, result, updated = record.status_text, record.result, record.updated_at
-    status: dict[str, Any] = {"state": STATE[state], "timestamp": updated}
     # A completed task's status message is its result, or what it warned of (mmo's
     # "completed with warnings"); the result is always the artifact.
     reply = (status_text or result) if state == T.COMPLETED else status_text
-    if reply:
-        status["message"] = message(f"{task_id}-status", "ROLE_AGENT", reply, task_id, context)
+    status = status_json(task_id, context, T(state), reply, updated)
     task: dict[str, Any] = {"id": task_id, "contextId": context, "status": status}
     if state == T.COMPLETED:
         task["artifacts"] = [artifact(task_id, result or "")]

@@ -15,6 +15,7 @@ import falcon
 from adapters.http import (
     a2a,
     a2a_card,
+    a2a_push,
     agentcore,
     auth,
     channel,
@@ -75,6 +76,7 @@ def create_app(runtime: Runtime) -> falcon.App[falcon.Request, falcon.Response]:
         middleware.append(SharedVolumeGate(runtime))
     middleware.append(auth.Authentication(runtime))
     app = falcon.App(middleware=middleware)
+    runtime.push_payload = a2a_push.payload  # what the outbox's deliveries send (ADR 0039)
     media.install(app)  # resp.media and req.get_media() go through the one msgspec codec
     app.add_route("/ping", agentcore.Ping(runtime))
     app.add_route("/invocations", agentcore.Invocations(runtime))

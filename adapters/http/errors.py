@@ -152,7 +152,7 @@ INVOCATION_STATUS: dict[type[Exception], tuple[str, Body]] = {
 # -- A2A JSON-RPC ---------------------------------------------------------------------------------
 
 PARSE, INVALID_REQUEST, NO_METHOD, INVALID_PARAMS, INTERNAL = -32700, -32600, -32601, -32602, -32603
-TASK_NOT_FOUND, NOT_CANCELABLE, PUSH_UNSUPPORTED, UNSUPPORTED = -32001, -32002, -32003, -32004
+TASK_NOT_FOUND, NOT_CANCELABLE, UNSUPPORTED = -32001, -32002, -32004
 CONTENT_TYPE_UNSUPPORTED, VERSION_UNSUPPORTED = -32005, -32009
 
 
@@ -178,6 +178,7 @@ MESSAGE = "message"  # where an A2A message goes: its context, its task (a2a_acc
 AGENT = "agent"  # the agent the message names
 LAUNCH = "launch"  # starting the message's run
 CANCEL = "cancel"  # CancelTask's command
+PUSH = "push"  # a push config's command (a2a_push)
 
 RpcAnswer = Callable[[Any], RpcError]
 
@@ -204,6 +205,8 @@ RPC_ERRORS: dict[tuple[type[Exception], str | None], RpcAnswer] = {
     (DispatchFailed, LAUNCH): lambda ex: RpcError(INTERNAL, f"Dispatch failed on the remote: {ex}"),
     (e.EngineError, LAUNCH): lambda ex: RpcError(UNSUPPORTED, ex.message),
     (e.EngineError, CANCEL): lambda ex: RpcError(NOT_CANCELABLE, ex.message),
+    (d.NotFound, PUSH): lambda ex: RpcError(TASK_NOT_FOUND, ex.message),
+    (d.TaskEnded, PUSH): lambda ex: RpcError(UNSUPPORTED, ex.message),
 }
 
 

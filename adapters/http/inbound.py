@@ -84,9 +84,26 @@ class MessageIn(msgspec.Struct, kw_only=True, rename="camel"):
         return (self.metadata or {}).get("halo/interrupt") is True
 
 
+class AuthenticationIn(msgspec.Struct, kw_only=True):
+    scheme: Annotated[str, Meta(max_length=100, pattern=r"^[A-Za-z0-9._~+/-]*$")] = ""
+    credentials: Annotated[str, Meta(max_length=4096)] = ""
+
+
+class PushConfigIn(msgspec.Struct, kw_only=True):
+    """A2A 1.0 ``TaskPushNotificationConfig`` (ADR 0039); ``dialect`` is set by the 0.3 edge,
+    whose callers are sent 0.3 payloads."""
+
+    id: Annotated[str, Meta(pattern=r"^[A-Za-z0-9_:.@-]{1,200}$")] | None = None
+    url: Annotated[str, Meta(min_length=1, max_length=2048)]
+    token: Annotated[str, Meta(max_length=4096)] = ""
+    authentication: AuthenticationIn | None = None
+    dialect: Literal["1.0", "0.3"] = "1.0"
+
+
 class ConfigurationIn(msgspec.Struct, kw_only=True, rename="camel"):
     return_immediately: bool = False
     history_length: Annotated[int, Meta(ge=0)] | None = None
+    task_push_notification_config: PushConfigIn | None = None
 
 
 class SendMessageIn(msgspec.Struct, kw_only=True):
@@ -108,6 +125,10 @@ SEND_MESSAGE_TEXTS = {
     "$.configuration": "configuration must be an object",
     "$.configuration.historyLength": "historyLength must be an integer >= 0",
     "$.configuration.returnImmediately": "configuration.returnImmediately must be true or false",
+    "$.configuration.taskPushNotificationConfig": "taskPushNotificationConfig must be an object"
+    " with a url of 1 to 2048 characters",
+    "$.configuration.taskPushNotificationConfig.id": "taskPushNotificationConfig.id must be 1 to"
+    " 200 letters, digits or _:.@-",
 }
 
 _AT = re.compile(r" - at `(?P<path>[^`]*)`$")

@@ -418,11 +418,12 @@ def _entry_points() -> dict[str, Any]:
             "post": {
                 "operationId": "a2a",
                 "summary": "A2A JSON-RPC: SendMessage, SendStreamingMessage, GetTask, CancelTask,"
-                " ListTasks, SubscribeToTask, and the 0.3 names message/send, message/stream,"
-                " tasks/get, tasks/cancel, tasks/resubscribe",
+                " ListTasks, SubscribeToTask, the push config methods, and the 0.3 names"
+                " (message/send, message/stream, tasks/get, tasks/cancel, tasks/resubscribe,"
+                " tasks/pushNotificationConfig/*)",
                 "description": (
                     "Always HTTP 200 with a JSON-RPC result or error (-32001 task not found,"
-                    " -32002 not cancelable, -32003 push unsupported, -32004 unsupported,"
+                    " -32002 not cancelable, -32004 unsupported,"
                     " -32005 content type not supported, -32009 version). Streams are SSE:"
                     " the Task, status updates and artifact chunks (append, lastChunk)."
                 ),

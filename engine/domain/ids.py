@@ -25,6 +25,11 @@ def task(task_id: str) -> str:
     return f"task:{task_id}"
 
 
+def push(delivery_id: str) -> str:
+    """One owed push notification's delivery trail (``engine.domain.push``)."""
+    return f"push:{delivery_id}"
+
+
 def result(job_id: str) -> str:
     """A job's result disposition (``engine.domain.result``)."""
     return f"result:{job_id}"

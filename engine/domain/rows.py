@@ -153,6 +153,49 @@ class TaskRow(msgspec.Struct, frozen=True, kw_only=True):
         return [(self.message_id, self.text), *self.followups]
 
 
+class PushConfigRow(msgspec.Struct, frozen=True, kw_only=True):
+    """A task's push config (ADR 0039); ``position`` is the log position of the event that set
+    it, ``last_state`` the task state it was last told of (or was made in)."""
+
+    task_id: str
+    config_id: str
+    url: str
+    token: str
+    scheme: str
+    credentials: str
+    dialect: str
+    position: int
+    last_state: str
+
+
+class DeliveryRow(msgspec.Struct, frozen=True, kw_only=True):
+    """One owed push notification (the outbox, ADR 0039): the transition it tells of (``cause``
+    position, the task's ``task_state`` and ``status_text`` then, ``at`` its time), where it
+    goes (copied from its config when it was owed), and how far its delivery got: ``progress``
+    ``queued`` (never tried), ``sending``, ``waiting``, ``delivered`` or ``dead``."""
+
+    delivery_id: str
+    task_id: str
+    config_id: str
+    cause: int
+    task_state: str
+    status_text: str | None
+    at: str
+    url: str
+    token: str
+    scheme: str
+    credentials: str
+    dialect: str
+    progress: str
+    attempts: int
+    due_at: str  # queued or waiting: when the next attempt is due
+    holder: str | None  # sending: the server instance that claimed it
+    claim_until: str | None
+    last_status: int | None
+    last_error: str | None
+    settled_at: str | None
+
+
 def wire(
     row: type[msgspec.Struct],
     name: str,
@@ -215,6 +258,14 @@ class DomainView(Protocol):
 
     def live_jobs(self, session_id: str) -> list[JobRow]:
         """Non-terminal jobs of a session, oldest first."""
+        ...
+
+    def push_config(self, task_id: str, config_id: str) -> PushConfigRow | None: ...
+
+    def delivery(self, delivery_id: str) -> DeliveryRow | None: ...
+
+    def deliveries_claimed(self, holder: str, now: str) -> int:
+        """How many deliveries ``holder`` has claimed and not settled, claims not run out."""
         ...
 
     def open_tasks(self, session_id: str) -> list[TaskRow]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from engine.domain.push import TaskPushConfigDeleted, TaskPushConfigSet
 from engine.events import Event
 from engine.machines import NEW, MachineSpec, Transition
 
@@ -84,5 +85,7 @@ TASK = MachineSpec(
         Transition(TaskFailed, OPEN, T.FAILED),
         Transition(TaskCanceled, OPEN, T.CANCELED),
         Transition(TaskRejected, [T.SUBMITTED, T.WORKING], T.REJECTED),
+        Transition(TaskPushConfigSet, OPEN),  # ADR 0039
+        Transition(TaskPushConfigDeleted, list(T)),
     ],
 )

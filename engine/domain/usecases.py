@@ -34,6 +34,7 @@ from engine.domain import ids
 from engine.domain.channel import SendControl
 from engine.domain.engine import DomainEngine
 from engine.domain.errors import NoChannel, SessionNotFound, TaskEnded, TaskMoved, TaskNotFound
+from engine.domain.push import PushConfig, SetPushConfig
 from engine.domain.rows import DomainView, JobRow, TaskRow
 from engine.domain.rules.channel import listening, takes_input
 from engine.domain.task import TERMINAL
@@ -69,6 +70,7 @@ class TaskMessage:
     planned_version: int = 0
     job_id: str = ""  # filled in by the caller once the run is spawned
     interrupt: bool = False  # ``halo/interrupt``: a delivered follow-up interrupts the turn
+    push: PushConfig | None = None  # a webhook for the task, set in the same write (ADR 0039)
 
     @property
     def command_id(self) -> str:
@@ -158,6 +160,7 @@ def deliver(engine: DomainEngine, message: TaskMessage) -> Started:
         job = listening(view, task)
         if job is None:
             raise NoChannel(f"task {task.task_id}'s run takes no input now", task_id=task.task_id)
+        _set_push(engine, tx, task.task_id, message)
         done = engine.handle_in(
             tx,
             c.DeliverTaskMessage(
@@ -358,6 +361,7 @@ def _fold(engine: DomainEngine, tx: Transaction, message: TaskMessage) -> Starte
                 superseded_by=message.job_id,
             ),
         )
+    _set_push(engine, tx, task_id, message)
     engine.handle_in(
         tx,
         c.AcceptJob(
@@ -373,6 +377,13 @@ def _fold(engine: DomainEngine, tx: Transaction, message: TaskMessage) -> Starte
         ),
     )
     return Started(message.job_id, task_id)
+
+
+def _set_push(engine: DomainEngine, tx: Transaction, task_id: str, message: TaskMessage) -> None:
+    """The message's webhook, set before its run can move the task: it hears every step."""
+    if message.push is not None:
+        config = msgspec.structs.asdict(message.push)
+        engine.handle_in(tx, SetPushConfig(task_id=task_id, **config))
 
 
 __all__ = [

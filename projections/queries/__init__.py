@@ -4,8 +4,9 @@ Each takes ``conn`` (a connection, or the cursor of a write transaction: anythin
 ``execute``) and returns the entity's one row type (``engine.domain.rows``) or a small Struct,
 decoded by ``projections.rows``, never bare tuples indexed by position. Adapters hold no SQL: a
 read they need gets a name here. The reads are told in four modules: the log itself
-(``log``), the entities (``entities``), a run's live channel (``channel``), and what recovery
-and wind-down look for (``recovery``); this package names them all.
+(``log``), the entities (``entities``), a run's live channel (``channel``), push notifications
+(``push``), and what recovery and wind-down look for (``recovery``); this package names them
+all.
 """
 
 from projections.queries.channel import (
@@ -42,6 +43,15 @@ from projections.queries.entities import (
     tasks_newest_first,
 )
 from projections.queries.log import Mark, StateCount, head_mark, log_head, mark_at, stream_counts
+from projections.queries.push import (
+    claimable,
+    deliveries,
+    delivery,
+    next_due,
+    owed_count,
+    push_config,
+    push_configs,
+)
 from projections.queries.recovery import (
     CLOSING_OR_STARTING,
     PendingNotify,
@@ -74,10 +84,13 @@ __all__ = [
     "StateCount",
     "Worktree",
     "busy",
+    "claimable",
     "control_counts",
     "controlled_sessions_in_transition",
     "controls",
     "count_tasks",
+    "deliveries",
+    "delivery",
     "find_invocation",
     "head_mark",
     "integrations_in_flight",
@@ -98,8 +111,12 @@ __all__ = [
     "log_head",
     "lost_notifies",
     "mark_at",
+    "next_due",
+    "owed_count",
     "pending_controls",
     "pending_notifies",
+    "push_config",
+    "push_configs",
     "requests",
     "resumable_jobs",
     "run_caller",

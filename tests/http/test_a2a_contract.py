@@ -89,7 +89,7 @@ def test_a2a_follow_up_on_the_context_after_completion_starts_a_new_task(
         (b'{"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": [1]}', -32602),
         (b'{"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {}}', -32602),
         (b'{"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "x"}}', -32001),
-        (b'{"jsonrpc": "2.0", "id": 1, "method": "CreateTaskPushNotificationConfig"}', -32003),
+        (b'{"jsonrpc": "2.0", "id": 1, "method": "CreateTaskPushNotificationConfig"}', -32602),
     ],
 )
 def test_a2a_request_errors_have_their_codes(

@@ -125,7 +125,7 @@ def test_a2a_v03_shapes_on_the_wire(tmp_path: Path) -> None:
     assert sent["status"]["message"]["parts"] == [{"kind": "text", "text": "echo: wire"}]
     assert sent["history"][0]["role"] == "user" and sent["history"][0]["kind"] == "message"
     assert got["kind"] == "task" and got["id"] == sent["id"]
-    assert (push, unsupported) == (-32003, -32005)
+    assert (push, unsupported) == (-32602, -32005)  # a push config without its config
     kinds = [e["kind"] for e in events]
     assert kinds[0] == "task" and kinds[-1] == "status-update" and "artifact-update" in kinds
     assert events[-1]["final"] is True and events[-1]["status"]["state"] == "completed"

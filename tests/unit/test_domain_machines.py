@@ -8,7 +8,7 @@ from collections import deque
 
 import pytest
 
-from engine.domain import JOB, LEASE, RESULT, SESSION, TASK
+from engine.domain import JOB, LEASE, PUSH, RESULT, SESSION, TASK
 from engine.machines import Machine, build_machine
 
 NEW = None
@@ -99,6 +99,12 @@ SPEC: dict[str, dict[str, tuple[list[str | None], set[str]]]] = {
         "task.failed": (TASK_OPEN, {"failed"}),
         "task.canceled": (TASK_OPEN, {"canceled"}),
         "task.rejected": (["submitted", "working"], {"rejected"}),
+        # ADR 0039: a caller's webhooks, made on an open task, removed at any time.
+        "task.push_config_set": (TASK_OPEN, {"="}),
+        "task.push_config_deleted": (
+            [*TASK_OPEN, "completed", "failed", "canceled", "rejected"],
+            {"="},
+        ),
     },
     "result": {
         "result.read": ([NEW], {"read"}),
@@ -110,6 +116,13 @@ SPEC: dict[str, dict[str, tuple[list[str | None], set[str]]]] = {
         "result.integrated": (["accepted", "integrating"], {"integrated"}),
         "result.integration_undone": (["integrating"], {"accepted"}),
     },
+    # ADR 0039: one owed push notification; every row is tried at least once.
+    "push": {
+        "push.attempt_started": ([NEW, "waiting", "sending"], {"sending"}),
+        "push.delivered": (["sending"], {"delivered"}),
+        "push.failed": (["sending"], {"waiting"}),
+        "push.dead": (["sending", "waiting"], {"dead"}),
+    },
 }
 TERMINAL = {
     "lease": set(),
@@ -117,8 +130,9 @@ TERMINAL = {
     "job": {"ok", "error", "superseded", "cancelled"},
     "task": {"completed", "failed", "canceled", "rejected"},
     "result": {"rejected", "integrated"},
+    "push": {"delivered", "dead"},
 }
-BUILT = {spec.kind: build_machine(spec) for spec in (LEASE, SESSION, JOB, TASK, RESULT)}
+BUILT = {spec.kind: build_machine(spec) for spec in (LEASE, SESSION, JOB, TASK, RESULT, PUSH)}
 
 
 def _pairs() -> list[tuple[str, str | None, str]]:
