@@ -19,6 +19,7 @@ class Received:
     path: str
     headers: dict[str, str]
     body: Any
+    answered: str = "pending"  # the status sent back, or why none reached the sender
 
 
 @dataclass
@@ -43,8 +44,8 @@ class Receiver:
     def log(self) -> list[str]:
         """One line per request: the event id header, the task state sent, the answer."""
         lines = []
-        for n, got in enumerate(self.received):
-            answer = self.statuses[n] if n < len(self.statuses) else 200
+        for got in self.received:
+            answer = got.answered
             lines.append(
                 f"{got.headers.get('x-foldline-event-id')} {state_of(got.body)}"
                 f" token={got.headers.get('x-a2a-notification-token')}"
@@ -84,10 +85,15 @@ def receiver(statuses: list[int] | None = None, hold: bool = False) -> Iterator[
             if got.hold is not None and n == 0:
                 got.released.wait(60)  # the first request hangs until released (or the peer dies)
             status = got.statuses[n] if n < len(got.statuses) else 200
-            self.send_response(status)
-            self.send_header("Content-Length", "2")
-            self.end_headers()
-            self.wfile.write(b"{}")
+            try:
+                self.send_response(status)
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"{}")
+                self.wfile.flush()
+                got.received[n].answered = str(status)
+            except OSError as ex:  # the sender is gone (killed while this one was held)
+                got.received[n].answered = f"not answered: {type(ex).__name__}"
 
         def log_message(self, *args: Any) -> None:
             pass
@@ -103,3 +109,21 @@ def receiver(statuses: list[int] | None = None, hold: bool = False) -> Iterator[
         got.released.set()
         server.shutdown()
         server.server_close()
+
+
+def stream_events(server: Any, stream_id: str) -> list[dict[str, Any]]:
+    """Every event of a stream as ``/v1`` answers it (``event_type``, ``event``, ...)."""
+    status, _, raw = server.request("GET", f"/v1/streams/{stream_id}/events?limit=1000")
+    assert status == 200, raw
+    return list(json.loads(raw)["events"])
+
+
+def settled_trail(server: Any, delivery_id: str, limit: float = 30) -> list[dict[str, Any]]:
+    """A delivery's trail once it ends in ``push.delivered`` or ``push.dead`` (bounded)."""
+    deadline = time.monotonic() + limit
+    while True:
+        events = stream_events(server, f"push:{delivery_id}")
+        if events and events[-1]["event_type"] in ("push.delivered", "push.dead"):
+            return events
+        assert time.monotonic() < deadline, f"push:{delivery_id} never settled: {events}"
+        time.sleep(0.05)

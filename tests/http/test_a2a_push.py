@@ -1,0 +1,208 @@
+"""A2A push notifications (issue 30, ADR 0039) against a real gunicorn, with the official
+a2a-sdk client (its push config calls in both dialects) and a real receiver on loopback: the
+final status arrives once per config, a 404 makes a delivery dead at once, ``/ping`` stays busy
+while a delivery is owed, and a URL the policy refuses is -32602."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from a2a.client import ClientConfig, create_client
+from a2a.client.card_resolver import parse_agent_card
+from a2a.types import (
+    AuthenticationInfo,
+    DeleteTaskPushNotificationConfigRequest,
+    GetTaskPushNotificationConfigRequest,
+    ListTaskPushNotificationConfigsRequest,
+    SendMessageConfiguration,
+    TaskPushNotificationConfig,
+)
+
+from tests.support.a2a import card_with_only, user_message
+from tests.support.receiver import Receiver, receiver, settled_trail, state_of
+from tests.support.server import Server, serve
+
+pytestmark = pytest.mark.server
+
+RUNNER = 'read -r p; case "$p" in sleepy*) sleep 30;; *) printf "echo: %s" "$p";; esac'
+ENV = {"FOLDLINE_RUNNER": RUNNER, "FOLDLINE_PUSH_ALLOW": "127.0.0.1"}
+
+
+def _config(url: str, **kw: Any) -> TaskPushNotificationConfig:
+    return TaskPushNotificationConfig(url=url, **kw)
+
+
+async def _modern(url: str, hook: str, other: str) -> dict[str, Any]:
+    """1.0: a config on SendMessage, then the four config methods on a long task."""
+    seen: dict[str, Any] = {}
+    client = await create_client(url, client_config=ClientConfig(streaming=False))
+    request = user_message("m-push", "hello")
+    auth = AuthenticationInfo(scheme="Bearer", credentials="sekret")
+    request.configuration.CopyFrom(
+        SendMessageConfiguration(
+            task_push_notification_config=_config(hook, id="c1", token="tok", authentication=auth)
+        )
+    )
+    async for response in client.send_message(request):
+        seen["done"] = response.task
+    sleepy = user_message("m-sleepy", "sleepy")
+    sleepy.configuration.return_immediately = True
+    async for response in client.send_message(sleepy):
+        seen["sleepy"] = response.task
+    task_id = seen["sleepy"].id
+    seen["created"] = await client.create_task_push_notification_config(
+        _config(other, task_id=task_id, id="c2", token="t2")
+    )
+    seen["got"] = await client.get_task_push_notification_config(
+        GetTaskPushNotificationConfigRequest(task_id=task_id, id="c2")
+    )
+    seen["listed"] = await client.list_task_push_notification_configs(
+        ListTaskPushNotificationConfigsRequest(task_id=task_id)
+    )
+    await client.delete_task_push_notification_config(
+        DeleteTaskPushNotificationConfigRequest(task_id=task_id, id="c2")
+    )
+    seen["after_delete"] = await client.list_task_push_notification_configs(
+        ListTaskPushNotificationConfigsRequest(task_id=task_id)
+    )
+    await client.close()
+    return seen
+
+
+def test_push_a2a_sdk_1_0_final_status_arrives_once_per_config(tmp_path: Path) -> None:
+    with receiver() as hook, receiver() as other, serve(tmp_path, ENV) as server:
+        url = f"http://127.0.0.1:{server.port}"
+        seen = asyncio.run(_modern(url, hook.url, other.url))
+        got = hook.wait_for(2)
+        trail = settled_trail(server, got[-1].headers["x-foldline-event-id"])
+        listed = _rpc(server, "ListTasks", {})["result"]["tasks"]
+    print("receiver log:", *hook.log(), sep="\n  ")
+    assert [state_of(g.body) for g in got] == ["TASK_STATE_WORKING", "TASK_STATE_COMPLETED"]
+    final = got[-1]
+    assert final.body["task"]["id"] == seen["done"].id
+    assert final.body["task"]["artifacts"][0]["parts"] == [{"text": "echo: hello"}]
+    assert final.headers["x-a2a-notification-token"] == "tok"
+    assert final.headers["authorization"] == "Bearer sekret"
+    assert len({g.headers["x-foldline-event-id"] for g in got}) == 2
+    assert [e["event_type"] for e in trail] == ["push.attempt_started", "push.delivered"]
+    assert seen["created"].id == "c2" and seen["created"].url == other.url
+    assert seen["got"].token == "t2"
+    assert [c.id for c in seen["listed"].configs] == ["c2"]
+    assert list(seen["after_delete"].configs) == []
+    assert other.received == []  # the sleepy task never moved while c2 was set
+    assert len(listed) == 2
+
+
+async def _legacy(card: dict[str, Any], hook: str) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    client = await create_client(
+        parse_agent_card(card_with_only(card, "0.3")), client_config=ClientConfig(streaming=False)
+    )
+    sleepy = user_message("m-old", "sleepy")
+    sleepy.configuration.return_immediately = True
+    async for response in client.send_message(sleepy):
+        seen["task"] = response.task
+    task_id = seen["task"].id
+    auth = AuthenticationInfo(scheme="Bearer", credentials="old")
+    seen["created"] = await client.create_task_push_notification_config(
+        _config(hook, task_id=task_id, id="legacy", authentication=auth)
+    )
+    seen["got"] = await client.get_task_push_notification_config(
+        GetTaskPushNotificationConfigRequest(task_id=task_id, id="legacy")
+    )
+    seen["listed"] = await client.list_task_push_notification_configs(
+        ListTaskPushNotificationConfigsRequest(task_id=task_id)
+    )
+    await client.close()
+    return seen
+
+
+def test_push_a2a_sdk_0_3_configs_and_a_0_3_payload(tmp_path: Path) -> None:
+    with receiver() as hook, serve(tmp_path, ENV) as server:
+        seen = asyncio.run(_legacy(_card(server), hook.url))
+        task_id = seen["task"].id
+        canceled = _rpc(server, "CancelTask", {"id": task_id})
+        got = hook.wait_for(1)  # made while it worked: only its end is news
+    assert canceled["result"]["status"]["state"] == "TASK_STATE_CANCELED"
+    assert seen["created"].id == "legacy" and seen["got"].url == hook.url
+    assert seen["got"].authentication.scheme == "Bearer"
+    assert [c.id for c in seen["listed"].configs] == ["legacy"]
+    assert len(got) == 1
+    final = got[-1].body
+    assert final["kind"] == "task" and final["id"] == task_id
+    assert final["status"]["state"] == "canceled"
+    assert got[-1].headers["authorization"] == "Bearer old"
+
+
+def test_push_a_404_receiver_is_dead_at_once_and_a_refused_url_is_32602(tmp_path: Path) -> None:
+    with receiver([404, 404]) as hook, serve(tmp_path, ENV) as server:
+        answer = _send(server, "m-1", "hi", {"url": hook.url})
+        got = hook.wait_for(2)  # working, then completed: each tried once
+        trails = [settled_trail(server, g.headers["x-foldline-event-id"]) for g in got]
+        refused = _send(server, "m-2", "hi", {"url": "http://169.254.169.254/latest"})
+        loopback = _send(server, "m-3", "hi", {"url": "http://localhost:1/x"})
+        scheme = _send(server, "m-4", "hi", {"url": "file:///etc/passwd"})
+        tasks = _rpc(server, "ListTasks", {})["result"]["totalSize"]
+    assert answer["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    for trail in trails:  # dead is final: never tried again
+        assert [e["event_type"] for e in trail] == ["push.attempt_started", "push.dead"]
+        assert trail[-1]["event"]["reason"] == "the receiver answered 404"
+    assert len(hook.received) == 2
+    for error, why in ((refused, "metadata"), (loopback, "loopback"), (scheme, "http")):
+        assert error["error"]["code"] == -32602 and why in error["error"]["message"], error
+    assert tasks == 1  # refused messages made no task
+
+
+def test_push_ping_is_busy_while_a_delivery_is_owed(tmp_path: Path) -> None:
+    with receiver(hold=True) as hook, serve(tmp_path, ENV) as server:
+        _send(server, "m-1", "hi", {"url": hook.url})
+        hook.wait_for(1)  # the first delivery (working) hangs in the receiver
+        held = _ping(server)
+        hook.released.set()
+        hook.wait_for(2)
+        healthy = _wait_ping(server, "Healthy")
+    assert held == "HealthyBusy"
+    assert healthy == "Healthy"
+
+
+# -- helpers -----------------------------------------------------------------------------------
+
+
+def _card(server: Server) -> dict[str, Any]:
+    status, _, raw = server.request("GET", "/.well-known/agent-card.json")
+    assert status == 200
+    return dict(json.loads(raw))
+
+
+def _rpc(server: Server, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+    status, _, raw = server.request("POST", "/", body, {"Content-Type": "application/json"})
+    assert status == 200, raw
+    return dict(json.loads(raw))
+
+
+def _send(server: Server, mid: str, text: str, push: dict[str, Any]) -> dict[str, Any]:
+    message = {"messageId": mid, "role": "ROLE_USER", "parts": [{"text": text}]}
+    params = {"message": message, "configuration": {"taskPushNotificationConfig": push}}
+    return _rpc(server, "SendMessage", params)
+
+
+def _ping(server: Server) -> str:
+    status, _, raw = server.request("GET", "/ping")
+    assert status == 200
+    return str(json.loads(raw)["status"])
+
+
+def _wait_ping(server: Server, wanted: str, limit: float = 30) -> str:
+    deadline = time.monotonic() + limit
+    while (status := _ping(server)) != wanted and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return status
+
+
+__all__ = ["Receiver"]
