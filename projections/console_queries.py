@@ -274,6 +274,9 @@ _LINEAGE = {
         ("session", "session", "SELECT s.session_id, s.state FROM tasks t JOIN sessions s"
          " ON s.session_id = t.session_id WHERE t.task_id = ?"),
         ("job", "job", "SELECT job_id, state FROM jobs WHERE task_id = ? LIMIT 200"),
+        # Its push deliveries (ADR 0039): each one's trail is the stream push:<id>.
+        ("push", "push", "SELECT delivery_id, progress FROM push_outbox WHERE task_id = ?"
+         " ORDER BY cause, delivery_id LIMIT 200"),
     ),
 }  # fmt: skip
 

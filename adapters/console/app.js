@@ -515,7 +515,8 @@ async function pageEntity(main, kind, id, sub) {
     const row = entity.row;
     const parts = [h("h2", {}, "Lineage"), entity.lineage.length
       ? h("ul", { class: "links", id: "lineage" }, entity.lineage.map((l) => h("li", {},
-        `${l.relation}: `, entityLink(l.kind, l.id), " ", stateBadge(l.state))))
+        `${l.relation}: `, l.kind === "push" ? streamLink(`push:${l.id}`) : entityLink(l.kind, l.id),
+        " ", stateBadge(l.state))))
       : h("p", { class: "muted" }, "no parent, children, session or task")];
     if (kind === "job") {
       const files = JSON.parse(row.files || "[]");

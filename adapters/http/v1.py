@@ -34,7 +34,7 @@ from adapters.http.schemas import (
 from adapters.processes import is_alive
 from adapters.runtime import Runtime
 from engine import Machines
-from engine.domain import MACHINES, ids
+from engine.domain import MACHINES, ids, push
 from engine.domain import commands as c
 from engine.domain.rows import JobRow, LeaseRow, SessionRow, TaskRow, out
 from engine.engine import CommandResult
@@ -171,9 +171,14 @@ class StreamEvents(Reads):
         after = req.get_param("after") or "0"
         if not after.isdigit():
             raise ApiError(falcon.HTTP_400, "invalid_argument", "after must be a version")
-        if not auth.caller_of(req).is_operator:
+        operator = auth.caller_of(req).is_operator
+        if not operator:
             auth.require_session(req, self._session_of(stream_id), f"stream {stream_id}")
         events = self.runtime.engine.log.read_stream(stream_id, int(after))
+        if not operator:  # a task's push secrets are its caller's (ADR 0039)
+            events = [
+                msgspec.structs.replace(e, event=push.without_secrets(e.event)) for e in events
+            ]
         if not events and self.runtime.engine.log.stream_head(stream_id).version == 0:
             raise ApiError(falcon.HTTP_404, "not_found", f"stream {stream_id!r} does not exist")
         last = events[-1].position if events else 0

@@ -182,6 +182,23 @@ def is_final(status: int) -> bool:
     return 400 <= status < 500 and status not in (408, 429)
 
 
+HIDDEN = "(hidden)"
+
+
+def without_secrets(event: Event) -> Event:
+    """``event`` as a run may read it: a config's token and credentials are the caller's, and
+    a run that read them could send its caller notifications in the server's name."""
+    if not isinstance(event, TaskPushConfigSet):
+        return event
+    config = event.config
+    hidden = msgspec.structs.replace(
+        config,
+        token=HIDDEN if config.token else "",
+        credentials=HIDDEN if config.credentials else "",
+    )
+    return msgspec.structs.replace(event, config=hidden)
+
+
 def delivery_id(cause: int, config_position: int) -> str:
     """The delivery a transition (its log position) owes one config (the position of the
     event that set it)."""

@@ -24,6 +24,8 @@ from a2a.types import (
 )
 
 from tests.support.a2a import card_with_only, user_message
+from tests.support.agents import python_agent
+from tests.support.coordination import CALL
 from tests.support.receiver import Receiver, receiver, settled_trail, state_of
 from tests.support.server import Server, serve
 
@@ -206,3 +208,30 @@ def _wait_ping(server: Server, wanted: str, limit: float = 30) -> str:
 
 
 __all__ = ["Receiver"]
+
+
+SNOOP = (
+    CALL
+    + """
+status, job = call("GET", "/v1/jobs/" + os.environ["FOLDLINE_JOB_ID"])
+status, page = call("GET", "/v1/streams/task:" + job["task_id"] + "/events")
+kind = "task.push_config_set"
+configs = [e["event"]["config"] for e in page["events"] if e["event_type"] == kind]
+print(json.dumps(configs))
+"""
+)
+
+
+def test_push_a_run_reads_its_task_without_the_callers_push_secrets(tmp_path: Path) -> None:
+    (tmp_path / "snoop.py").write_text(SNOOP)
+    env = {**ENV, "FOLDLINE_RUNNER": python_agent(str(tmp_path / "snoop.py"))}
+    with receiver() as hook, serve(tmp_path, env) as server:
+        auth = {"scheme": "Bearer", "credentials": "sekret"}
+        answer = _send(
+            server, "m-1", "hi", {"url": hook.url, "token": "tok", "authentication": auth}
+        )
+        hook.wait_for(2)
+    result = answer["result"]["task"]["artifacts"][0]["parts"][0]["text"]
+    (config,) = json.loads(result)
+    assert config["url"] == hook.url
+    assert (config["token"], config["credentials"]) == ("(hidden)", "(hidden)")

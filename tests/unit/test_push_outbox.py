@@ -245,3 +245,20 @@ def test_push_deliverer_refuses_a_loopback_url_at_send_time(engine: Engine) -> N
     strict.step(wait=True)
     (row,) = owed(engine)
     assert row.progress == "dead" and row.last_error == "the URL was refused"
+
+
+def test_push_deliveries_are_the_task_pages_links_to_their_trails(tmp_path: Path) -> None:
+    from projections import console_queries
+
+    engine = open_engine(tmp_path / "log.db")
+    try:
+        task(engine)
+        engine.handle(c.UpdateTaskStatus(task_id="t1"))
+        (row,) = owed(engine)
+        found = console_queries.entity(engine.log.connection(), "task", "t1")
+    finally:
+        engine.log.close()
+    assert found is not None
+    assert [(link.kind, link.id, link.state) for link in found.lineage if link.kind == "push"] == [
+        ("push", row.delivery_id, "queued")
+    ]
