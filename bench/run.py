@@ -31,6 +31,7 @@ from bench.console import bench_console
 from bench.http_load import bench_http
 from bench.invocation import bench_invocation
 from bench.memory import bench_memory
+from bench.push import bench_push
 from bench.ready import bench_ready
 from bench.writers import bench_writers
 from engine import NEW, Event, MachineSpec, Transition, open_log
@@ -396,6 +397,7 @@ def main() -> int:
             "pg_rebuild": 50_000,
             "writers": 200,
             "channel": 300,
+            "push": 300,
         }
     else:
         sizes = {
@@ -416,6 +418,7 @@ def main() -> int:
             "pg_rebuild": 300_000,
             "writers": 2000,
             "channel": 1000,
+            "push": 1000,
         }
     cases: dict[str, Callable[[Workdir], dict[str, float]]] = {
         "append_full": lambda w: bench_append(w, sizes["full"], "full"),
@@ -432,6 +435,7 @@ def main() -> int:
         "memory": lambda w: bench_memory(sizes["memory"]),
         "writers": lambda w: bench_writers(sizes["writers"], 10),
         "channel": lambda w: bench_channel(sizes["channel"]),
+        "push": lambda w: bench_push(sizes["push"]),
     }
     from bench.postgres import cases as postgres_cases  # imports this module: not at the top
 

@@ -7,7 +7,7 @@ attempt to deliver it, and how it ended, is an event on the delivery's own strea
 ``push:<delivery id>`` (``<cause position>.<config position>``), whose machine is below: the
 auditor reads the whole trail with ``foldline history``.
 
-The delivery policy is the source system's (halo-semantics §3.7): 15 s per request, at most 4 in
+The delivery policy is the source system's (ADR 0039): 15 s per request, at most 4 in
 flight, 2xx delivered, a 4xx other than 408/429 (or a URL refused at send time) dead at once,
 anything else retried after 5 s x 2^(n-1) capped at 10 min, +-20 % jitter, dead after 10
 attempts or one hour. Every row is tried at least once.
