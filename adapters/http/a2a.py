@@ -188,14 +188,14 @@ class JsonRpc:
 
     def _accept(self, send: SendMessageIn) -> str:
         """Record the message's work and start it (``a2a_accept``). Returns the task id."""
-        text = a2a_parts.prompt_text(send.message.parts)
+        policy = UrlPolicy(self.runtime.config.push_allow)
+        text, files = a2a_parts.read(send.message.parts, policy)  # before any lease or task
         config = send.configuration or inbound.ConfigurationIn()
         push = None
         if config.task_push_notification_config is not None:
-            policy = UrlPolicy(self.runtime.config.push_allow)
             push = a2a_push.push_config(policy, config.task_push_notification_config)
         self._write()
-        return a2a_accept.accept(self.runtime, send.message, text, push)
+        return a2a_accept.accept(self.runtime, send.message, text, files, push)
 
     def send_message(self, params: dict[str, Any], request_id: Any, resp: falcon.Response) -> None:
         send = self._send_params(params)

@@ -55,7 +55,9 @@ def _part_in(part: Any) -> Any:
         return {"data": part.get("data")}
     file = part.get("file")
     if kind == "file" and isinstance(file, dict):
-        return {"raw": file["bytes"]} if "bytes" in file else {"url": file.get("uri")}
+        content = {"raw": file["bytes"]} if "bytes" in file else {"url": file.get("uri")}
+        named = {"filename": file.get("name"), "mediaType": file.get("mimeType")}
+        return {**content, **{k: v for k, v in named.items() if v is not None}}
     return {"kind": kind}  # no content the server reads: -32005, as in 1.0
 
 

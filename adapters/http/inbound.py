@@ -54,13 +54,17 @@ INVOCATION_TEXTS = {
 }
 
 
-class PartIn(msgspec.Struct, kw_only=True):
+class PartIn(msgspec.Struct, kw_only=True, rename={"media_type": "mediaType"}):
     """One A2A part. Kept loose on purpose: the first of ``text`` (a string), ``data`` (any
-    JSON) and ``raw`` (base64 text) that is present is the part's content."""
+    JSON), ``raw`` (base64 text) and ``url`` (a string) that is present is the part's content;
+    ``filename`` and ``mediaType`` describe a file part (``raw`` or ``url``)."""
 
     text: Any = UNSET
     data: Any = UNSET
     raw: Any = UNSET
+    url: Any = UNSET
+    filename: Any = UNSET
+    media_type: Any = UNSET
 
 
 class MessageIn(msgspec.Struct, kw_only=True, rename="camel"):

@@ -129,10 +129,7 @@ def test_a2a_send_message_invalid_params(make_client: MakeClient, params: Any) -
     assert sql(runtime, "SELECT count(*) FROM tasks")[0][0] == 0
 
 
-@pytest.mark.parametrize(
-    "part",
-    [{"url": "http://x/a.png"}, {"raw": base64.b64encode(b"\xff\xfe").decode()}, {"file": {}}],
-)
+@pytest.mark.parametrize("part", [{"file": {}}, {"url": None}, {"kind": "image"}])
 def test_a2a_send_message_unsupported_part_kind_is_content_type_error(
     make_client: MakeClient, part: dict[str, Any]
 ) -> None:
@@ -140,6 +137,22 @@ def test_a2a_send_message_unsupported_part_kind_is_content_type_error(
     params = {"message": {"messageId": "m", "parts": [part]}}
     assert code(rpc(client, "SendMessage", params)) == -32005
     assert sql(runtime, "SELECT count(*) FROM tasks")[0][0] == 0
+
+
+def test_a2a_send_message_refused_url_part_is_invalid_params(make_client: MakeClient) -> None:
+    client, runtime = make_client()
+    params = {"message": {"messageId": "m", "parts": [{"url": "http://127.0.0.1:9/a.png"}]}}
+    answer = rpc(client, "SendMessage", params)
+    assert code(answer) == -32602 and "loopback" in answer["error"]["message"]
+    assert sql(runtime, "SELECT count(*) FROM tasks")[0][0] == 0
+
+
+def test_a2a_send_message_raw_part_is_a_file_even_when_not_text(make_client: MakeClient) -> None:
+    client, _ = make_client(ECHO)
+    raw = {"raw": base64.b64encode(b"\xff\xfe").decode()}
+    params = {"message": {"messageId": "m", "parts": [raw]}, "configuration": {}}
+    task = rpc(client, "SendMessage", params)["result"]["task"]
+    assert task["artifacts"][0]["parts"][0]["text"].startswith("echo: FILE: a2a-files/")
 
 
 def test_a2a_version_header_other_than_1_is_refused(make_client: MakeClient) -> None:

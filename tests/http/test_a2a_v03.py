@@ -103,11 +103,11 @@ def test_a2a_v03_shapes_on_the_wire(tmp_path: Path) -> None:
         got = json.loads(raw)["result"]
         _, raw = _rpc(server, "tasks/pushNotificationConfig/set", {"taskId": sent["id"]})
         push = json.loads(raw)["error"]["code"]
-        url = {"kind": "file", "file": {"uri": "http://x/a.png"}}
+        url = {"kind": "file", "file": {"uri": "http://127.0.0.1:9/a.png"}}  # loopback: refused
         _, raw = _rpc(
             server, "message/send", {"message": {**message, "messageId": "w-2", "parts": [url]}}
         )
-        unsupported = json.loads(raw)["error"]["code"]
+        refused = json.loads(raw)["error"]["code"]
         conn = server.connection()
         body = {"jsonrpc": "2.0", "id": "r2", "method": "message/stream"}
         conn.request(
@@ -125,7 +125,7 @@ def test_a2a_v03_shapes_on_the_wire(tmp_path: Path) -> None:
     assert sent["status"]["message"]["parts"] == [{"kind": "text", "text": "echo: wire"}]
     assert sent["history"][0]["role"] == "user" and sent["history"][0]["kind"] == "message"
     assert got["kind"] == "task" and got["id"] == sent["id"]
-    assert (push, unsupported) == (-32602, -32005)  # a push config without its config
+    assert (push, refused) == (-32602, -32602)  # a push config without its config; a url
     kinds = [e["kind"] for e in events]
     assert kinds[0] == "task" and kinds[-1] == "status-update" and "artifact-update" in kinds
     assert events[-1]["final"] is True and events[-1]["status"]["state"] == "completed"
