@@ -11,6 +11,7 @@ import contextlib
 import hashlib
 import http.server
 import json
+import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +21,10 @@ import pytest
 from a2a.client import ClientConfig, create_client
 from a2a.types import Message, Part, Role, SendMessageRequest, TaskState
 
+from adapters import a2a_files
+from adapters.a2a_files import FetchFailed
+from adapters.url_policy import UrlPolicy, UrlRefused
+from tests.http.conftest import MakeClient, sql
 from tests.support.server import Server, serve
 
 pytestmark = pytest.mark.server
@@ -34,13 +39,19 @@ PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
 
 
 class _Files(http.server.BaseHTTPRequestHandler):
-    """A loopback file server: ``/<size>/<name>`` answers ``size`` bytes; others are 404."""
+    """A loopback file server: ``/<size>/<name>`` answers ``size`` bytes, ``/to/...``
+    redirects; others are 404."""
 
     seen: list[str]
 
     def do_GET(self) -> None:
         self.seen.append(self.path)
         head, _, name = self.path.strip("/").partition("/")
+        if head == "to":  # ``/to/<host:port>/<path>``: a redirect there
+            self.send_response(302)
+            self.send_header("Location", f"http://{name}")
+            self.end_headers()
+            return
         if not head.isdigit():
             self.send_error(404)
             return
@@ -275,3 +286,41 @@ def test_a2a_repeated_message_id_does_not_save_its_files_again(tmp_path: Path) -
     assert again["result"]["task"]["id"] == task_id and tasks == 1
     assert not saved.exists()
     assert sorted(p.name for p in saved.parent.iterdir()) == ["manifest.json"]
+
+
+def test_a2a_files_that_cannot_be_saved_are_an_internal_error_and_start_nothing(
+    make_client: MakeClient, workspace: Path
+) -> None:
+    client, runtime = make_client(RUNNER)
+    (workspace / "a2a-files").write_text("in the way")  # a file where the directory goes
+    body = {
+        "jsonrpc": "2.0",
+        "id": "r1",
+        "method": "SendMessage",
+        "params": {"message": _message("m-stuck", _raw(b"data", filename="d.bin"))},
+    }
+    answer = client.simulate_post("/", body=json.dumps(body)).json
+    assert answer["error"]["code"] == -32603
+    assert "could not be saved" in answer["error"]["message"]
+    assert sql(runtime, "SELECT count(*) FROM tasks")[0][0] == 0
+    assert sql(runtime, "SELECT count(*) FROM jobs")[0][0] == 0
+
+
+def test_a2a_files_fetch_judges_each_redirect_by_the_policy() -> None:
+    policy = UrlPolicy(["127.0.0.1"])
+    with _file_server() as (base, seen):
+        port = base.rsplit(":", 1)[1]
+        body, served = a2a_files.fetch(f"{base}/to/127.0.0.1:{port}/4/a.jpg", policy)
+        with pytest.raises(UrlRefused, match="loopback"):
+            a2a_files.fetch(f"{base}/to/localhost:{port}/4/a.jpg", policy)
+    assert (body, served) == (PNG[:4], "image/jpeg")
+    assert seen == [f"/to/127.0.0.1:{port}/4/a.jpg", "/4/a.jpg", f"/to/localhost:{port}/4/a.jpg"]
+
+
+def test_a2a_files_fetch_gives_up_on_a_server_that_does_not_answer() -> None:
+    with socket.socket() as silent:  # listens, never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}/a.png"
+        with pytest.raises(FetchFailed, match=r"took over 0\.5 s"):
+            a2a_files.fetch(url, UrlPolicy(["127.0.0.1"]), timeout_s=0.5)
