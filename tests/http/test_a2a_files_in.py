@@ -11,7 +11,10 @@ import contextlib
 import hashlib
 import http.server
 import json
+import os
+import shutil
 import socket
+import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -324,3 +327,26 @@ def test_a2a_files_fetch_gives_up_on_a_server_that_does_not_answer() -> None:
         url = f"http://127.0.0.1:{silent.getsockname()[1]}/a.png"
         with pytest.raises(FetchFailed, match=r"took over 0\.5 s"):
             a2a_files.fetch(url, UrlPolicy(["127.0.0.1"]), timeout_s=0.5)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="runs as another user only under a root server")
+def test_a2a_files_are_the_run_users_under_a_root_server() -> None:
+    base = Path(tempfile.mkdtemp(prefix="foldline-files-"))  # pytest's root is root's 0700
+    try:
+        os.chmod(base, 0o711)
+        workspace = base / "ws"
+        workspace.mkdir()
+        runner = (
+            'prompt=$(cat); f=$(printf "%s\\n" "$prompt" | sed -n "s/^FILE: \\([^ ]*\\) .*/\\1/p")'
+            '; echo "uid=$(id -u)"; sha256sum "$f"; rm "$f" && echo removed'
+        )
+        env = {"FOLDLINE_RUN_USER": "1000:1000", "FOLDLINE_RUNNER": runner}
+        with serve(workspace, env) as server:
+            answer = _send(server, _message("m-user", _raw(PNG, filename="p.png")))
+        result = _result(answer)
+        folder = workspace / f"a2a-files/{answer['result']['task']['id']}/m-user"
+        assert "uid=1000\n" in result and hashlib.sha256(PNG).hexdigest() in result
+        assert result.endswith("removed\n") and not (folder / "0-p.png").exists()
+        assert (folder / "manifest.json").stat().st_uid == 1000
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

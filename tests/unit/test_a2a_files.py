@@ -60,8 +60,8 @@ def test_a2a_files_check_size_names_the_limit() -> None:
         a2a_files.check_size(2, 1, MESSAGE_LIMIT + 1)
 
 
-def _raw(content: bytes, **named: str) -> PartIn:
-    return PartIn(raw=base64.b64encode(content).decode(), **named)  # type: ignore[arg-type]
+def _raw(content: bytes, **named: object) -> PartIn:
+    return PartIn(raw=base64.b64encode(content).decode(), **named)
 
 
 def test_a2a_parts_read_keeps_text_and_loads_files_in_order() -> None:
@@ -86,7 +86,7 @@ def test_a2a_parts_read_keeps_text_and_loads_files_in_order() -> None:
         ([_raw(b"x" * (FILE_LIMIT + 1))], -32602, "5 MB limit per file"),
         ([_raw(b"x" * FILE_LIMIT)] * 2 + [_raw(b"x")], -32602, "10 MB limit per message"),
         ([PartIn(raw="not base64!")], -32602, "base64"),
-        ([_raw(b"x", filename=7)], -32602, "filename must be a string"),  # type: ignore[arg-type]
+        ([_raw(b"x", filename=7)], -32602, "filename must be a string"),
         ([PartIn(url="http://169.254.169.254/latest")], -32602, "metadata"),
         ([PartIn(url="file:///etc/passwd")], -32602, "only http and https"),
         ([PartIn(url=None)], -32005, "supported"),
