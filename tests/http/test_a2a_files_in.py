@@ -28,6 +28,7 @@ from adapters import a2a_files
 from adapters.a2a_files import FetchFailed
 from adapters.url_policy import UrlPolicy, UrlRefused
 from tests.http.conftest import MakeClient, sql
+from tests.support.channel import CHANNEL_ENV, job_events, of_type, wait_for
 from tests.support.server import Server, serve
 
 pytestmark = pytest.mark.server
@@ -84,8 +85,11 @@ def _file_server() -> Iterator[tuple[str, list[str]]]:
         thread.join(10)
 
 
-def _send(server: Server, message: dict[str, Any], method: str = "SendMessage") -> Any:
-    body = {"jsonrpc": "2.0", "id": "r1", "method": method, "params": {"message": message}}
+def _send(
+    server: Server, message: dict[str, Any], method: str = "SendMessage", **configuration: Any
+) -> Any:
+    params = {"message": message, "configuration": configuration}
+    body = {"jsonrpc": "2.0", "id": "r1", "method": method, "params": params}
     headers = {"a2a-version": "0.3" if "/" in method else "1.0"}
     status, _, raw = server.request("POST", "/", body, headers, timeout=60)
     assert status == 200, raw
@@ -155,6 +159,56 @@ def test_a2a_raw_file_part_reaches_the_run_with_its_manifest(tmp_path: Path) -> 
     assert sorted(p.name for p in saved.parent.iterdir()) == ["1-photo.png", "manifest.json"]
     # The log records the prompt with its file lines, never the bytes.
     assert task["history"][0]["parts"][0]["text"] == f"look at this\n{line}"
+
+
+# As RUNNER, but a last line starting with "hold" waits (bounded at 20 s) for a file the test
+# never creates: only a supersede ends that run early.
+HOLDING = (
+    'prompt=$(cat); last=$(printf "%s\\n" "$prompt" | tail -n 1); '
+    'case "$last" in hold*) i=0; '
+    'while [ ! -e never ] && [ "$i" -lt 400 ]; do sleep 0.05; i=$((i+1)); done;; esac; '
+    'printf "%s\\n" "$prompt"; echo "--manifest--"; cat "$FOLDLINE_A2A_FILES"; echo "--files--"'
+)
+
+
+def test_a2a_follow_up_with_a_file_starts_a_run_told_of_it(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    with serve(workspace, {"FOLDLINE_RUNNER": HOLDING}) as server:
+        first = _send(server, _message("m-1", {"text": "hold on"}), returnImmediately=True)
+        task_id = first["result"]["task"]["id"]
+        follow_up = {
+            **_message("m-2", {"text": "and this"}, _raw(b"a,b\n", filename="t.csv")),
+            "taskId": task_id,
+        }
+        answer = _send(server, follow_up)
+    assert answer["result"]["task"]["id"] == task_id
+    path = f"a2a-files/{task_id}/m-2/1-t.csv"
+    result = _result(answer)
+    assert result.startswith(f"hold on\nand this\nFILE: {path} (text/csv, 4 bytes)\n")
+    assert [entry["path"] for entry in _manifest(result)] == [path]
+
+
+def test_a2a_file_delivered_into_a_live_run_is_named_in_its_text(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    with serve(workspace, CHANNEL_ENV) as server:
+        first = _send(server, _message("m-1", {"text": "wait for more"}), returnImmediately=True)
+        task = first["result"]["task"]
+        jobs_path = f"/v1/jobs?session={task['contextId']}"
+        (job,) = json.loads(server.request("GET", jobs_path)[2])["jobs"]
+        wait_for(server, job["job_id"], "job.turn_started")
+        follow_up = {**_message("m-2", _raw(b"notes", filename="n.txt")), "taskId": task["id"]}
+        delivered = _send(server, follow_up, returnImmediately=True)
+        wait_for(server, job["job_id"], "job.control_delivered")
+        events = job_events(server, job["job_id"])
+        jobs = json.loads(server.request("GET", jobs_path)[2])["jobs"]
+    line = f"FILE: a2a-files/{task['id']}/m-2/0-n.txt (text/plain, 5 bytes)"
+    assert delivered["result"]["task"]["id"] == task["id"] and len(jobs) == 1
+    (control,) = of_type(events, "job.control")
+    assert line in json.dumps(control["event"])  # what the run was sent names the file
+    assert (workspace / f"a2a-files/{task['id']}/m-2/0-n.txt").read_bytes() == b"notes"
+    assert not of_type(events, "job.superseded")
 
 
 def test_a2a_url_file_part_is_fetched_under_the_url_policy(tmp_path: Path) -> None:
