@@ -11,7 +11,7 @@ directory of its own, and saving one again (a plan tried again) rewrites the sam
 
 Limits: 5 MB per file, 10 MB per message (the source system's limits for images). A ``url``
 part is fetched only where the URL policy (``adapters.url_policy``) allows, each redirect
-judged again, within ``FETCH_TIMEOUT_S`` in all, reading at most one byte over the limit.
+judged again, read within ``FETCH_TIMEOUT_S``, at most one byte over the limit.
 
 Saving never follows a link: each directory is opened relative to its parent without following
 links, so a run that put a link where a directory goes makes the save fail, not write elsewhere.
@@ -146,7 +146,7 @@ class _Judged(urllib.request.HTTPRedirectHandler):
         headers: http.client.HTTPMessage,
         newurl: str,
     ) -> urllib.request.Request | None:
-        self.policy.check_resolved(newurl)  # UrlRefused: out of ``fetch`` as FetchFailed
+        self.policy.check_resolved(newurl)  # UrlRefused: out of ``fetch`` as it is
         return super().redirect_request(req, fp, code, msg, headers, newurl)
 
 
@@ -155,12 +155,13 @@ def fetch(
 ) -> tuple[bytes, str | None]:
     """The body at ``url`` (at most ``FILE_LIMIT`` bytes) and the media type it was served as.
 
-    Proxies from the environment are not used: the address the policy judged is the one called.
+    Each wait (connecting, the answer, each read) has ``timeout_s``, and the body must be read
+    within ``timeout_s`` of the request: a server that drips its bytes is cut off. Proxies from
+    the environment are not used: the address the policy judged is the one called.
 
     Raises:
         UrlRefused: the policy refuses the URL (or a redirect's target).
-        FetchFailed: not 2xx, over ``FILE_LIMIT``, not read within ``timeout_s`` in all, or
-            a connection error.
+        FetchFailed: not 2xx, over ``FILE_LIMIT``, too slow, or a connection error.
     """
     policy.check_resolved(url)
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), _Judged(policy))
@@ -185,6 +186,7 @@ def fetch(
     except (UrlRefused, FetchFailed):
         raise
     except urllib.error.HTTPError as ex:
+        ex.close()
         raise FetchFailed(f"fetching {url!r} answered HTTP {ex.code}") from None
     except urllib.error.URLError as ex:
         if isinstance(ex.reason, UrlRefused):
@@ -218,14 +220,18 @@ def _opened_dirs(workspace: Path, relative: str, owner: tuple[int, int] | None) 
     fd = os.open(workspace, os.O_RDONLY | os.O_DIRECTORY)
     try:
         for name in relative.split("/"):
-            with contextlib.suppress(FileExistsError):
+            made = True
+            try:
                 os.mkdir(name, 0o755, dir_fd=fd)
-                if owner is not None:
-                    os.chown(name, *owner, dir_fd=fd, follow_symlinks=False)
-                os.chmod(name, 0o755, dir_fd=fd)  # whatever the umask took
+            except FileExistsError:
+                made = False
             child = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
             os.close(fd)
             fd = child
+            if made:  # through the fd: a name swapped meanwhile is never what is changed
+                os.fchmod(fd, 0o755)  # whatever the umask took
+                if owner is not None:
+                    os.fchown(fd, *owner)
         yield fd
     finally:
         os.close(fd)
