@@ -105,6 +105,12 @@ def render(runtime: Runtime) -> str:
         "Controls sent into runs, by what became of them.",
         [(f'{{state="{state}"}}', n) for state, n in queries.control_counts(conn).items()],
     )
+    metric(
+        "foldline_push_deliveries",
+        "gauge",
+        "A2A push notifications owed or settled, by how far their delivery got (ADR 0039).",
+        [(f'{{progress="{p}"}}', n) for p, n in queries.delivery_counts(conn).items()],
+    )
     lease = queries.lease(conn, LEASE)
     if lease is not None:
         mine = 1 if lease.holder == runtime.holder and lease.state == LeaseState.HELD else 0

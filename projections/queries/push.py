@@ -52,6 +52,13 @@ def owed_count(conn: Any) -> int:
     return int(conn.execute(sql).fetchone()[0])
 
 
+def delivery_counts(conn: Any) -> dict[str, int]:
+    """How many deliveries are at each step: queued, sending, waiting, delivered, dead."""
+    rows = conn.execute("SELECT progress, count(*) FROM push_outbox GROUP BY progress").fetchall()
+    counts = dict.fromkeys(("queued", "sending", "waiting", "delivered", "dead"), 0)
+    return {**counts, **{str(p): int(n) for p, n in rows}}
+
+
 def deliveries(conn: Any, task_id: str) -> list[DeliveryRow]:
     """A task's deliveries, in the order they were owed."""
     return select(conn, DeliveryRow, "WHERE task_id = ? ORDER BY cause, delivery_id", task_id)

@@ -16,6 +16,7 @@ from a2a.client import ClientConfig, create_client
 from a2a.client.card_resolver import parse_agent_card
 from a2a.types import (
     AuthenticationInfo,
+    CancelTaskRequest,
     DeleteTaskPushNotificationConfigRequest,
     GetTaskPushNotificationConfigRequest,
     ListTaskPushNotificationConfigsRequest,
@@ -39,7 +40,7 @@ def _config(url: str, **kw: Any) -> TaskPushNotificationConfig:
     return TaskPushNotificationConfig(url=url, **kw)
 
 
-async def _modern(url: str, hook: str, other: str) -> dict[str, Any]:
+async def _modern(url: str, hook: str, other: str, third: str) -> dict[str, Any]:
     """1.0: a config on SendMessage, then the four config methods on a long task."""
     seen: dict[str, Any] = {}
     client = await create_client(url, client_config=ClientConfig(streaming=False))
@@ -72,15 +73,27 @@ async def _modern(url: str, hook: str, other: str) -> dict[str, Any]:
     seen["after_delete"] = await client.list_task_push_notification_configs(
         ListTaskPushNotificationConfigsRequest(task_id=task_id)
     )
+    for config_id in ("c3", "c4"):  # two configs, one receiver: each hears the end once
+        await client.create_task_push_notification_config(
+            _config(third, task_id=task_id, id=config_id)
+        )
+    seen["canceled"] = await client.cancel_task(CancelTaskRequest(id=task_id))
     await client.close()
     return seen
 
 
 def test_push_a2a_sdk_1_0_final_status_arrives_once_per_config(tmp_path: Path) -> None:
-    with receiver() as hook, receiver() as other, serve(tmp_path, ENV) as server:
+    with (
+        receiver() as hook,
+        receiver() as other,
+        receiver() as third,
+        serve(tmp_path, ENV) as server,
+    ):
         url = f"http://127.0.0.1:{server.port}"
-        seen = asyncio.run(_modern(url, hook.url, other.url))
+        seen = asyncio.run(_modern(url, hook.url, other.url, third.url))
         got = hook.wait_for(2)
+        ends = third.wait_for(2)
+        end_trails = [settled_trail(server, e.headers["x-foldline-event-id"]) for e in ends]
         trail = settled_trail(server, got[-1].headers["x-foldline-event-id"])
         listed = _rpc(server, "ListTasks", {})["result"]["tasks"]
     print("receiver log:", *hook.log(), sep="\n  ")
@@ -97,6 +110,11 @@ def test_push_a2a_sdk_1_0_final_status_arrives_once_per_config(tmp_path: Path) -
     assert [c.id for c in seen["listed"].configs] == ["c2"]
     assert list(seen["after_delete"].configs) == []
     assert other.received == []  # the sleepy task never moved while c2 was set
+    assert [state_of(e.body) for e in ends] == ["TASK_STATE_CANCELED"] * 2
+    assert len({e.headers["x-foldline-event-id"] for e in ends}) == 2  # one per config
+    for end_trail in end_trails:  # each sent once, and settled: never sent again
+        assert [e["event_type"] for e in end_trail] == ["push.attempt_started", "push.delivered"]
+    assert len(third.received) == 2
     assert len(listed) == 2
 
 
@@ -150,6 +168,9 @@ def test_push_a_404_receiver_is_dead_at_once_and_a_refused_url_is_32602(tmp_path
         loopback = _send(server, "m-3", "hi", {"url": "http://localhost:1/x"})
         scheme = _send(server, "m-4", "hi", {"url": "file:///etc/passwd"})
         tasks = _rpc(server, "ListTasks", {})["result"]["totalSize"]
+        _, _, metrics = server.request("GET", "/metrics")
+    print("receiver log (404):", *hook.log(), sep="\n  ")
+    assert 'foldline_push_deliveries{progress="dead"} 2' in metrics.decode()
     assert answer["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
     for trail in trails:  # dead is final: never tried again
         assert [e["event_type"] for e in trail] == ["push.attempt_started", "push.dead"]
