@@ -44,6 +44,8 @@ class PushProjection(DispatchProjection):
     name = "push"
     version = 1
     tables = ("push_configs", "push_outbox")
+    folds_by_entity = True  # every row from its task's streams and its deliveries' (their ids
+    # end in the task's id: engine.domain.push.delivery_id)
     ddl = """
         CREATE TABLE push_configs (
             task_id     TEXT    NOT NULL,
@@ -55,10 +57,11 @@ class PushProjection(DispatchProjection):
             dialect     TEXT    NOT NULL,
             position    INTEGER NOT NULL,  -- of the event that set it
             last_state  TEXT    NOT NULL,  -- the task state it was last told of
-            PRIMARY KEY (task_id, config_id)
+            PRIMARY KEY (config_id, task_id)  -- the task last: an audit shares rows by it
         ) WITHOUT ROWID;
+        CREATE INDEX push_configs_by_task ON push_configs (task_id, position);
         CREATE TABLE push_outbox (
-            delivery_id TEXT    PRIMARY KEY,  -- cause position, config position
+            delivery_id TEXT    PRIMARY KEY,  -- cause position, config position, task id
             task_id     TEXT    NOT NULL,
             config_id   TEXT    NOT NULL,
             cause       INTEGER NOT NULL,
@@ -140,7 +143,7 @@ class PushProjection(DispatchProjection):
                 " status_text, at, url, token, scheme, credentials, dialect, progress,"
                 " attempts, due_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?)",
                 (
-                    delivery_id(e.position, position),
+                    delivery_id(e.position, position, task_id),
                     task_id,
                     config_id,
                     e.position,

@@ -4,7 +4,8 @@ A config (``task.push_config_set``, ``task.push_config_deleted``) lives on its t
 task transition a caller should hear about owes one delivery per config: a row of the outbox
 read model (``projections.push``), written in the same transaction as the transition. Every
 attempt to deliver it, and how it ended, is an event on the delivery's own stream
-``push:<delivery id>`` (``<cause position>.<config position>``), whose machine is below: the
+``push:<delivery id>`` (``<cause position>.<config position>.<task id>``), whose machine is
+below: the
 auditor reads the whole trail with ``foldline history``.
 
 The delivery policy is the source system's (ADR 0039): 15 s per request, at most 4 in
@@ -142,10 +143,13 @@ class DeletePushConfig(Command, tag="DeletePushConfig", frozen=True, kw_only=Tru
     config_id: ConfigId
 
 
+DeliveryId = Annotated[str, msgspec.Meta(pattern=r"^[0-9]+\.[0-9]+\.[A-Za-z0-9_:.@-]{1,200}$")]
+
+
 class StartPushAttempt(Command, tag="StartPushAttempt", frozen=True, kw_only=True):
     """Claim a due delivery for one attempt by ``holder`` (a server instance)."""
 
-    delivery_id: Id
+    delivery_id: DeliveryId
     holder: Short
 
 
@@ -153,7 +157,7 @@ class RecordPushOutcome(Command, tag="RecordPushOutcome", frozen=True, kw_only=T
     """How attempt ``attempt`` ended: the answer's ``status`` (0: none), or ``refused`` (the
     URL policy, at send time); ``jitter`` spreads a retry (chosen by the caller, recorded)."""
 
-    delivery_id: Id
+    delivery_id: DeliveryId
     attempt: Annotated[int, msgspec.Meta(ge=1)]
     holder: Short
     status: Annotated[int, msgspec.Meta(ge=0, le=999)] = 0
@@ -165,7 +169,7 @@ class RecordPushOutcome(Command, tag="RecordPushOutcome", frozen=True, kw_only=T
 class ExpirePush(Command, tag="ExpirePush", frozen=True, kw_only=True):
     """Give up a waiting delivery whose next attempt would fall past its maximum age."""
 
-    delivery_id: Id
+    delivery_id: DeliveryId
 
 
 # -- the policy ---------------------------------------------------------------------------
@@ -199,7 +203,9 @@ def without_secrets(event: Event) -> Event:
     return msgspec.structs.replace(event, config=hidden)
 
 
-def delivery_id(cause: int, config_position: int) -> str:
+def delivery_id(cause: int, config_position: int, task_id: str) -> str:
     """The delivery a transition (its log position) owes one config (the position of the
-    event that set it)."""
-    return f"{cause}.{config_position}"
+    event that set it) of a task. It ends in the task's id, as its stream ``push:<id>`` does,
+    so an audit split by entity puts the delivery's events, its outbox row and its task's
+    events in one share (``engine.audit.tables.share_of``)."""
+    return f"{cause}.{config_position}.{task_id}"
