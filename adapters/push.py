@@ -118,14 +118,16 @@ class Deliverer:
     def _run(self) -> None:
         try:
             while not self._stopping.is_set():
-                log_ = self._engine().log
-                seen = log_.head()
-                wait = self.step()
-                if self._stopping.is_set():
-                    break
-                log_.wait_for(seen, min(wait, MAX_WAIT_S))
-        except Exception:  # the log is gone, or closed under us: the next holder delivers
-            log.exception("push deliveries stop in this process")
+                try:
+                    log_ = self._engine().log
+                    seen = log_.head()
+                    wait = self.step()
+                except Exception as ex:  # a storage fault, a log gone: try again, not give up
+                    log.error("push deliveries: %s: %s", type(ex).__name__, ex)
+                    self._stopping.wait(MAX_WAIT_S)
+                    continue
+                if not self._stopping.is_set():
+                    log_.wait_for(seen, min(wait, MAX_WAIT_S))
         finally:
             self._count(False)
 
@@ -157,7 +159,7 @@ class Deliverer:
                 future.result()
         self._count(queries.owed_count(conn) > 0)
         due = queries.next_due(conn)
-        if due is None:
+        if due is None or room <= 0:  # nothing owed, or no room until an outcome commits
             return MAX_WAIT_S
         return max(0.05, (parse_time(due) - engine.clock.now()).total_seconds())
 
