@@ -39,10 +39,12 @@ from pathlib import Path
 from typing import IO, Any
 from urllib.parse import unquote, urlsplit
 
+from adapters import outbound
 from adapters.url_policy import UrlPolicy, UrlRefused
 
 FILE_LIMIT = 5_000_000
 MESSAGE_LIMIT = 10_000_000
+URL_PARTS = 4  # fetched one after another, each within FETCH_TIMEOUT_S: a bounded wait
 FETCH_TIMEOUT_S = 15.0
 ROOT = "a2a-files"
 MANIFEST = "manifest.json"
@@ -155,16 +157,16 @@ def fetch(
 ) -> tuple[bytes, str | None]:
     """The body at ``url`` (at most ``FILE_LIMIT`` bytes) and the media type it was served as.
 
-    Each wait (connecting, the answer, each read) has ``timeout_s``, and the body must be read
-    within ``timeout_s`` of the request: a server that drips its bytes is cut off. Proxies from
-    the environment are not used: the address the policy judged is the one called.
+    The whole exchange (redirects included) has ``timeout_s`` (``adapters.outbound``): a server
+    that drips its status line or its bytes is cut off. Proxies from the environment are not
+    used: the address the policy judged is the one called.
 
     Raises:
         UrlRefused: the policy refuses the URL (or a redirect's target).
         FetchFailed: not 2xx, over ``FILE_LIMIT``, too slow, or a connection error.
     """
     policy.check_resolved(url)
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), _Judged(policy))
+    opener = outbound.opener(timeout_s, _Judged(policy))  # one deadline, redirects and all
     deadline = time.monotonic() + timeout_s
     too_big = FetchFailed(f"{url!r} exceeds the 5 MB limit per file ({FILE_LIMIT} bytes)")
     try:
@@ -181,6 +183,8 @@ def fetch(
                 read += len(chunk)
                 if read > FILE_LIMIT:
                     raise too_big
+            if time.monotonic() >= deadline:  # cut off at the deadline: the body is short
+                raise FetchFailed(f"fetching {url!r} took over {timeout_s:g} s")
             served = answer.headers.get_content_type() if "Content-Type" in answer.headers else None
             return b"".join(chunks), served
     except (UrlRefused, FetchFailed):
@@ -192,10 +196,10 @@ def fetch(
         if isinstance(ex.reason, UrlRefused):
             raise ex.reason from None
         raise FetchFailed(f"fetching {url!r} failed: {ex.reason}") from None
-    except TimeoutError:
-        raise FetchFailed(f"fetching {url!r} took over {timeout_s:g} s") from None
-    except OSError as ex:
-        raise FetchFailed(f"fetching {url!r} failed: {ex}") from None
+    except (TimeoutError, OSError, http.client.HTTPException, ValueError) as ex:
+        if time.monotonic() >= deadline:
+            raise FetchFailed(f"fetching {url!r} took over {timeout_s:g} s") from None
+        raise FetchFailed(f"fetching {url!r} failed: {type(ex).__name__}: {ex}") from None
 
 
 def file_name_of(url: str) -> str | None:
@@ -281,7 +285,9 @@ def save(
         for file in files:
             name = file.saved_name
             _write(fd, name, file.content, owner)
-            path = f"{relative}/{name}"
+            # Absolute: a run may start elsewhere than the workspace's root (a writer's
+            # worktree, a session directory), where the untracked files are not.
+            path = str(workspace / relative / name)
             size = len(file.content)
             entries.append(
                 {

@@ -14,16 +14,19 @@ says ``HealthyBusy`` without reading the log (``adapters.busy``).
 
 from __future__ import annotations
 
+import http.client
 import logging
 import os
 import random
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
+from adapters import outbound
 from adapters.busy import BusyBoard
 from adapters.url_policy import UrlPolicy, UrlRefused
 from engine.clock import format_time, parse_time
@@ -49,21 +52,24 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         return None
 
 
-_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect())
-
-
 def post(url: str, body: bytes, headers: dict[str, str], timeout_s: float) -> tuple[int, str]:
     """POST ``body``: the answer's status (0: none) and what went wrong ("" on 2xx)."""
     request = urllib.request.Request(url, data=body, method="POST", headers=headers)
+    started = time.monotonic()
     try:
-        with _OPENER.open(request, timeout=timeout_s) as answer:
+        with outbound.opener(timeout_s, _NoRedirect()).open(request, timeout=timeout_s) as answer:
             answer.read(1 << 16)
             return answer.status, ""
     except urllib.error.HTTPError as ex:
-        return ex.code, f"HTTP {ex.code} {ex.reason}"[:500]
-    except (urllib.error.URLError, OSError, ValueError) as ex:
+        ex.close()
+        return ex.code, f"HTTP {ex.code}"
+    except (urllib.error.URLError, OSError, http.client.HTTPException) as ex:
+        if time.monotonic() - started >= timeout_s:
+            return 0, f"no answer within {timeout_s:g} s"
         reason = getattr(ex, "reason", ex)
         return 0, f"{type(reason).__name__}: {reason}"[:500]
+    except ValueError as ex:  # the request could not be made (its text may hold a header)
+        return 0, f"the request could not be made: {type(ex).__name__}"
 
 
 def headers_of(delivery: DeliveryRow) -> dict[str, str]:
@@ -75,10 +81,16 @@ def headers_of(delivery: DeliveryRow) -> dict[str, str]:
     return headers
 
 
+class LogClosed(Exception):
+    """The deliverer's process closed its log (the server stops, or gave the lease up)."""
+
+
 class Deliverer:
+    """``engine`` gives this process's open engine, or None once it closed its log."""
+
     def __init__(
         self,
-        engine: Callable[[], DomainEngine],
+        engine: Callable[[], DomainEngine | None],
         holder: str,
         policy: UrlPolicy,
         payload: Payload,
@@ -119,27 +131,32 @@ class Deliverer:
         try:
             while not self._stopping.is_set():
                 try:
-                    log_ = self._engine().log
+                    engine = self._engine()
+                    if engine is None:  # this process closed its log: it delivers no more
+                        return
+                    log_ = engine.log
                     seen = log_.head()
                     wait = self.step()
+                    if not self._stopping.is_set():
+                        log_.wait_for(seen, min(wait, MAX_WAIT_S))
                 except Exception as ex:  # a storage fault, a log gone: try again, not give up
                     log.error("push deliveries: %s: %s", type(ex).__name__, ex)
                     self._stopping.wait(MAX_WAIT_S)
-                    continue
-                if not self._stopping.is_set():
-                    log_.wait_for(seen, min(wait, MAX_WAIT_S))
         finally:
             self._count(False)
+            with self._lock:
+                self._pid = -1  # started again by the next tenure of this process
 
     # -- one pass ------------------------------------------------------------------------------
 
     def step(self, wait: bool = False) -> float:
         """Claim and send what is due (sent in the pool; ``wait``: until they are recorded).
         Returns the seconds until the next delivery falls due."""
-        engine = self._engine()
+        engine = self._open()
         conn = engine.log.connection()
         now = engine.clock.now()
         stamp = format_time(now)
+        self._count(queries.owed_count(conn) > 0)  # before a request can go out
         with self._lock:
             done = [key for key, future in self._in_flight.items() if future.done()]
             for key in done:
@@ -189,7 +206,7 @@ class Deliverer:
             self._in_flight[delivery.delivery_id] = self._pool.submit(self._attempt, delivery)
 
     def _attempt(self, delivery: DeliveryRow) -> None:
-        engine = self._engine()
+        engine = self._open()
         status, error, refused = 0, "", False
         try:
             self.policy.check_resolved(delivery.url)
@@ -216,6 +233,12 @@ class Deliverer:
             )
         except EngineError as ex:  # claimed again meanwhile, or the log is gone
             log.warning("delivery %s: outcome not recorded: %s", delivery.delivery_id, ex)
+
+    def _open(self) -> DomainEngine:
+        engine = self._engine()
+        if engine is None:
+            raise LogClosed("this process closed its log")
+        return engine
 
     def _count(self, owed: bool) -> None:
         if self._busy is None or owed == self._counted:

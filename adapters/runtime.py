@@ -283,7 +283,7 @@ class Runtime:
             return
         if self._pushes is None:
             self._pushes = Deliverer(
-                lambda: self.engine,
+                lambda: self._engine if self.is_open else None,
                 self.holder,
                 UrlPolicy(self.config.push_allow),
                 self.push_payload,

@@ -28,6 +28,19 @@ METADATA = frozenset(
 LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
 
 
+def _literal(host: str) -> Address | None:
+    """The address ``host`` spells, in any form the resolver takes as one (``127.1``,
+    ``2130706433``, ``0x7f000001`` and the like, not only the dotted quad); None for a name."""
+    try:
+        return ipaddress.ip_address(host)
+    except ValueError:
+        pass
+    try:
+        return ipaddress.IPv4Address(socket.inet_aton(host))
+    except OSError:
+        return None
+
+
 class UrlRefused(ValueError):
     """The URL may not be called; the message says why."""
 
@@ -70,9 +83,8 @@ class UrlPolicy:
             return host
         if host in LOOPBACK_NAMES:
             raise UrlRefused(f"{url!r} names this machine (loopback)")
-        try:
-            address = ipaddress.ip_address(host)
-        except ValueError:
+        address = _literal(host)
+        if address is None:
             return host  # a name: judged by what it resolves to, at each request
         self._judge(url, address)
         return host
@@ -89,7 +101,7 @@ class UrlPolicy:
         port = urlsplit(url).port or 443
         try:
             infos = socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP)
-        except OSError as ex:
+        except (OSError, UnicodeError, ValueError) as ex:  # a label too long is a UnicodeError
             raise UrlRefused(f"{url!r}: {host} does not resolve ({ex})") from None
         for info in infos:
             self._judge(url, ipaddress.ip_address(str(info[4][0]).split("%")[0]))

@@ -32,6 +32,7 @@ from engine.domain.task import (
     TaskMessageAdded,
     TaskRejected,
     TaskStatusUpdated,
+    completed_status,
 )
 from engine.events import RecordedEvent
 from engine.projection import DispatchProjection, handles
@@ -196,8 +197,11 @@ class PushProjection(DispatchProjection):
 
 
 def _status_text(e: RecordedEvent) -> str | None:
-    """The status message the transition carries: a completion's result, else its text."""
+    """The agent's status message at the transition, as GetTask says it: a completion's
+    warnings or result, a status's text; a follow-up's text is the caller's, not a status."""
     event: Any = e.event
     if isinstance(event, TaskCompleted):
-        return event.result
+        return completed_status(event) or event.result
+    if isinstance(event, TaskMessageAdded):
+        return None
     return getattr(event, "text", None) or None

@@ -15,6 +15,7 @@ from engine.domain.task import (
     TaskMessageAdded,
     TaskRejected,
     TaskStatusUpdated,
+    completed_status,
 )
 from engine.events import RecordedEvent
 from engine.projection import DispatchProjection, handles
@@ -93,9 +94,7 @@ class TasksProjection(DispatchProjection):
     @handles(TaskCompleted)
     def on_task_completed(self, cur: Any, e: RecordedEvent) -> None:
         ev: Any = e.event
-        # "completed with warnings": the warnings become the status message (the result stays
-        # the artifact); without warnings the status message is the result (status_text NULL).
-        status = "completed with warnings: " + "; ".join(ev.warnings) if ev.warnings else None
+        status = completed_status(ev)  # NULL: the status message is the result
         cur.execute(
             "UPDATE tasks SET state = ?, version = ?, result = ?,"
             " status_text = ?, updated_at = ? WHERE task_id = ?",

@@ -80,6 +80,11 @@ def read(parts: list[inbound.PartIn], policy: UrlPolicy) -> tuple[str, list[Load
             raise RpcError(
                 CONTENT_TYPE_UNSUPPORTED, "only text, data, raw and url parts are supported"
             )
+    if len(urls) > a2a_files.URL_PARTS:  # each fetch may take its whole timeout
+        raise RpcError(
+            INVALID_PARAMS,
+            f"a message may carry at most {a2a_files.URL_PARTS} url parts (it has {len(urls)})",
+        )
     for index, part in urls:  # every URL's text first: a refused one costs no fetch
         try:
             policy.check(part.url)

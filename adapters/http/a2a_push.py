@@ -35,7 +35,10 @@ CONFIG_TEXTS = {
     "$": "the push config must be an object with a url of 1 to 2048 characters",
     "$.id": "the push config id must be 1 to 200 letters, digits or _:.@-",
     "$.url": "the push config url must be a string of 1 to 2048 characters",
-    "$.authentication": "authentication must be an object with a scheme and credentials",
+    "$.token": "the push config token must be visible ASCII without spaces, at most 4096"
+    " characters",
+    "$.authentication": "authentication must be an object with a scheme (letters, digits,"
+    " ._~+/-) and credentials (visible ASCII without spaces)",
 }
 
 
@@ -77,35 +80,37 @@ def _string(params: dict[str, Any], name: str) -> str:
 # -- the config methods -----------------------------------------------------------------------
 
 
+# A config's token and credentials are never answered back: ``POST /`` is open to whoever can
+# reach it (a run of this server included), and a caller that has them does not need them.
+
+
 def config_json(row: PushConfigRow) -> dict[str, Any]:
-    """A 1.0 ``TaskPushNotificationConfig``."""
+    """A 1.0 ``TaskPushNotificationConfig``, without its secrets."""
     out: dict[str, Any] = {"id": row.config_id, "taskId": row.task_id, "url": row.url}
-    if row.token:
-        out["token"] = row.token
     if row.scheme:
-        out["authentication"] = {"scheme": row.scheme, "credentials": row.credentials}
+        out["authentication"] = {"scheme": row.scheme}
     return out
 
 
 def config_json_v03(row: PushConfigRow) -> dict[str, Any]:
     """A 0.3 ``TaskPushNotificationConfig``: the config nested, ``schemes`` a list."""
     config: dict[str, Any] = {"id": row.config_id, "url": row.url}
-    if row.token:
-        config["token"] = row.token
     if row.scheme:
-        config["authentication"] = {"schemes": [row.scheme], "credentials": row.credentials}
+        config["authentication"] = {"schemes": [row.scheme]}
     return {"taskId": row.task_id, "pushNotificationConfig": config}
 
 
 def params_v03(method: str, params: dict[str, Any]) -> dict[str, Any]:
     """0.3 params in their 1.0 form (``id`` is the task's there, the config's here)."""
-    task_id = params.get("taskId") if method.endswith("/set") else params.get("id")
     if method.endswith("/set"):
         config = params.get("pushNotificationConfig")
         if not isinstance(config, dict):
             raise RpcError(INVALID_PARAMS, "pushNotificationConfig must be an object")
-        return {**a2a_v03.push_config_in(config), "taskId": task_id}
-    return {"taskId": task_id, "id": params.get("pushNotificationConfigId")}
+        return {**a2a_v03.push_config_in(config), "taskId": _string(params, "taskId")}
+    config_id = params.get("pushNotificationConfigId")
+    if method.endswith("/delete"):
+        config_id = _string(params, "pushNotificationConfigId")
+    return {"taskId": _string(params, "id"), "id": config_id}
 
 
 class PushMethods:

@@ -68,7 +68,11 @@ def push_config_in(config: dict[str, Any]) -> dict[str, Any]:
     if isinstance(auth, dict):
         schemes = auth.get("schemes")
         scheme = schemes[0] if isinstance(schemes, list) and schemes else ""
-        converted["authentication"] = {"scheme": scheme, "credentials": auth.get("credentials")}
+        credentials = auth.get("credentials")  # optional in 0.3
+        converted["authentication"] = {
+            "scheme": scheme,
+            "credentials": "" if credentials is None else credentials,
+        }
     return converted
 
 

@@ -88,9 +88,13 @@ class MessageIn(msgspec.Struct, kw_only=True, rename="camel"):
         return (self.metadata or {}).get("halo/interrupt") is True
 
 
+# A header value the server can send: visible ASCII, no space, no line break.
+HeaderValue = Annotated[str, Meta(max_length=4096, pattern=r"^[!-~]*$")]
+
+
 class AuthenticationIn(msgspec.Struct, kw_only=True):
     scheme: Annotated[str, Meta(max_length=100, pattern=r"^[A-Za-z0-9._~+/-]*$")] = ""
-    credentials: Annotated[str, Meta(max_length=4096)] = ""
+    credentials: HeaderValue = ""
 
 
 class PushConfigIn(msgspec.Struct, kw_only=True):
@@ -99,7 +103,7 @@ class PushConfigIn(msgspec.Struct, kw_only=True):
 
     id: Annotated[str, Meta(pattern=r"^[A-Za-z0-9_:.@-]{1,200}$")] | None = None
     url: Annotated[str, Meta(min_length=1, max_length=2048)]
-    token: Annotated[str, Meta(max_length=4096)] = ""
+    token: HeaderValue = ""
     authentication: AuthenticationIn | None = None
     dialect: Literal["1.0", "0.3"] = "1.0"
 
@@ -133,6 +137,11 @@ SEND_MESSAGE_TEXTS = {
     " with a url of 1 to 2048 characters",
     "$.configuration.taskPushNotificationConfig.id": "taskPushNotificationConfig.id must be 1 to"
     " 200 letters, digits or _:.@-",
+    "$.configuration.taskPushNotificationConfig.token": "taskPushNotificationConfig.token must be"
+    " visible ASCII without spaces, at most 4096 characters",
+    "$.configuration.taskPushNotificationConfig.authentication": "authentication must be an"
+    " object with a scheme (letters, digits, ._~+/-) and credentials (visible ASCII without"
+    " spaces)",
 }
 
 _AT = re.compile(r" - at `(?P<path>[^`]*)`$")

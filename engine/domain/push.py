@@ -123,7 +123,7 @@ PUSH = MachineSpec(
 
 ConfigId = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_:.@-]{1,200}$")]
 Url = Annotated[str, msgspec.Meta(min_length=1, max_length=2048)]
-Secret = Annotated[str, msgspec.Meta(max_length=4096)]
+Secret = Annotated[str, msgspec.Meta(max_length=4096, pattern=r"^[!-~]*$")]  # a header value
 
 
 class SetPushConfig(Command, tag="SetPushConfig", frozen=True, kw_only=True):

@@ -69,6 +69,12 @@ class TaskRejected(Event, tag="task.rejected", frozen=True, kw_only=True):
     text: str = ""
 
 
+def completed_status(event: TaskCompleted) -> str | None:
+    """A completed task's status text: what it warned of ("completed with warnings"), or None
+    when its status message is its result (which is always its artifact)."""
+    return "completed with warnings: " + "; ".join(event.warnings) if event.warnings else None
+
+
 TASK = MachineSpec(
     kind="task",
     description="An A2A task on a session (its context); terminal exactly once.",

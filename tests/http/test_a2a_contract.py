@@ -148,11 +148,12 @@ def test_a2a_send_message_refused_url_part_is_invalid_params(make_client: MakeCl
 
 
 def test_a2a_send_message_raw_part_is_a_file_even_when_not_text(make_client: MakeClient) -> None:
-    client, _ = make_client(ECHO)
+    client, runtime = make_client(ECHO)
     raw = {"raw": base64.b64encode(b"\xff\xfe").decode()}
     params = {"message": {"messageId": "m", "parts": [raw]}, "configuration": {}}
     task = rpc(client, "SendMessage", params)["result"]["task"]
-    assert task["artifacts"][0]["parts"][0]["text"].startswith("echo: FILE: a2a-files/")
+    saved = f"echo: FILE: {runtime.config.workspace}/a2a-files/"
+    assert task["artifacts"][0]["parts"][0]["text"].startswith(saved)
 
 
 def test_a2a_version_header_other_than_1_is_refused(make_client: MakeClient) -> None:

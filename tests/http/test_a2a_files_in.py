@@ -140,7 +140,7 @@ def test_a2a_raw_file_part_reaches_the_run_with_its_manifest(tmp_path: Path) -> 
         )
     task = answer["result"]["task"]
     result = _result(answer)
-    path = f"a2a-files/{task['id']}/m-raw/1-photo.png"
+    path = f"{workspace}/a2a-files/{task['id']}/m-raw/1-photo.png"
     line = f"FILE: {path} (image/png, {len(PNG)} bytes)"
     assert result.startswith(f"look at this\n{line}\n--manifest--\n")
     digest = hashlib.sha256(PNG).hexdigest()
@@ -183,7 +183,7 @@ def test_a2a_follow_up_with_a_file_starts_a_run_told_of_it(tmp_path: Path) -> No
         }
         answer = _send(server, follow_up)
     assert answer["result"]["task"]["id"] == task_id
-    path = f"a2a-files/{task_id}/m-2/1-t.csv"
+    path = f"{workspace}/a2a-files/{task_id}/m-2/1-t.csv"
     result = _result(answer)
     assert result.startswith(f"hold on\nand this\nFILE: {path} (text/csv, 4 bytes)\n")
     assert [entry["path"] for entry in _manifest(result)] == [path]
@@ -203,7 +203,7 @@ def test_a2a_file_delivered_into_a_live_run_is_named_in_its_text(tmp_path: Path)
         wait_for(server, job["job_id"], "job.control_delivered")
         events = job_events(server, job["job_id"])
         jobs = json.loads(server.request("GET", jobs_path)[2])["jobs"]
-    line = f"FILE: a2a-files/{task['id']}/m-2/0-n.txt (text/plain, 5 bytes)"
+    line = f"FILE: {workspace}/a2a-files/{task['id']}/m-2/0-n.txt (text/plain, 5 bytes)"
     assert delivered["result"]["task"]["id"] == task["id"] and len(jobs) == 1
     (control,) = of_type(events, "job.control")
     assert line in json.dumps(control["event"])  # what the run was sent names the file
@@ -220,7 +220,7 @@ def test_a2a_url_file_part_is_fetched_under_the_url_policy(tmp_path: Path) -> No
         missing = _send(server, _message("m-404", {"url": f"{base}/nothing/here.png"}))
         tasks = _task_count(server)
     task_id = fetched["result"]["task"]["id"]
-    path = f"a2a-files/{task_id}/m-url/0-cat.jpg"
+    path = f"{workspace}/a2a-files/{task_id}/m-url/0-cat.jpg"
     assert f"FILE: {path} (image/jpeg, 300 bytes)" in _result(fetched)
     assert (workspace / path).read_bytes() == PNG[:300]
     error = missing["error"]
@@ -293,7 +293,7 @@ def test_a2a_v03_file_part_with_bytes_name_and_mime_type(tmp_path: Path) -> None
     task = answer["result"]
     assert task["kind"] == "task" and task["status"]["state"] == "completed"
     text = task["artifacts"][0]["parts"][0]["text"]
-    path = f"a2a-files/{task['id']}/m-03/1-t.csv"
+    path = f"{workspace}/a2a-files/{task['id']}/m-03/1-t.csv"
     assert f"sum it\nFILE: {path} (text/csv, 8 bytes)\n" in text
     assert (workspace / path).read_bytes() == b"a,b\n1,2\n"
 
@@ -321,7 +321,7 @@ def test_a2a_official_client_sends_a_file_part(tmp_path: Path) -> None:
     with serve(workspace, {"FOLDLINE_RUNNER": RUNNER}) as server:
         task = asyncio.run(_sdk_send(f"http://127.0.0.1:{server.port}"))
     assert task.status.state == TaskState.TASK_STATE_COMPLETED
-    path = f"a2a-files/{task.id}/m-sdk/1-pic.png"
+    path = f"{workspace}/a2a-files/{task.id}/m-sdk/1-pic.png"
     result = task.artifacts[0].parts[0].text
     assert f"FILE: {path} (image/png, {len(PNG)} bytes)" in result
     assert f"{hashlib.sha256(PNG).hexdigest()}  {path}" in result

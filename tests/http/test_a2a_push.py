@@ -106,7 +106,7 @@ def test_push_a2a_sdk_1_0_final_status_arrives_once_per_config(tmp_path: Path) -
     assert len({g.headers["x-foldline-event-id"] for g in got}) == 2
     assert [e["event_type"] for e in trail] == ["push.attempt_started", "push.delivered"]
     assert seen["created"].id == "c2" and seen["created"].url == other.url
-    assert seen["got"].token == "t2"
+    assert seen["got"].url == other.url and seen["got"].token == ""  # secrets never answered
     assert [c.id for c in seen["listed"].configs] == ["c2"]
     assert list(seen["after_delete"].configs) == []
     assert other.received == []  # the sleepy task never moved while c2 was set
@@ -151,6 +151,7 @@ def test_push_a2a_sdk_0_3_configs_and_a_0_3_payload(tmp_path: Path) -> None:
     assert canceled["result"]["status"]["state"] == "TASK_STATE_CANCELED"
     assert seen["created"].id == "legacy" and seen["got"].url == hook.url
     assert seen["got"].authentication.scheme == "Bearer"
+    assert seen["got"].authentication.credentials == ""  # never answered back
     assert [c.id for c in seen["listed"].configs] == ["legacy"]
     assert len(got) == 1
     final = got[-1].body
@@ -160,13 +161,15 @@ def test_push_a2a_sdk_0_3_configs_and_a_0_3_payload(tmp_path: Path) -> None:
 
 
 def test_push_a_404_receiver_is_dead_at_once_and_a_refused_url_is_32602(tmp_path: Path) -> None:
-    with receiver([404, 404]) as hook, serve(tmp_path, ENV) as server:
+    # Two workers, two deliverers: the log gives each delivery to one of them.
+    with receiver([404, 404]) as hook, serve(tmp_path, ENV, workers=2) as server:
         answer = _send(server, "m-1", "hi", {"url": hook.url})
         got = hook.wait_for(2)  # working, then completed: each tried once
         trails = [settled_trail(server, g.headers["x-foldline-event-id"]) for g in got]
         refused = _send(server, "m-2", "hi", {"url": "http://169.254.169.254/latest"})
         loopback = _send(server, "m-3", "hi", {"url": "http://localhost:1/x"})
         scheme = _send(server, "m-4", "hi", {"url": "file:///etc/passwd"})
+        header = _send(server, "m-5", "hi", {"url": hook.url, "token": "a\r\nX-Evil: 1"})
         tasks = _rpc(server, "ListTasks", {})["result"]["totalSize"]
         _, _, metrics = server.request("GET", "/metrics")
     print("receiver log (404):", *hook.log(), sep="\n  ")
@@ -176,7 +179,12 @@ def test_push_a_404_receiver_is_dead_at_once_and_a_refused_url_is_32602(tmp_path
         assert [e["event_type"] for e in trail] == ["push.attempt_started", "push.dead"]
         assert trail[-1]["event"]["reason"] == "the receiver answered 404"
     assert len(hook.received) == 2
-    for error, why in ((refused, "metadata"), (loopback, "loopback"), (scheme, "http")):
+    for error, why in (
+        (refused, "metadata"),
+        (loopback, "loopback"),
+        (scheme, "http"),
+        (header, "visible ASCII"),
+    ):
         assert error["error"]["code"] == -32602 and why in error["error"]["message"], error
     assert tasks == 1  # refused messages made no task
 
@@ -238,7 +246,13 @@ status, job = call("GET", "/v1/jobs/" + os.environ["FOLDLINE_JOB_ID"])
 status, page = call("GET", "/v1/streams/task:" + job["task_id"] + "/events")
 kind = "task.push_config_set"
 configs = [e["event"]["config"] for e in page["events"] if e["event_type"] == kind]
-print(json.dumps(configs))
+rpc = {"jsonrpc": "2.0", "id": 1, "method": "ListTaskPushNotificationConfigs",
+       "params": {"taskId": job["task_id"]}}
+request = urllib.request.Request(os.environ["FOLDLINE_URL"] + "/", data=json.dumps(rpc).encode(),
+                                 headers={"Content-Type": "application/json"})
+with urllib.request.urlopen(request, timeout=30) as answer:
+    listed = json.load(answer)["result"]["configs"]
+print(json.dumps([configs, listed]))
 """
 )
 
@@ -247,12 +261,15 @@ def test_push_a_run_reads_its_task_without_the_callers_push_secrets(tmp_path: Pa
     (tmp_path / "snoop.py").write_text(SNOOP)
     env = {**ENV, "FOLDLINE_RUNNER": python_agent(str(tmp_path / "snoop.py"))}
     with receiver() as hook, serve(tmp_path, env) as server:
-        auth = {"scheme": "Bearer", "credentials": "sekret"}
+        auth = {"scheme": "Bearer", "credentials": "sekret-9c1e"}
         answer = _send(
-            server, "m-1", "hi", {"url": hook.url, "token": "tok", "authentication": auth}
+            server, "m-1", "hi", {"url": hook.url, "token": "tok-4f2a", "authentication": auth}
         )
         hook.wait_for(2)
     result = answer["result"]["task"]["artifacts"][0]["parts"][0]["text"]
-    (config,) = json.loads(result)
+    (config,), (listed,) = json.loads(result)
     assert config["url"] == hook.url
     assert (config["token"], config["credentials"]) == ("(hidden)", "(hidden)")
+    # Through A2A, open to any caller: the scheme, never the secrets.
+    assert listed["url"] == hook.url and listed["authentication"] == {"scheme": "Bearer"}
+    assert "token" not in listed and "sekret-9c1e" not in result and "tok-4f2a" not in result

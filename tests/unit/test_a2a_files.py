@@ -110,15 +110,15 @@ def _files() -> list[LoadedFile]:
 def test_a2a_files_save_writes_files_and_manifest_readable_by_all(tmp_path: Path) -> None:
     saved = a2a_files.save(tmp_path, "task-1", "msg/1", _files())
     folder = f"a2a-files/task-1/{segment('msg/1')}"
-    assert saved.lines == (
-        f"FILE: {folder}/0-a.png (image/png, 3 bytes)",
-        f"FILE: {folder}/2-file-2.txt (text/plain, 4 bytes)",
+    assert saved.lines == (  # absolute: a run may start in a worktree
+        f"FILE: {tmp_path / folder}/0-a.png (image/png, 3 bytes)",
+        f"FILE: {tmp_path / folder}/2-file-2.txt (text/plain, 4 bytes)",
     )
     assert saved.manifest == tmp_path / folder / "manifest.json"
     manifest = json.loads(saved.manifest.read_text())
     assert [(m["path"], m["name"], m["size"]) for m in manifest] == [
-        (f"{folder}/0-a.png", "../a.png", 3),
-        (f"{folder}/2-file-2.txt", None, 4),
+        (f"{tmp_path / folder}/0-a.png", "../a.png", 3),
+        (f"{tmp_path / folder}/2-file-2.txt", None, 4),
     ]
     assert sorted(p.name for p in (tmp_path / folder).iterdir()) == [
         "0-a.png",

@@ -262,3 +262,43 @@ def test_push_deliveries_are_the_task_pages_links_to_their_trails(tmp_path: Path
     assert [(link.kind, link.id, link.state) for link in found.lineage if link.kind == "push"] == [
         ("push", row.delivery_id, "queued")
     ]
+
+
+def test_push_a_retry_that_would_fall_past_the_hour_is_not_waited_for(
+    engine: Engine, clock: FixedClock
+) -> None:
+    task(engine)
+    engine.handle(c.UpdateTaskStatus(task_id="t1"))
+    (row,) = owed(engine)
+    engine.handle(p.StartPushAttempt(delivery_id=row.delivery_id, holder="a"))
+    clock.advance(p.MAX_AGE_S - 4)  # a 5 s retry would come after the hour
+    engine.handle(
+        p.RecordPushOutcome(delivery_id=row.delivery_id, attempt=1, holder="a", status=503)
+    )
+    (row,) = owed(engine)
+    assert (row.progress, row.last_error) == (
+        "dead",
+        "the next try would fall past the maximum age",
+    )
+
+
+def test_push_a_status_tells_the_agents_words_never_the_callers(engine: Engine) -> None:
+    task(engine)
+    engine.handle(c.RequireTaskInput(task_id="t1", text="which file?"))
+    engine.handle(
+        c.AddTaskMessage(task_id="t1", message_id="m2", text="my secret answer", superseded_by="")
+    )
+    engine.handle(c.CompleteTask(task_id="t1", result="done"))
+    told = [(r.task_state, r.status_text) for r in owed(engine)]
+    assert told == [("input-required", "which file?"), ("working", None), ("completed", "done")]
+
+
+def test_push_config_secrets_must_be_header_values() -> None:
+    import msgspec
+
+    for bad in ("a\r\nX-Evil: 1", "two words", "caf\u00e9"):
+        with pytest.raises(msgspec.ValidationError):
+            msgspec.convert(
+                {"task_id": "t", "config_id": "c", "url": "http://x/", "token": bad},
+                p.SetPushConfig,
+            )

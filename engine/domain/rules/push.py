@@ -91,14 +91,15 @@ def record_push_outcome(cmd: push_.RecordPushOutcome, ctx: Context) -> None:
     if 200 <= cmd.status < 300 and not cmd.refused:
         ctx.append(stream, push_.PushDelivered(attempt=cmd.attempt, status=cmd.status))
         return
-    reason = _gives_up(cmd, row, ctx)
+    delay = push_.retry_delay_s(cmd.attempt, cmd.jitter)
+    reason = _gives_up(cmd, row, ctx, delay)
     if reason is not None:
         ctx.append(
             stream,
             push_.PushDead(attempt=cmd.attempt, status=cmd.status, error=cmd.error, reason=reason),
         )
         return
-    retry_at = ctx.now + timedelta(seconds=push_.retry_delay_s(cmd.attempt, cmd.jitter))
+    retry_at = ctx.now + timedelta(seconds=delay)
     ctx.append(
         stream,
         push_.PushFailed(
@@ -110,16 +111,18 @@ def record_push_outcome(cmd: push_.RecordPushOutcome, ctx: Context) -> None:
     )
 
 
-def _gives_up(cmd: push_.RecordPushOutcome, row: DeliveryRow, ctx: Context) -> str | None:
-    """Why a failed attempt ends the delivery, or None to retry."""
+def _gives_up(
+    cmd: push_.RecordPushOutcome, row: DeliveryRow, ctx: Context, delay: float
+) -> str | None:
+    """Why a failed attempt ends the delivery, or None to retry after ``delay`` seconds."""
     if cmd.refused:
         return "the URL was refused"
     if push_.is_final(cmd.status):
         return f"the receiver answered {cmd.status}"
     if cmd.attempt >= push_.MAX_ATTEMPTS:
         return f"{push_.MAX_ATTEMPTS} attempts failed"
-    if _age_s(row, ctx) >= push_.MAX_AGE_S:
-        return "older than the maximum age"
+    if _age_s(row, ctx) + delay >= push_.MAX_AGE_S:  # no /ping kept busy for a try not made
+        return "the next try would fall past the maximum age"
     return None
 
 
