@@ -81,7 +81,7 @@ SOURCES: dict[type[msgspec.Struct], dict[str, Json | Expression | Composed]] = {
             json=("integration_paths",),
         ),
     },
-    TaskRow: {"followups": Json()},
+    TaskRow: {"followups": Json(), "files": Json()},
 }
 
 

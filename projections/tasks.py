@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from engine.domain import ids
 from engine.domain.task import (
     TaskAuthRequired,
@@ -23,7 +25,8 @@ from engine.projection import DispatchProjection, handles
 
 class TasksProjection(DispatchProjection):
     name = "tasks"
-    version = 3  # 2: follow-ups (ADR 0024); 3: a completed task's status text is its warnings
+    # 2: follow-ups (ADR 0024); 3: a completed task's status text is its warnings; 4: its files
+    version = 4
     tables = ("tasks",)
     folds_by_entity = True  # every row from its own entity's streams
     ddl = """
@@ -37,6 +40,7 @@ class TasksProjection(DispatchProjection):
             status_text TEXT,
             result      TEXT,
             followups   TEXT    NOT NULL DEFAULT '[]',  -- [[message_id, text], ...] in order
+            files       TEXT    NOT NULL DEFAULT '[]',  -- the MEDIA files of the result
             created_at  TEXT    NOT NULL,
             updated_at  TEXT    NOT NULL
         ) WITHOUT ROWID;
@@ -95,8 +99,9 @@ class TasksProjection(DispatchProjection):
     def on_task_completed(self, cur: Any, e: RecordedEvent) -> None:
         ev: Any = e.event
         status = completed_status(ev)  # NULL: the status message is the result
+        files = msgspec.json.encode(ev.files).decode() if ev.files else "[]"
         cur.execute(
             "UPDATE tasks SET state = ?, version = ?, result = ?,"
-            " status_text = ?, updated_at = ? WHERE task_id = ?",
-            (e.state, e.version, ev.result, status, e.recorded_at, self._id(e)),
+            " status_text = ?, files = ?, updated_at = ? WHERE task_id = ?",
+            (e.state, e.version, ev.result, status, files, e.recorded_at, self._id(e)),
         )

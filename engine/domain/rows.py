@@ -147,6 +147,7 @@ class TaskRow(msgspec.Struct, frozen=True, kw_only=True):
     updated_at: str
     # -- not on the wire
     followups: tuple[tuple[str, str], ...]  # the messages after the first: (message id, text)
+    files: tuple[FileEntry, ...] = ()  # a completed task's MEDIA: files, as its job recorded them
 
     def messages(self) -> list[tuple[str, str]]:
         """Every message of the task, in order: (message id, text)."""

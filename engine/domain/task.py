@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from engine.domain.job import FileEntry
 from engine.domain.push import TaskPushConfigDeleted, TaskPushConfigSet
 from engine.events import Event
 from engine.machines import NEW, MachineSpec, Transition
@@ -55,6 +56,7 @@ class TaskAuthRequired(Event, tag="task.auth_required", frozen=True, kw_only=Tru
 class TaskCompleted(Event, tag="task.completed", frozen=True, kw_only=True):
     result: str = ""
     warnings: tuple[str, ...] = ()  # the job's WARNING: lines
+    files: tuple[FileEntry, ...] = ()  # the job's MEDIA: files: the result artifact's file parts
 
 
 class TaskFailed(Event, tag="task.failed", frozen=True, kw_only=True):

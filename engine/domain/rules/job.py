@@ -10,6 +10,7 @@ from engine.domain import ids
 from engine.domain import job as job_
 from engine.domain import task as task_
 from engine.domain.errors import AdmissionRejected, AlreadyExists, Conflict
+from engine.domain.job import FileEntry
 from engine.domain.job import JobState as J
 from engine.domain.rows import JobRow
 from engine.domain.rules import admission, lineage, lookups, pointer, roles
@@ -125,14 +126,20 @@ def readmit(ctx: Context, job: JobRow) -> None:
 
 
 def end_task_of(
-    ctx: Context, job: JobRow, outcome: str, text: str, warnings: tuple[str, ...] = ()
+    ctx: Context,
+    job: JobRow,
+    outcome: str,
+    text: str,
+    warnings: tuple[str, ...] = (),
+    files: tuple[FileEntry, ...] = (),
 ) -> None:
-    """The job worked for an A2A task: its end is the task's end, in the same transaction."""
+    """The job worked for an A2A task: its end is the task's end, in the same transaction;
+    a completed task carries the job's ``MEDIA:`` files (its result artifact's file parts)."""
     task = ctx.view.task(job.task_id) if job.task_id else None
     if task is None or task.state in task_.TERMINAL:
         return
     event: Event = (
-        task_.TaskCompleted(result=text, warnings=warnings)
+        task_.TaskCompleted(result=text, warnings=warnings, files=files)
         if outcome == "ok"
         else task_.TaskFailed(text=text)
     )
@@ -160,7 +167,7 @@ def finish_job(cmd: c.FinishJob, ctx: Context) -> None:
         ),
     )
     pointer.settle(ctx, row.session_id, Owed("job", row.job_id))
-    end_task_of(ctx, row, cmd.outcome, cmd.result, cmd.warnings)
+    end_task_of(ctx, row, cmd.outcome, cmd.result, cmd.warnings, cmd.files)
 
 
 @rule(c.RecordJobOutput)
