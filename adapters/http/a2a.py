@@ -22,7 +22,16 @@ from typing import Any
 import falcon
 import msgspec
 
-from adapters.http import a2a_accept, a2a_parts, a2a_push, a2a_stream, a2a_v03, inbound, media
+from adapters.http import (
+    a2a_accept,
+    a2a_files,
+    a2a_parts,
+    a2a_push,
+    a2a_stream,
+    a2a_v03,
+    inbound,
+    media,
+)
 from adapters.http.a2a_wire import STATE, STATE_BY_NAME, task_json
 from adapters.http.errors import (
     CANCEL,
@@ -126,6 +135,7 @@ class JsonRpc:
             assert handler is not None
             if legacy is not None:
                 params = a2a_v03.params_in(legacy, params)
+            resp.context.request = req  # for what a method reads of it (its origin, its token)
             handler(params, request_id, resp)
             if legacy is not None:
                 a2a_v03.reshape(resp, legacy)
@@ -154,6 +164,11 @@ class JsonRpc:
         if record is None:
             raise RpcError(TASK_NOT_FOUND, f"Task {task_id} not found")
         return record
+
+    def _files(self, resp: falcon.Response, *, inline: bool = True) -> a2a_files.Parts:
+        """The result's file parts in this answer (``a2a_files``): URLs on this request's
+        origin unless ``FOLDLINE_PUBLIC_URL`` says otherwise."""
+        return a2a_files.parts_for(self.runtime, resp.context.request, inline=inline)
 
     def _task_id(self, params: dict[str, Any]) -> str:
         task_id = params.get("id")
@@ -206,9 +221,11 @@ class JsonRpc:
             self._result(resp, request_id, {"task": task_json(self._task_row(task_id), history)})
             return
         resp.content_type = falcon.MEDIA_JSON
-        resp.stream = self._blocking(task_id, request_id, history)
+        resp.stream = self._blocking(task_id, request_id, history, self._files(resp))
 
-    def _blocking(self, task_id: str, request_id: Any, history: int | None) -> Iterator[bytes]:
+    def _blocking(
+        self, task_id: str, request_id: Any, history: int | None, files: a2a_files.Parts
+    ) -> Iterator[bytes]:
         """Headers at once, then a space every keep-alive interval (leading whitespace is
         valid JSON and resets the client's read timeout), then the answer. At the cap
         (``FOLDLINE_SYNC_WAIT_S``) the answer is the task as it stands, ``working`` most likely,
@@ -222,7 +239,7 @@ class JsonRpc:
                 break
         row = self._task_row(task_id)
         yield media.encode(
-            {"jsonrpc": "2.0", "id": request_id, "result": {"task": task_json(row, history)}}
+            {"jsonrpc": "2.0", "id": request_id, "result": {"task": task_json(row, history, files)}}
         )
 
     def _watch(self, task_id: str, deadline: float) -> Iterator[TaskRow | None]:
@@ -257,9 +274,9 @@ class JsonRpc:
     def _stream(self, resp: falcon.Response, task_id: str, request_id: Any) -> None:
         resp.content_type = "text/event-stream"
         resp.set_header("Cache-Control", "no-store")
-        resp.stream = self._events(task_id, request_id)
+        resp.stream = self._events(task_id, request_id, self._files(resp))
 
-    def _events(self, task_id: str, request_id: Any) -> Iterator[bytes]:
+    def _events(self, task_id: str, request_id: Any, files: a2a_files.Parts) -> Iterator[bytes]:
         runtime = self.runtime
         for frame in a2a_stream.task_events(
             runtime.engine.log,
@@ -267,6 +284,7 @@ class JsonRpc:
             request_id,
             runtime.ending,
             keepalive_s=runtime.config.a2a_keepalive_s,
+            files=files,
         ):  # no deadline: the sync cap is for blocking SendMessage only
             if frame is a2a_stream.KEEPALIVE:
                 # After a kill, a subscriber may be the only caller: with no cap to end its
@@ -281,7 +299,7 @@ class JsonRpc:
         task_id = self._task_id(params)
         self._wake()
         row = self._task_row(task_id)
-        self._result(resp, request_id, task_json(row, _history_length(params)))
+        self._result(resp, request_id, task_json(row, _history_length(params), self._files(resp)))
 
     def cancel_task(self, params: dict[str, Any], request_id: Any, resp: falcon.Response) -> None:
         task_id = self._task_id(params)
@@ -335,7 +353,8 @@ class JsonRpc:
             resp,
             request_id,
             {
-                "tasks": [task_json(row, history) for row in rows],
+                # No file bytes in a listing: URL parts only (GetTask sends small ones inline).
+                "tasks": [task_json(row, history, self._files(resp, inline=False)) for row in rows],
                 "nextPageToken": next_token,
                 "pageSize": size,
                 "totalSize": total,

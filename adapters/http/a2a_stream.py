@@ -6,13 +6,14 @@ First the Task as it stands (the client insists on it) and, while it works, a
 run has printed so far, then, live from the log: each output chunk of the run as a
 ``TaskArtifactUpdateEvent`` of the task's one artifact (the first chunk of a run replaces what
 the client holds, ``append: false``; the next ones ``append: true``), each task change as a
-``TaskStatusUpdateEvent``, and at completion the whole result with ``lastChunk: true``. A client
-that reconnects (``SubscribeToTask``) gets the same from the task's state, so nothing of the
-artifact is lost. A follow-up that starts a new run for the task (ADR 0024) simply restarts the
-artifact; one delivered into the running run (ADR 0038) starts none, so the artifact goes on.
-The stream ends at a terminal or interrupted state, when the client leaves, or when the server
-stops or its log is gone (``stop``); never at a cap, whatever ``FOLDLINE_SYNC_WAIT_S`` says: a
-stream ended early would look to the client like a task that never finished.
+``TaskStatusUpdateEvent``, and at completion the whole result (its files too) with ``lastChunk:
+true``. A client that reconnects (``SubscribeToTask``) gets the same from the task's state, so
+nothing of the artifact is lost. A follow-up that starts a new run for the task (ADR 0024)
+simply restarts the artifact; one delivered into the running run (ADR 0038) starts none, so the
+artifact goes on. The stream ends at a terminal or interrupted state, when the client leaves, or
+when the server stops or its log is gone (``stop``); never at a cap, whatever
+``FOLDLINE_SYNC_WAIT_S`` says: a stream ended early would look to the client like a task that
+never finished.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from adapters.http import sse
-from adapters.http.a2a_wire import artifact_update, status_update, task_json
+from adapters.http.a2a_wire import FileParts, artifact_update, status_update, task_json
 from adapters.http.follow import follow
 from engine.domain import ids
 from engine.domain.job import JobAccepted, JobOutput
@@ -43,6 +44,7 @@ def task_events(
     stop: Callable[[], bool],
     *,
     keepalive_s: float,
+    files: FileParts | None = None,
 ) -> Iterator[bytes]:
     """The SSE frames of the task's stream, until its final status or ``stop()``."""
 
@@ -54,7 +56,7 @@ def task_events(
     record = queries.task(conn, task_id)
     if record is None:
         return
-    yield frame({"task": task_json(record)})
+    yield frame({"task": task_json(record, files=files)})
     if record.state in ENDS:
         return
     if record.state == T.WORKING:
@@ -98,9 +100,15 @@ def task_events(
                 return
             version = record.version  # one read covers every task event up to it
             if record.state == T.COMPLETED:
+                parts = files(record) if files is not None and record.files else None
                 yield frame(
                     artifact_update(
-                        task_id, context, record.result or "", append=False, last_chunk=True
+                        task_id,
+                        context,
+                        record.result or "",
+                        append=False,
+                        last_chunk=True,
+                        files=parts,
                     )
                 )
             yield frame(status_update(record))

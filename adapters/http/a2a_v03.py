@@ -116,9 +116,10 @@ def _part(part: dict[str, Any]) -> dict[str, Any]:
         return {"kind": "text", "text": part["text"]}
     if "data" in part:
         return {"kind": "data", "data": part["data"]}
-    if "raw" in part:
-        return {"kind": "file", "file": {"bytes": part["raw"]}}
-    return {"kind": "file", "file": {"uri": part.get("url", "")}}
+    file = {"bytes": part["raw"]} if "raw" in part else {"uri": part.get("url", "")}
+    names = (("filename", "name"), ("mediaType", "mimeType"))  # 1.0's names, then 0.3's
+    file.update({v03: part[v10] for v10, v03 in names if v10 in part})
+    return {"kind": "file", "file": file}
 
 
 def _message(message: dict[str, Any]) -> dict[str, Any]:

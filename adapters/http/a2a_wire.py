@@ -4,6 +4,7 @@ a ``kind``), as the official ``a2a-sdk`` client parses them."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from engine.domain.rows import TaskRow
@@ -29,8 +30,10 @@ def artifact_id(task_id: str) -> str:
     return f"{task_id}-result"
 
 
-def artifact(task_id: str, text: str) -> dict[str, Any]:
-    return {"artifactId": artifact_id(task_id), "name": "result", "parts": [{"text": text}]}
+def artifact(task_id: str, text: str, files: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The result artifact: its text, then one ``file`` part per ``MEDIA:`` file."""
+    parts = [{"text": text}, *(files or ())]
+    return {"artifactId": artifact_id(task_id), "name": "result", "parts": parts}
 
 
 def status_json(
@@ -43,7 +46,13 @@ def status_json(
     return status
 
 
-def task_json(record: TaskRow, history_length: int | None = None) -> dict[str, Any]:
+# A completed task's file parts (``a2a_files.Parts``): inline bytes or URLs, per answer.
+FileParts = Callable[[TaskRow], list[dict[str, Any]]]
+
+
+def task_json(
+    record: TaskRow, history_length: int | None = None, files: FileParts | None = None
+) -> dict[str, Any]:
     task_id, context, state = record.task_id, record.session_id, record.state
     status_text, result, updated = record.status_text, record.result, record.updated_at
     # A completed task's status message is its result, or what it warned of (mmo's
@@ -52,7 +61,8 @@ def task_json(record: TaskRow, history_length: int | None = None) -> dict[str, A
     status = status_json(task_id, context, T(state), reply, updated)
     task: dict[str, Any] = {"id": task_id, "contextId": context, "status": status}
     if state == T.COMPLETED:
-        task["artifacts"] = [artifact(task_id, result or "")]
+        parts = files(record) if files is not None and record.files else None
+        task["artifacts"] = [artifact(task_id, result or "", parts)]
     history = [
         message(mid or f"{task_id}-in-{n}", "ROLE_USER", said, task_id, context)
         for n, (mid, said) in enumerate(record.messages())
@@ -72,7 +82,13 @@ def status_update(record: TaskRow) -> dict[str, Any]:
 
 
 def artifact_update(
-    task_id: str, context: str, text: str, *, append: bool, last_chunk: bool
+    task_id: str,
+    context: str,
+    text: str,
+    *,
+    append: bool,
+    last_chunk: bool,
+    files: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """A ``TaskArtifactUpdateEvent``: ``append`` adds the part to the artifact the client
     holds, otherwise the part replaces it; ``lastChunk`` says the artifact is whole."""
@@ -80,7 +96,7 @@ def artifact_update(
         "artifactUpdate": {
             "taskId": task_id,
             "contextId": context,
-            "artifact": artifact(task_id, text),
+            "artifact": artifact(task_id, text, files),
             "append": append,
             "lastChunk": last_chunk,
         }
