@@ -15,6 +15,7 @@ from pathlib import Path
 
 from adapters import demo_agent
 from adapters.agents import Agents, default_agents, load_agents
+from adapters.card_file import DeployerCard, load_card
 from adapters.config_error import ConfigError
 from engine.domain.channel import Input
 from engine.storage import parse_target
@@ -71,6 +72,7 @@ class ServerConfig:
     shared_volume: bool = False
     # FOLDLINE_PUSH_ALLOW: loopback or link-local hosts the server may call anyway (ADR 0039).
     push_allow: tuple[str, ...] = ()
+    agent_card: DeployerCard | None = None  # FOLDLINE_AGENT_CARD: the deployer's card fields
 
     @property
     def operator_token_file(self) -> Path:
@@ -294,6 +296,8 @@ def load_config(
         if agents_file
         else default_agents(config.runner, config.runner_input),
     )
+    if env.get("FOLDLINE_AGENT_CARD"):
+        config = replace(config, agent_card=load_card(env["FOLDLINE_AGENT_CARD"]))
     check_places(config)
     if config.runner_input not in ("", "lines"):
         raise ConfigError(f"FOLDLINE_RUNNER_INPUT={config.runner_input!r}: expected lines or empty")

@@ -24,6 +24,7 @@ import msgspec
 
 from adapters.http import (
     a2a_accept,
+    a2a_card,
     a2a_files,
     a2a_parts,
     a2a_push,
@@ -93,6 +94,7 @@ class JsonRpc:
             "CancelTask": self.cancel_task,
             "ListTasks": self.list_tasks,
             "SubscribeToTask": self.subscribe,
+            "GetExtendedAgentCard": self.get_extended_card,
         }
         self.push = a2a_push.PushMethods(runtime, self._write)
 
@@ -368,3 +370,9 @@ class JsonRpc:
         if row.state in TASK_TERMINAL:
             raise RpcError(UNSUPPORTED, f"Task {task_id} is in terminal state: {STATE[row.state]}")
         self._stream(resp, task_id, request_id)
+
+    def get_extended_card(
+        self, params: dict[str, Any], request_id: Any, resp: falcon.Response
+    ) -> None:
+        card = a2a_card.extended_card(self.runtime, resp.context.request)
+        self._result(resp, request_id, card)

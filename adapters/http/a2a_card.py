@@ -1,19 +1,42 @@
-"""The A2A agent card (design.md §5.2): what this endpoint says it is, served without the lease."""
+"""The A2A agent card (design.md §5.2): what this endpoint says it is, served without the lease;
+the deployer's fields (``FOLDLINE_AGENT_CARD``, ``adapters.card_file``) merged over foldline's,
+and the extended card ``GetExtendedAgentCard`` gives the operator."""
 
 from __future__ import annotations
 
 import hashlib
+import hmac
+from collections.abc import Mapping
 from typing import Any
 
 import falcon
 
+from adapters.card_file import DeployerCard
 from adapters.http import media
+from adapters.http.errors import EXTENDED_CARD_NOT_CONFIGURED, UNAUTHENTICATED, RpcError
 from adapters.runtime import Runtime
 
 
-def agent_card(base_url: str) -> dict[str, Any]:
+def agent_card(
+    base_url: str, deployer: DeployerCard | None = None, *, extended: bool = False
+) -> dict[str, Any]:
     """A dual card: a 1.0 and a 0.3 interface on the same URL (the 1.0 client picks 1.0), and
-    the legacy top-level fields a 0.3 client reads (design.md §13.4)."""
+    the legacy top-level fields a 0.3 client reads (design.md §13.4). The ``deployer``'s
+    fields replace foldline's (and, for the ``extended`` card, its extended fields those);
+    the interfaces, URLs and capabilities stay foldline's."""
+    card = _defaults(base_url)
+    if deployer is None:
+        return card
+    card.update(deployer.public)
+    if deployer.extended is not None:
+        card["capabilities"]["extendedAgentCard"] = True
+        card["supportsAuthenticatedExtendedCard"] = True  # 0.3's name of the same
+        if extended:
+            card.update(deployer.extended)
+    return card
+
+
+def _defaults(base_url: str) -> dict[str, Any]:
     description = "foldline: runs each message through the configured agent command"
     return {
         "name": "foldline",
@@ -23,7 +46,7 @@ def agent_card(base_url: str) -> dict[str, Any]:
             {"url": base_url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
         ],
         "version": "0.1.0",
-        "capabilities": {"streaming": True},
+        "capabilities": {"streaming": True, "pushNotifications": True},
         "defaultInputModes": ["text/plain"],
         "defaultOutputModes": ["text/plain"],
         "skills": [{"id": "run", "name": "run", "description": description, "tags": ["agent"]}],
@@ -66,7 +89,8 @@ class AgentCard:
         self.runtime = runtime
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        card = agent_card(interface_url(self.runtime.config.public_url, req.prefix))
+        config = self.runtime.config
+        card = agent_card(interface_url(config.public_url, req.prefix), config.agent_card)
         etag = card_etag(card)
         resp.set_header("ETag", etag)
         resp.cache_control = [CARD_CACHE_CONTROL]
@@ -74,3 +98,33 @@ class AgentCard:
             resp.status = falcon.HTTP_304
             return
         resp.media = card
+
+
+def _holds_operator_token(runtime: Runtime, authorization: str | None) -> bool:
+    """Whether ``authorization`` is ``Bearer <operator token>`` (constant-time compare)."""
+    scheme, _, value = (authorization or "").partition(" ")
+    operator = runtime.operator_token.current()
+    if scheme.lower() != "bearer" or not value.strip() or operator is None:
+        return False
+    return hmac.compare_digest(value.strip().encode(), operator.encode())
+
+
+def extended_card(runtime: Runtime, req: falcon.Request) -> Mapping[str, Any]:
+    """``GetExtendedAgentCard``: the extended card, for the operator token only.
+
+    Raises:
+        RpcError: ``EXTENDED_CARD_NOT_CONFIGURED`` (-32007) when ``FOLDLINE_AGENT_CARD`` has no
+            ``extended`` object; ``UNAUTHENTICATED`` when the caller does not present the
+            operator token as ``Authorization: Bearer``.
+    """
+    deployer = runtime.config.agent_card
+    if deployer is None or deployer.extended is None:
+        raise RpcError(EXTENDED_CARD_NOT_CONFIGURED, "no extended agent card is configured")
+    if not _holds_operator_token(runtime, req.get_header("Authorization")):
+        raise RpcError(
+            UNAUTHENTICATED,
+            "the extended agent card needs the operator token (Authorization: Bearer)",
+            {"code": "unauthorized"},
+        )
+    base_url = interface_url(runtime.config.public_url, req.prefix)
+    return agent_card(base_url, deployer, extended=True)

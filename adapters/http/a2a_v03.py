@@ -27,6 +27,7 @@ METHODS = {
     "tasks/get": "GetTask",
     "tasks/cancel": "CancelTask",
     "tasks/resubscribe": "SubscribeToTask",
+    "agent/getAuthenticatedExtendedCard": "GetExtendedAgentCard",
 }
 PUSH_METHODS = frozenset(
     f"tasks/pushNotificationConfig/{verb}" for verb in ("set", "get", "list", "delete")
