@@ -145,7 +145,7 @@ class TaskFile:
         row = queries.task(self.runtime.engine.log.connection(), task_id)
         if row is None:
             raise _not_found(f"task {task_id} not found")
-        if not n.isdigit() or int(n) >= len(row.files):
+        if not (n.isascii() and n.isdigit()) or int(n) >= len(row.files):
             raise _not_found(f"task {task_id} has no file {n}")
         entry = row.files[int(n)]
         fd, size = open_recorded(self.runtime.config.workspace, entry)

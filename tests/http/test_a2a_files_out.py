@@ -157,6 +157,7 @@ def test_the_file_route_serves_only_recorded_unchanged_workspace_files(tmp_path:
         assert refusal(f"{base}/3") == (404, "not_found")  # only three files were recorded
         assert refusal(f"{base}/x") == (404, "not_found")
         assert refusal(f"{base}/-1") == (404, "not_found")
+        assert refusal(f"{base}/%C2%B2") == (404, "not_found")  # a digit, but not 0-9
         assert refusal("/a2a/tasks/no-such-task/files/0") == (404, "not_found")
         assert refusal(f"{base}/..%2F..%2Foutside.txt")[0] == 404
         assert refusal(f"/a2a/tasks/{task.id}/files/../../../outside.txt")[0] == 404
