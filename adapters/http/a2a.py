@@ -25,9 +25,9 @@ import msgspec
 from adapters.http import (
     a2a_accept,
     a2a_card,
-    a2a_files,
     a2a_parts,
     a2a_push,
+    a2a_result_files,
     a2a_stream,
     a2a_v03,
     inbound,
@@ -167,10 +167,10 @@ class JsonRpc:
             raise RpcError(TASK_NOT_FOUND, f"Task {task_id} not found")
         return record
 
-    def _files(self, resp: falcon.Response, *, inline: bool = True) -> a2a_files.Parts:
-        """The result's file parts in this answer (``a2a_files``): URLs on this request's
+    def _files(self, resp: falcon.Response, *, inline: bool = True) -> a2a_result_files.Parts:
+        """The result's file parts in this answer (``a2a_result_files``): URLs on this request's
         origin unless ``FOLDLINE_PUBLIC_URL`` says otherwise."""
-        return a2a_files.parts_for(self.runtime, resp.context.request, inline=inline)
+        return a2a_result_files.parts_for(self.runtime, resp.context.request, inline=inline)
 
     def _task_id(self, params: dict[str, Any]) -> str:
         task_id = params.get("id")
@@ -226,7 +226,7 @@ class JsonRpc:
         resp.stream = self._blocking(task_id, request_id, history, self._files(resp))
 
     def _blocking(
-        self, task_id: str, request_id: Any, history: int | None, files: a2a_files.Parts
+        self, task_id: str, request_id: Any, history: int | None, files: a2a_result_files.Parts
     ) -> Iterator[bytes]:
         """Headers at once, then a space every keep-alive interval (leading whitespace is
         valid JSON and resets the client's read timeout), then the answer. At the cap
@@ -278,7 +278,9 @@ class JsonRpc:
         resp.set_header("Cache-Control", "no-store")
         resp.stream = self._events(task_id, request_id, self._files(resp))
 
-    def _events(self, task_id: str, request_id: Any, files: a2a_files.Parts) -> Iterator[bytes]:
+    def _events(
+        self, task_id: str, request_id: Any, files: a2a_result_files.Parts
+    ) -> Iterator[bytes]:
         runtime = self.runtime
         for frame in a2a_stream.task_events(
             runtime.engine.log,

@@ -46,7 +46,7 @@ def status_json(
     return status
 
 
-# A completed task's file parts (``a2a_files.Parts``): inline bytes or URLs, per answer.
+# A completed task's file parts (``a2a_result_files.Parts``): inline bytes or URLs, per answer.
 FileParts = Callable[[TaskRow], list[dict[str, Any]]]
 
 

@@ -15,8 +15,8 @@ import falcon
 from adapters.http import (
     a2a,
     a2a_card,
-    a2a_files,
     a2a_push,
+    a2a_result_files,
     agentcore,
     auth,
     channel,
@@ -83,7 +83,7 @@ def create_app(runtime: Runtime) -> falcon.App[falcon.Request, falcon.Response]:
     app.add_route("/invocations", agentcore.Invocations(runtime))
     app.add_route("/", a2a.JsonRpc(runtime))
     app.add_route("/.well-known/agent-card.json", a2a_card.AgentCard(runtime))
-    app.add_route("/a2a/tasks/{task_id}/files/{n}", a2a_files.TaskFile(runtime))
+    app.add_route("/a2a/tasks/{task_id}/files/{n}", a2a_result_files.TaskFile(runtime))
     app.add_route("/v1/sessions", v1.SessionsCollection(runtime))
     app.add_route("/v1/sessions/{session_id}", v1.SessionItem(runtime))
     app.add_route("/v1/sessions/{session_id}/taint", v1.SessionTaint(runtime))

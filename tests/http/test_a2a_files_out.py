@@ -17,7 +17,7 @@ from a2a.client import ClientConfig, create_client
 from a2a.compat.v0_3 import types as v03
 from a2a.types import Part, TaskState
 
-from adapters.http.a2a_files import INLINE_MAX
+from adapters.http.a2a_result_files import INLINE_MAX
 from tests.support.a2a import user_message
 from tests.support.server import Server, serve
 
