@@ -7,6 +7,7 @@ from typing import Any
 import msgspec
 
 from engine.domain import ids
+from engine.domain.push import TaskPushConfigDeleted, TaskPushConfigSet
 from engine.domain.task import (
     TaskAuthRequired,
     TaskCanceled,
@@ -26,6 +27,7 @@ from engine.projection import DispatchProjection, handles
 class TasksProjection(DispatchProjection):
     name = "tasks"
     # 2: follow-ups (ADR 0024); 3: a completed task's status text is its warnings; 4: its files
+    # and, for push configs (ADR 0039), its version only
     version = 4
     tables = ("tasks",)
     folds_by_entity = True  # every row from its own entity's streams
@@ -85,6 +87,12 @@ class TasksProjection(DispatchProjection):
             " WHERE task_id = ?",
             (e.state, e.version, e.event.text, e.recorded_at, self._id(e)),  # type: ignore[attr-defined]
         )
+
+    @handles(TaskPushConfigSet, TaskPushConfigDeleted)
+    def _config(self, cur: Any, e: RecordedEvent) -> None:
+        # Nothing shown changes (ADR 0039), but the row's version stays the stream's: If-Match
+        # and a planned follow-up compare with it.
+        cur.execute("UPDATE tasks SET version = ? WHERE task_id = ?", (e.version, self._id(e)))
 
     @handles(TaskMessageAdded)
     def on_task_message_added(self, cur: Any, e: RecordedEvent) -> None:

@@ -26,6 +26,7 @@ from adapters.http.a2a_wire import FileParts, artifact_update, status_update, ta
 from adapters.http.follow import follow
 from engine.domain import ids
 from engine.domain.job import JobAccepted, JobOutput
+from engine.domain.push import TaskPushConfigDeleted, TaskPushConfigSet
 from engine.domain.task import TERMINAL
 from engine.domain.task import TaskState as T
 from engine.events import RecordedEvent
@@ -35,6 +36,8 @@ from projections import queries
 # The states after which a stream ends: the task will not change without a new message.
 ENDS = TERMINAL | {T.INPUT_REQUIRED, T.AUTH_REQUIRED}
 KEEPALIVE = b": keep-alive\n\n"
+# A push config changes nothing a subscriber sees (ADR 0039): no status update for it.
+CONFIG_EVENTS = (TaskPushConfigSet, TaskPushConfigDeleted)
 
 
 def task_events(
@@ -82,7 +85,7 @@ def task_events(
     def wanted(recorded: RecordedEvent) -> bool:
         event = recorded.event
         return (
-            recorded.stream_id == task_stream
+            (recorded.stream_id == task_stream and not isinstance(event, CONFIG_EVENTS))
             or (isinstance(event, JobAccepted) and event.task == task_id)
             or (recorded.stream_id == current and isinstance(event, JobOutput))
         )

@@ -28,7 +28,7 @@ from tests.support.a2a import card_with_only, user_message
 from tests.support.agents import python_agent
 from tests.support.coordination import CALL
 from tests.support.receiver import Receiver, receiver, settled_trail, state_of
-from tests.support.server import Server, serve
+from tests.support.server import Server, read_events, serve
 
 pytestmark = pytest.mark.server
 
@@ -273,3 +273,31 @@ def test_push_a_run_reads_its_task_without_the_callers_push_secrets(tmp_path: Pa
     # Through A2A, open to any caller: the scheme, never the secrets.
     assert listed["url"] == hook.url and listed["authentication"] == {"scheme": "Bearer"}
     assert "token" not in listed and "sekret-9c1e" not in result and "tok-4f2a" not in result
+
+
+def test_push_configs_make_no_status_updates_on_a_subscribed_stream(tmp_path: Path) -> None:
+    with receiver() as hook, serve(tmp_path, ENV) as server:
+        message = {"messageId": "m-s", "role": "ROLE_USER", "parts": [{"text": "sleepy"}]}
+        params = {"message": message, "configuration": {"returnImmediately": True}}
+        task_id = _rpc(server, "SendMessage", params)["result"]["task"]["id"]
+        conn = server.connection()
+        body = {"jsonrpc": "2.0", "id": 2, "method": "SubscribeToTask", "params": {"id": task_id}}
+        conn.request("POST", "/", json.dumps(body), {"Content-Type": "application/json"})
+        answer = conn.getresponse()
+        frames = read_events(answer)
+        first = next(e for e in frames if "data" in e)  # the Task: the stream is live
+        for n in range(3):
+            made = _rpc(
+                server,
+                "CreateTaskPushNotificationConfig",
+                {"taskId": task_id, "id": f"c{n}", "url": hook.url},
+            )
+            assert made["result"]["id"] == f"c{n}"
+        _rpc(server, "CancelTask", {"id": task_id})
+        rest = [json.loads(e["data"])["result"] for e in frames if "data" in e]
+        conn.close()
+        ends = hook.wait_for(3)
+    assert "task" in json.loads(first["data"])["result"]
+    updates = [r["statusUpdate"]["status"]["state"] for r in rest if "statusUpdate" in r]
+    assert updates == ["TASK_STATE_WORKING", "TASK_STATE_CANCELED"]  # none per config made
+    assert [state_of(e.body) for e in ends] == ["TASK_STATE_CANCELED"] * 3

@@ -80,6 +80,11 @@ def test_push_a_transition_owes_each_config_one_delivery_deduplicated_by_event(
     ]
     assert rows[2].status_text == "42"
     assert queries.owed_count(engine.log.connection()) == 4
+    # The task's row keeps its version in step with its stream, configs included (If-Match).
+    assert (
+        queries.task(engine.log.connection(), "t1").version
+        == engine.log.stream_head("task:t1").version
+    )
 
 
 def test_push_config_needs_an_open_task_and_delete_needs_the_config(engine: Engine) -> None:
