@@ -20,7 +20,7 @@ import msgspec
 
 from adapters.dispatch import new_id
 from adapters.http import a2a_v03, media
-from adapters.http.a2a_wire import STATE, status_json, task_json
+from adapters.http.a2a_wire import STATE, FileParts, status_json, task_json
 from adapters.http.errors import INVALID_PARAMS, PUSH, TASK_NOT_FOUND, RpcError, as_rpc
 from adapters.http.inbound import PushConfigIn, refusal
 from adapters.url_policy import UrlPolicy, UrlRefused
@@ -215,8 +215,9 @@ METHODS = frozenset(
 # -- what a delivery sends --------------------------------------------------------------------
 
 
-def payload(conn: Any, delivery: DeliveryRow) -> bytes:
-    """The body of ``delivery``, in its config's dialect (see the module's docstring)."""
+def payload(conn: Any, delivery: DeliveryRow, files: FileParts | None = None) -> bytes:
+    """The body of ``delivery``, in its config's dialect (see the module's docstring), with
+    the result's ``files`` parts (``a2a_result_files``) when given."""
     record = queries.task(conn, delivery.task_id)
     if record is None:
         raise LookupError(f"task {delivery.task_id} is gone")
@@ -225,9 +226,9 @@ def payload(conn: Any, delivery: DeliveryRow) -> bytes:
         record.task_id, record.session_id, state, delivery.status_text, delivery.at
     )
     if delivery.dialect == "0.3":
-        return media.encode(a2a_v03.task({**task_json(record), "status": status}))
+        return media.encode(a2a_v03.task({**task_json(record, files=files), "status": status}))
     if state in TERMINAL:
-        return media.encode({"task": task_json(record)})
+        return media.encode({"task": task_json(record, files=files)})
     update = {"taskId": record.task_id, "contextId": record.session_id, "status": status}
     return media.encode({"statusUpdate": update})
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+from functools import partial
 from typing import Any
 
 import falcon
@@ -77,7 +78,11 @@ def create_app(runtime: Runtime) -> falcon.App[falcon.Request, falcon.Response]:
         middleware.append(SharedVolumeGate(runtime))
     middleware.append(auth.Authentication(runtime))
     app = falcon.App(middleware=middleware)
-    runtime.push_payload = a2a_push.payload  # what the outbox's deliveries send (ADR 0039)
+    # What the outbox's deliveries send (ADR 0039): a result's files as parts, their URLs on
+    # FOLDLINE_PUBLIC_URL (else this server's bind address: no request says its origin).
+    base = a2a_card.interface_url(runtime.config.public_url, runtime.config.local_url)
+    files = a2a_result_files.Parts(base, runtime.config.workspace)
+    runtime.push_payload = partial(a2a_push.payload, files=files)
     media.install(app)  # resp.media and req.get_media() go through the one msgspec codec
     app.add_route("/ping", agentcore.Ping(runtime))
     app.add_route("/invocations", agentcore.Invocations(runtime))

@@ -6,6 +6,7 @@ while a delivery is owed, and a URL the policy refuses is -32602."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import time
 from pathlib import Path
@@ -301,3 +302,17 @@ def test_push_configs_make_no_status_updates_on_a_subscribed_stream(tmp_path: Pa
     updates = [r["statusUpdate"]["status"]["state"] for r in rest if "statusUpdate" in r]
     assert updates == ["TASK_STATE_WORKING", "TASK_STATE_CANCELED"]  # none per config made
     assert [state_of(e.body) for e in ends] == ["TASK_STATE_CANCELED"] * 3
+
+
+def test_push_the_final_task_carries_the_results_files(tmp_path: Path) -> None:
+    runner = 'read -r p; printf "report" > out.txt; echo "done"; echo "MEDIA:out.txt"'
+    env = {**ENV, "FOLDLINE_RUNNER": runner}
+    with receiver() as hook, serve(tmp_path, env) as server:
+        _send(server, "m-1", "hi", {"url": hook.url})
+        final = hook.wait_for(2)[1].body
+    parts = final["task"]["artifacts"][0]["parts"]
+    assert parts[1] == {
+        "raw": base64.b64encode(b"report").decode(),
+        "filename": "out.txt",
+        "mediaType": "text/plain",
+    }
