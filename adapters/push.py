@@ -73,7 +73,11 @@ def post(url: str, body: bytes, headers: dict[str, str], timeout_s: float) -> tu
 
 
 def headers_of(delivery: DeliveryRow) -> dict[str, str]:
-    headers = {"Content-Type": "application/json", EVENT_ID_HEADER: delivery.delivery_id}
+    headers = {
+        "Content-Type": "application/json",
+        "User-Agent": "foldline-push",
+        EVENT_ID_HEADER: delivery.delivery_id,
+    }
     if delivery.token:
         headers["X-A2A-Notification-Token"] = delivery.token
     if delivery.scheme and delivery.credentials:

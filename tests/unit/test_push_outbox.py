@@ -210,6 +210,8 @@ def test_push_deliverer_retries_503_twice_then_delivers_on_the_third_try(
         clock.advance(12)
         push.step(wait=True)
         got = hook.wait_for(3)
+    print("receiver log (503, 503, then 200):", *hook.log(), sep="\n  ")
+    print("headers of the last:", got[2].headers)
     (row,) = owed(engine)
     assert row.progress == "delivered" and row.attempts == 3
     assert {g.headers["x-foldline-event-id"] for g in got} == {row.delivery_id}
