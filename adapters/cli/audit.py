@@ -100,6 +100,10 @@ def run_verify(args: argparse.Namespace) -> int:
 
 def run_checkpoint(args: argparse.Namespace) -> int:
     _declarations(args)
+    if args.key or args.origin:
+        from adapters.cli.proofs import signed_checkpoint
+
+        return signed_checkpoint(args)
     with as_file(args.db) as path:
         checkpoint = make_checkpoint(path)
     sys.stdout.buffer.write(encode_checkpoint(checkpoint) + b"\n")

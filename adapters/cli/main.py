@@ -22,7 +22,9 @@ from adapters.cli.audit import (
     run_verify,
 )
 from adapters.cli.exits import OK, refuse
+from adapters.cli.proofs import add_commands as add_proof_commands
 from adapters.cli.serving import run_console, run_front, run_serve, run_token
+from adapters.cli.verify_proof import add_command as add_verify_proof
 from adapters.declarations import ENVIRONMENT, GROUP
 from engine import EngineError
 
@@ -113,6 +115,12 @@ def build_parser() -> argparse.ArgumentParser:
         run_checkpoint,
     )
     checkpoint_cmd.add_argument("db")
+    checkpoint_cmd.add_argument(
+        "--key", metavar="FILE", help="sign a C2SP tlog-checkpoint with this signer key instead"
+    )
+    checkpoint_cmd.add_argument(
+        "--origin", help="the checkpoint's origin (default: the key's name); alone: unsigned"
+    )
     diff_cmd = command(
         "diff",
         "tell two logs apart: first divergence, streams, entities",
@@ -183,6 +191,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     console_cmd.add_argument("db")
     console_cmd.add_argument("--bind", default="127.0.0.1:8081", help="HOST:PORT")
+    add_proof_commands(commands)
+    add_verify_proof(commands)
     return parser
 
 
