@@ -9,7 +9,8 @@ chain hashes stored in a real log, with RFC 9162's 0x00/0x01 prefixes. It checks
 - for consistency, the two heads our proof joins are its heads. Its consistency paths follow
   another decomposition than RFC 9162's (it splits at ``old < k`` where RFC 9162 splits at
   ``old <= k``), so it cannot check our consistency path node by node; our verifier checks it
-  against the heads pymerkle computed.
+  against the heads pymerkle computed, and tests/unit/test_merkle_vectors.py checks consistency
+  proofs node by node against transparency-dev's published vectors.
 """
 
 from __future__ import annotations
