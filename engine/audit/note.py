@@ -191,6 +191,10 @@ class TreeHead:
     extensions: tuple[str, ...] = ()
 
     def text(self) -> str:
+        """The note text; InvalidArgument when the origin or an extension is not one line."""
+        for line in (self.origin, *self.extensions):
+            if not line or any(ord(ch) < 0x20 for ch in line):
+                raise InvalidArgument(f"checkpoint line {line!r}: must be one non-empty line")
         lines = (self.origin, str(self.size), base64.b64encode(self.root).decode())
         return "".join(f"{line}\n" for line in (*lines, *self.extensions))
 

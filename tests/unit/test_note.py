@@ -87,6 +87,9 @@ def test_note_checkpoint_text_round_trips_and_refuses_malformed_ones() -> None:
     assert note.parse_checkpoint(text) == head
     assert note.parse_checkpoint(text + "ext\n").extensions == ("ext",)
     root = base64.b64encode(bytes(32)).decode()
+    for origin in ("", "two\nlines"):
+        with pytest.raises(InvalidArgument):
+            note.TreeHead(origin, 1, bytes(32)).text()
     for bad in (
         f"o\n01\n{root}\n",
         f"o\n-1\n{root}\n",
