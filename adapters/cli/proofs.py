@@ -29,6 +29,7 @@ def b64(data: bytes) -> str:
 def run_keygen(args: argparse.Namespace) -> int:
     """Write a new signer key (mode 0600, never over an existing file); print its verifier."""
     signer = generate_signer(args.name)
+    text = signer.text() + "\n"  # made (and its name judged) before any file is
     out = Path(args.out or f"{args.name.replace('/', '_')}.key")
     try:
         fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -36,16 +37,16 @@ def run_keygen(args: argparse.Namespace) -> int:
         raise InvalidArgument(f"{out}: exists; a key is never overwritten") from ex
     except OSError as ex:
         raise InvalidArgument(f"{out}: {ex.strerror}") from ex
-    with os.fdopen(fd, "w") as file:
-        file.write(signer.text() + "\n")
+    with os.fdopen(fd, "w", encoding="utf-8") as file:
+        file.write(text)
     print(signer.verifier.text())
     return OK
 
 
 def read_text(path: str, what: str) -> str:
     """A file's text, or a one-line error naming the option it came from."""
-    try:
-        return Path(path).read_text()
+    try:  # the bytes as they are: a CR is kept (and refused by the note's checks)
+        return Path(path).read_bytes().decode("utf-8")
     except OSError as ex:
         raise InvalidArgument(f"{what} {path}: {ex.strerror}") from ex
     except UnicodeDecodeError as ex:

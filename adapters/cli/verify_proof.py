@@ -35,38 +35,42 @@ def _checkpoint(path: str, what: str, verifier: Verifier) -> TreeHead:
 
 
 def _proof(path: str, what: str, fields: tuple[str, ...]) -> dict[str, Any]:
+    text = read_text(path, what)  # InvalidArgument (exit 2): a file that cannot be read
     try:
-        data = json.loads(read_text(path, what))
+        data = json.loads(text)
         if not isinstance(data, dict) or any(name not in data for name in fields):
             raise ValueError(f"needs {', '.join(fields)}")
-        for name in (*fields, "chain_hash"):
-            if name not in data:  # (only chain_hash is optional)
-                continue
+        for name in fields:
             value = data[name]
             if name == "proof":
+                if not isinstance(value, list) or not all(isinstance(n, str) for n in value):
+                    raise ValueError("proof is not a list of base64 strings")
                 data[name] = [base64.b64decode(node, validate=True) for node in value]
             elif name.endswith(("root", "hash")):
                 data[name] = base64.b64decode(value, validate=True)
             elif not isinstance(value, int) or isinstance(value, bool):
                 raise ValueError(f"{name} is not an integer")
-    except (ValueError, TypeError, binascii.Error) as ex:
+    except (ValueError, TypeError, RecursionError, binascii.Error) as ex:
         raise Rejected(f"{what} {path}: not a proof: {ex}") from ex
     return data
 
 
-def check_inclusion(path: str, head: TreeHead) -> str:
-    fields = ("size", "root", "position", "leaf_index", "leaf_hash", "proof")
+def check_inclusion(path: str, head: TreeHead, chain_hash: bytes | None = None) -> str:
+    fields = ("size", "root", "position", "leaf_index", "chain_hash", "leaf_hash", "proof")
     p = _proof(path, "--inclusion", fields)
     if p["size"] != head.size or p["root"] != head.root:
         raise Rejected(f"--inclusion {path}: its size and root are not the checkpoint's")
     if p["leaf_index"] != p["position"] - 1:
         raise Rejected(f"--inclusion {path}: leaf_index is not position - 1")
-    if "chain_hash" in p and merkle.leaf_hash(p["chain_hash"]) != p["leaf_hash"]:
+    if merkle.leaf_hash(p["chain_hash"]) != p["leaf_hash"]:
         raise Rejected(f"--inclusion {path}: leaf_hash is not the hash of chain_hash")
+    if chain_hash is not None and p["chain_hash"] != chain_hash:
+        raise Rejected(f"--inclusion {path}: its chain hash is not --chain-hash")
     leaf, index = p["leaf_hash"], p["leaf_index"]
     if not merkle.verify_inclusion(leaf, index, head.size, p["proof"], head.root):
         raise Rejected(f"--inclusion {path}: the proof does not verify")
-    return f"position {p['position']} is in the tree"
+    chain = base64.b64encode(p["chain_hash"]).decode()
+    return f"position {p['position']} is in the tree, the event whose chain hash is {chain}"
 
 
 def check_consistency(path: str, old: TreeHead, new: TreeHead) -> str:
@@ -85,8 +89,20 @@ def check_consistency(path: str, old: TreeHead, new: TreeHead) -> str:
 
 def verifier_key(value: str) -> Verifier:
     """A verifier key given as its text, or as a file holding it."""
-    text = read_text(value, "--key") if Path(value).is_file() else value
-    return parse_verifier(text)
+    try:
+        is_file = Path(value).is_file()
+    except OSError:  # a name too long for a path: the key's own text
+        is_file = False
+    return parse_verifier(read_text(value, "--key") if is_file else value)
+
+
+def _chain_hash(value: str | None) -> bytes | None:
+    if value is None:
+        return None
+    try:
+        return base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError) as ex:
+        raise InvalidArgument("--chain-hash: not base64") from ex
 
 
 def run_verify_proof(args: argparse.Namespace) -> int:
@@ -99,7 +115,7 @@ def run_verify_proof(args: argparse.Namespace) -> int:
             raise Rejected(f"--checkpoint: origin {head.origin!r}, not {args.origin!r}")
         said = [f"checkpoint {head.origin} at size {head.size} is signed by {verifier.name}"]
         if args.inclusion:
-            said.append(check_inclusion(args.inclusion, head))
+            said.append(check_inclusion(args.inclusion, head, _chain_hash(args.chain_hash)))
         if args.consistency:
             old = _checkpoint(args.old_checkpoint, "--old-checkpoint", verifier)
             said.append(check_consistency(args.consistency, old, head))
@@ -121,6 +137,9 @@ def add_command(commands: Any) -> None:
     check.add_argument("--checkpoint", required=True, metavar="FILE", help="a signed checkpoint")
     check.add_argument("--origin", help="the origin the checkpoint must name")
     check.add_argument("--inclusion", metavar="PROOF.json", help="from foldline prove inclusion")
+    check.add_argument(
+        "--chain-hash", metavar="B64", help="the chain hash the proven event must have"
+    )
     check.add_argument(
         "--consistency", metavar="PROOF.json", help="from foldline prove consistency"
     )

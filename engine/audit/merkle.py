@@ -105,12 +105,22 @@ def _is_hash(value: object) -> bool:
     return isinstance(value, bytes) and len(value) == HASH_SIZE
 
 
+def _sizes(*values: object) -> bool:
+    return all(type(value) is int for value in values)
+
+
+def _hashes(proof: object) -> bool:
+    return isinstance(proof, (list, tuple)) and all(map(_is_hash, proof))
+
+
 def verify_inclusion(
     leaf: bytes, index: int, size: int, proof: Sequence[bytes], root_hash: bytes
 ) -> bool:
     """Does ``proof`` put the leaf hash ``leaf`` at ``index`` of the tree of ``size`` leaves
     whose head is ``root_hash``? RFC 9162 §2.1.3.2."""
-    if not (0 <= index < size) or not all(map(_is_hash, (leaf, root_hash, *proof))):
+    if not (_sizes(index, size) and _hashes(proof) and _is_hash(leaf) and _is_hash(root_hash)):
+        return False
+    if not 0 <= index < size:
         return False
     fn, sn, r = index, size - 1, leaf
     for p in proof:
@@ -138,9 +148,9 @@ def verify_consistency(
     Equal sizes are consistent with an empty proof and equal heads (the RFC's algorithm starts
     from a non-empty proof); an old size of 0 is refused, as RFC 9162 defines no proof for it.
     """
-    if not all(map(_is_hash, (old_root, new_root, *proof))):
+    if not (_sizes(old_size, new_size) and _hashes(proof)):
         return False
-    if not 0 < old_size <= new_size:
+    if not (_is_hash(old_root) and _is_hash(new_root)) or not 0 < old_size <= new_size:
         return False
     if old_size == new_size:
         return not proof and old_root == new_root

@@ -40,8 +40,18 @@ def key_id(name: str, public: bytes) -> bytes:
 
 
 def _check_name(name: str) -> None:
-    if not name or "+" in name or any(ch.isspace() for ch in name):
-        raise InvalidArgument(f"key name {name!r}: must be non-empty, without spaces or '+'")
+    if not name or "+" in name or any(ch.isspace() or ord(ch) < 0x20 for ch in name):
+        raise InvalidArgument(
+            f"key name {name!r}: must be non-empty, without spaces, control characters or '+'"
+        )
+    _utf8(name, "key name")
+
+
+def _utf8(text: str, what: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as ex:  # a lone surrogate, as argv decodes undecodable bytes
+        raise InvalidArgument(f"{what} {text!r}: not valid UTF-8") from ex
 
 
 def _b64(text: str, what: str) -> bytes:
@@ -195,6 +205,7 @@ class TreeHead:
         for line in (self.origin, *self.extensions):
             if not line or any(ord(ch) < 0x20 for ch in line):
                 raise InvalidArgument(f"checkpoint line {line!r}: must be one non-empty line")
+            _utf8(line, "checkpoint line")
         lines = (self.origin, str(self.size), base64.b64encode(self.root).decode())
         return "".join(f"{line}\n" for line in (*lines, *self.extensions))
 
@@ -213,6 +224,7 @@ def parse_checkpoint(text: str) -> TreeHead:
         raise InvalidArgument("checkpoint: needs origin, size and root, each on its own line")
     origin, size, encoded, *extensions = lines
     root = _b64(encoded, "checkpoint root")
-    if not _SIZE.fullmatch(size) or len(root) != 32:
+    # At most 20 digits (a uint64, as the reference takes it): int() of more is refused.
+    if len(size) > 20 or not _SIZE.fullmatch(size) or len(root) != 32:
         raise InvalidArgument("checkpoint: the size or the root is malformed")
     return TreeHead(origin, int(size), root, tuple(extensions))

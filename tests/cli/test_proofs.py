@@ -167,8 +167,44 @@ def test_verify_proof_checks_checkpoints_and_proofs_without_the_log(
         "verify-proof", "--key", str(stranger), "--checkpoint", str(new), code=1
     )
     refused("verify-proof", "--key", "not a key", "--checkpoint", str(new))
+    refused("verify-proof", "--key", "a" * 300 + "+00000000+AAAA", "--checkpoint", str(new))
     refused("verify-proof", "--key", str(vkey), "--checkpoint", str(tmp_path / "none.txt"))
     refused("verify-proof", "--key", str(vkey), "--checkpoint", str(new), "--consistency", "x")
+    # An unreadable proof is a usage error (2), not a finding (1).
+    refused("verify-proof", "--key", str(vkey), "--checkpoint", str(new), "--inclusion", "none")
+
+    # What a review found: a CRLF note is not the note signed; a proof must name its event.
+    crlf = tmp_path / "crlf.txt"
+    crlf.write_bytes(new.read_bytes().replace(b"\n", b"\r\n"))
+    refused("verify-proof", "--key", str(vkey), "--checkpoint", str(crlf), code=1)
+    for bent_proof in (
+        {k: v for k, v in proof.items() if k != "chain_hash"},
+        {**proof, "proof": dict.fromkeys(proof["proof"], 1)},
+        {**proof, "proof": "[" * 100_000},
+    ):
+        bent = tmp_path / "bent.json"
+        bent.write_text(json.dumps(bent_proof))
+        check("--inclusion", str(bent))
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    check("--inclusion", str(deep))
+    other_hash = base64.b64encode(bytes(32)).decode()
+    assert "--chain-hash" in check("--inclusion", str(inclusion), "--chain-hash", other_hash)
+    said = ok(
+        "verify-proof", "--key", str(vkey), "--checkpoint", str(new), "--inclusion",
+        str(inclusion), "--chain-hash", proof["chain_hash"],
+    )  # fmt: skip
+    assert proof["chain_hash"] in said
+    huge = tmp_path / "huge.txt"
+    huge.write_text(new.read_text().replace("\n25\n", "\n" + "9" * 5000 + "\n"))
+    refused("verify-proof", "--key", str(vkey), "--checkpoint", str(huge), code=1)
+
+
+def test_keygen_refuses_a_name_a_note_cannot_carry(tmp_path: Path) -> None:
+    for name in ("a\x01b", "bad\udcff"):
+        out = tmp_path / "k.key"
+        assert "key name" in refused("keygen", name, "--out", str(out))
+        assert not out.exists()  # judged before any file is made
 
 
 def test_prove_reads_a_postgresql_log_in_place(tmp_path: Path) -> None:

@@ -18,13 +18,12 @@ from __future__ import annotations
 import random
 
 import apsw
+import pymerkle
 import pytest
 
 from engine.audit import merkle
 from engine.audit.tree import LogTree
 from tests.cli.test_audit import make_log
-
-pymerkle = pytest.importorskip("pymerkle")
 
 
 @pytest.fixture(scope="module")
