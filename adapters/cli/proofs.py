@@ -9,7 +9,6 @@ Proofs print as JSON with every hash in standard base64; the shapes are in docs/
 from __future__ import annotations
 
 import argparse
-import base64
 import json
 import os
 from pathlib import Path
@@ -17,13 +16,10 @@ from typing import Any
 
 from adapters.cli.exits import OK
 from adapters.log_sources import reading
+from engine.audit import proofs
 from engine.audit.note import TreeHead, generate_signer, parse_signer, sign_note
-from engine.audit.tree import LogTree, open_tree, read_leaves
+from engine.audit.tree import open_tree
 from engine.errors import InvalidArgument
-
-
-def b64(data: bytes) -> str:
-    return base64.b64encode(data).decode()
 
 
 def run_keygen(args: argparse.Namespace) -> int:
@@ -69,47 +65,16 @@ def signed_checkpoint(args: argparse.Namespace) -> int:
     return OK
 
 
-def _tree(reader: Any, size: int | None) -> LogTree:
-    head = reader.head()
-    if size is not None and not 1 <= size <= head:
-        raise InvalidArgument(f"--size {size}: the log holds {head} events")
-    return open_tree(reader, size)
-
-
 def run_prove_inclusion(args: argparse.Namespace) -> int:
     with reading(args.db) as reader:
-        tree = _tree(reader, args.size)
-        if not 1 <= args.position <= tree.size:
-            raise InvalidArgument(f"position {args.position}: not in a tree of {tree.size} events")
-        index = args.position - 1
-        chain_hash = read_leaves(reader, index, args.position)[0]
-    proof = {
-        "size": tree.size,
-        "root": b64(tree.root()),
-        "position": args.position,
-        "leaf_index": index,
-        "chain_hash": b64(chain_hash),
-        "leaf_hash": b64(tree.leaf_hash(index)),
-        "proof": [b64(node) for node in tree.inclusion(index, tree.size)],
-    }
+        proof = proofs.inclusion(reader, args.position, args.size, "--size")
     print(json.dumps(proof, indent=2))
     return OK
 
 
 def run_prove_consistency(args: argparse.Namespace) -> int:
     with reading(args.db) as reader:
-        tree = _tree(reader, args.new_size)
-    if not 1 <= args.old_size <= tree.size:
-        raise InvalidArgument(
-            f"old size {args.old_size}: must be between 1 and the new size {tree.size}"
-        )
-    proof = {
-        "old_size": args.old_size,
-        "new_size": tree.size,
-        "old_root": b64(tree.root(args.old_size)),
-        "new_root": b64(tree.root()),
-        "proof": [b64(node) for node in tree.consistency(args.old_size, tree.size)],
-    }
+        proof = proofs.consistency(reader, args.old_size, args.new_size)
     print(json.dumps(proof, indent=2))
     return OK
 

@@ -1,0 +1,69 @@
+"""The JSON shapes of an inclusion and a consistency proof, read from a log through an audit
+``Reader``: what ``foldline prove`` prints and ``GET /v1/proofs/...`` answers (docs/auditing.md,
+"Proofs without the log"). Every hash is standard base64."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from engine.audit.source import Reader
+from engine.audit.tree import LogTree, open_tree, read_leaves
+from engine.errors import InvalidArgument
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def _tree(reader: Reader, size: int | None, what: str) -> LogTree:
+    head = reader.head()
+    if size is not None and not 1 <= size <= head:
+        raise InvalidArgument(f"{what} {size}: the log holds {head} events")
+    return open_tree(reader, size)
+
+
+def inclusion(
+    reader: Reader, position: int, size: int | None, what: str = "size"
+) -> dict[str, Any]:
+    """The proof that the event at ``position`` is in the tree of ``size`` (default: the head).
+
+    Raises:
+        InvalidArgument: ``size`` is not 1..head, or ``position`` is not 1..size.
+    """
+    tree = _tree(reader, size, what)
+    if not 1 <= position <= tree.size:
+        raise InvalidArgument(f"position {position}: not in a tree of {tree.size} events")
+    index = position - 1
+    chain_hash = read_leaves(reader, index, position)[0]
+    return {
+        "size": tree.size,
+        "root": b64(tree.root()),
+        "position": position,
+        "leaf_index": index,
+        "chain_hash": b64(chain_hash),
+        "leaf_hash": b64(tree.leaf_hash(index)),
+        "proof": [b64(node) for node in tree.inclusion(index, tree.size)],
+    }
+
+
+def consistency(
+    reader: Reader, old_size: int, new_size: int | None, what: str = "new size"
+) -> dict[str, Any]:
+    """The proof that the tree of ``new_size`` (default: the head) extends that of ``old_size``.
+
+    Raises:
+        InvalidArgument: ``new_size`` is not 1..head, or ``old_size`` is not 1..new_size.
+    """
+    tree = _tree(reader, new_size, what)
+    if not 1 <= old_size <= tree.size:
+        raise InvalidArgument(
+            f"old size {old_size}: must be between 1 and the new size {tree.size}"
+        )
+    return {
+        "old_size": old_size,
+        "new_size": tree.size,
+        "old_root": b64(tree.root(old_size)),
+        "new_root": b64(tree.root()),
+        "proof": [b64(node) for node in tree.consistency(old_size, tree.size)],
+    }
