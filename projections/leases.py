@@ -7,6 +7,7 @@ from typing import Any
 
 from engine.domain.lease import (
     LeaseAcquired,
+    LeaseCheckpointSigned,
     LeaseNewLog,
     LeaseReleased,
     LeaseRenewed,
@@ -41,12 +42,18 @@ def touch(e: RecordedEvent, name: str) -> Change:
     return update(name, state=e.state, version=e.version, renewed_at=at, updated_at=at)
 
 
+def advance(e: RecordedEvent, name: str) -> Change:
+    """A checkpoint signed: the row follows its stream's version, nothing else changes."""
+    return update(name, state=e.state, version=e.version, updated_at=e.recorded_at)
+
+
 FOLDS: dict[type[Event], Fold] = {
     LeaseAcquired: tenure,
     LeaseTakenOver: tenure,
     LeaseRenewed: touch,
     LeaseReleased: touch,
     LeaseNewLog: touch,
+    LeaseCheckpointSigned: advance,
 }
 
 

@@ -78,6 +78,16 @@ class RecordNewLog(Command, tag="RecordNewLog", frozen=True, kw_only=True):
     lost: LostLog
 
 
+class RecordCheckpoint(Command, tag="RecordCheckpoint", frozen=True, kw_only=True):
+    name: Id = "workspace"
+    holder: Short
+    epoch: int
+    origin: str
+    size: int
+    root: str
+    note: str
+
+
 # -- session -----------------------------------------------------------------------------
 
 

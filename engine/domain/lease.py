@@ -65,6 +65,18 @@ class LeaseNewLog(Event, tag="lease.new_log", frozen=True, kw_only=True):
     lost: LostLog
 
 
+class LeaseCheckpointSigned(Event, tag="lease.checkpoint_signed", frozen=True, kw_only=True):
+    """The holder signed a checkpoint of the log's first ``size`` events (everything before
+    this event) with the key named ``origin`` (ADR 0040); ``note`` is the signed note."""
+
+    holder: str
+    epoch: int
+    origin: str
+    size: int
+    root: str  # the tree head, standard base64
+    note: str
+
+
 LEASE = MachineSpec(
     kind="lease",
     description="Single-writer tenure over the workspace; a missing stream is a free lease.",
@@ -77,6 +89,7 @@ LEASE = MachineSpec(
         Transition(LeaseRenewed, [LeaseState.HELD]),
         Transition(LeaseTakenOver, [LeaseState.HELD]),
         Transition(LeaseNewLog, [LeaseState.HELD]),
+        Transition(LeaseCheckpointSigned, [LeaseState.HELD]),
         Transition(LeaseReleased, [LeaseState.HELD], LeaseState.RELEASED),
     ],
 )

@@ -33,6 +33,7 @@ SPEC: dict[str, dict[str, tuple[list[str | None], set[str]]]] = {
         "lease.renewed": (["held"], {"="}),
         "lease.taken_over": (["held"], {"="}),
         "lease.new_log": (["held"], {"="}),
+        "lease.checkpoint_signed": (["held"], {"="}),
         "lease.released": (["held"], {"released"}),
     },
     "session": {

@@ -107,3 +107,20 @@ def record_new_log(cmd: c.RecordNewLog, ctx: Context) -> None:
         lease_.LeaseNewLog(holder=cmd.holder, epoch=cmd.epoch, lost=cmd.lost),
         epoch=cmd.epoch,
     )
+
+
+@rule(c.RecordCheckpoint)
+def record_checkpoint(cmd: c.RecordCheckpoint, ctx: Context) -> None:
+    held_by(ctx, cmd.name, cmd.holder, cmd.epoch)
+    ctx.append(
+        ids.lease(cmd.name),
+        lease_.LeaseCheckpointSigned(
+            holder=cmd.holder,
+            epoch=cmd.epoch,
+            origin=cmd.origin,
+            size=cmd.size,
+            root=cmd.root,
+            note=cmd.note,
+        ),
+        epoch=cmd.epoch,
+    )
