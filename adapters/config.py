@@ -17,7 +17,9 @@ from adapters import demo_agent
 from adapters.agents import Agents, default_agents, load_agents
 from adapters.card_file import DeployerCard, load_card
 from adapters.config_error import ConfigError
+from engine.audit.note import Signer, parse_signer
 from engine.domain.channel import Input
+from engine.errors import InvalidArgument
 from engine.storage import parse_target
 
 __all__ = ["ConfigError", "RunUser", "ServerConfig", "load_config"]
@@ -73,6 +75,10 @@ class ServerConfig:
     # FOLDLINE_PUSH_ALLOW: loopback or link-local hosts the server may call anyway (ADR 0039).
     push_allow: tuple[str, ...] = ()
     agent_card: DeployerCard | None = None  # FOLDLINE_AGENT_CARD: the deployer's card fields
+    # FOLDLINE_CHECKPOINT_KEY (ADR 0040): the holder signs a checkpoint every N events or T s.
+    checkpoint_key: Signer | None = None
+    checkpoint_every: int = 1000
+    checkpoint_interval_s: float = 60.0
 
     @property
     def operator_token_file(self) -> Path:
@@ -180,6 +186,23 @@ def _groups(text: str) -> dict[str, int]:
     return groups
 
 
+def load_signer(path: str) -> Signer:
+    """The checkpoint signer key ``foldline keygen`` wrote at ``path``.
+
+    Raises:
+        ConfigError: the file cannot be read or is not a signer key.
+    """
+    where = f"FOLDLINE_CHECKPOINT_KEY {path}"
+    try:
+        return parse_signer(Path(path).read_bytes().decode("utf-8"))
+    except OSError as ex:
+        raise ConfigError(f"{where}: cannot be read ({ex.strerror})") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{where}: not UTF-8 text") from None
+    except InvalidArgument as ex:
+        raise ConfigError(f"{where}: {ex.message}") from None
+
+
 def parse_bind(text: str) -> str:
     host, sep, port = text.rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
@@ -276,6 +299,7 @@ def load_config(
         "notify_timeout_s": "FOLDLINE_NOTIFY_TIMEOUT_S",
         "a2a_keepalive_s": "FOLDLINE_A2A_KEEPALIVE_S",
         "stop_grace_s": "FOLDLINE_STOP_GRACE_S",
+        "checkpoint_interval_s": "FOLDLINE_CHECKPOINT_INTERVAL_S",
     }
     for attr, name in numbers.items():
         if env.get(name):
@@ -283,6 +307,7 @@ def load_config(
     for attr, name, flag in (
         ("workers", "FOLDLINE_WORKERS", workers),
         ("threads", "FOLDLINE_THREADS", threads),
+        ("checkpoint_every", "FOLDLINE_CHECKPOINT_EVERY", None),
     ):
         if flag is not None:
             updates[attr] = int(parse_number(f"--{attr}", str(flag), int))
@@ -298,6 +323,8 @@ def load_config(
     )
     if env.get("FOLDLINE_AGENT_CARD"):
         config = replace(config, agent_card=load_card(env["FOLDLINE_AGENT_CARD"]))
+    if env.get("FOLDLINE_CHECKPOINT_KEY"):
+        config = replace(config, checkpoint_key=load_signer(env["FOLDLINE_CHECKPOINT_KEY"]))
     check_places(config)
     if config.runner_input not in ("", "lines"):
         raise ConfigError(f"FOLDLINE_RUNNER_INPUT={config.runner_input!r}: expected lines or empty")

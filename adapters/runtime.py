@@ -18,24 +18,28 @@ import logging
 import os
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
-from adapters import log_anchor, recovery, sandbox
+from adapters import checkpoints, log_anchor, recovery, sandbox
 from adapters.busy import BusyBoard
 from adapters.config import ServerConfig
 from adapters.dispatch import Dispatcher
 from adapters.integration import Integrator
+from adapters.log_sources import reading
 from adapters.operator_token import OperatorToken
 from adapters.push import Deliverer, Payload
 from adapters.tenure import Tenure
 from adapters.url_policy import UrlPolicy
 from engine import open_notifier
 from engine.audit.anchor import ServerAnchor
-from engine.clock import Clock
+from engine.audit.proofs import b64
+from engine.clock import Clock, SystemClock
+from engine.domain import commands as c
 from engine.domain.engine import DomainEngine
 from engine.domain.job import TERMINAL
 from engine.domain.rules import Settings
-from engine.errors import LogMissing
+from engine.errors import EngineError, LogMissing
 from engine.notifier import Notifier
 from projections import open_engine, queries
 
@@ -76,6 +80,21 @@ class Runtime:
         # --new-log replaces only the anchor the server found at boot, never a later one.
         self._replaceable = (
             log_anchor.read(self.anchor_path) if config.new_log and self.anchor_path else None
+        )
+        # The latest signed checkpoint, beside the anchor (adapters.checkpoints); a signer
+        # only with FOLDLINE_CHECKPOINT_KEY.
+        self.checkpoint_path = checkpoints.checkpoint_file(
+            log_anchor.anchor_file(config.state_dir, Path(str(config.log_target)))
+        )
+        self._checkpoints = (
+            checkpoints.Checkpointer(
+                config.checkpoint_key,
+                config.checkpoint_every,
+                config.checkpoint_interval_s,
+                self.checkpoint_path,
+            )
+            if config.checkpoint_key is not None
+            else None
         )
         self._lost: ServerAnchor | None = None  # to record as lease.new_log once we hold it
         self._anchored_epoch: int | None = None
@@ -220,6 +239,32 @@ class Runtime:
         # An integrate whose worker died alone (the lease lives on): not while one runs.
         self.integration.recover(wait=False)
         self._write_anchor()
+        self.sign_checkpoint()
+
+    def sign_checkpoint(self) -> None:
+        """At a renewal: sign, record and keep a checkpoint if one is due (and consistent)."""
+        if self._checkpoints is None:
+            return
+        try:
+            with reading(str(self.config.log_target)) as reader:
+                signed = self._checkpoints.sign(reader, (self.clock or SystemClock()).now())
+            if signed is None:
+                return
+            head, note = signed
+            root = b64(head.root)
+            command = c.RecordCheckpoint(
+                holder=self.holder,
+                epoch=self.tenure.epoch or 0,
+                origin=head.origin,
+                size=head.size,
+                root=root,
+                note=note,
+                command_id=f"checkpoint:{head.size}:{root}",
+            )
+            self.engine.handle(command)  # recorded first: the kept note is always on record
+            checkpoints.write_note(self.checkpoint_path, note)
+        except (EngineError, OSError) as ex:  # the next renewal tries again
+            log.error("no checkpoint signed: %s", ex)
 
     def _write_anchor(self) -> None:
         """Keep the anchor at the log's head (after taking the lease, each renewal, release)."""
