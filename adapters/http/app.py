@@ -27,6 +27,7 @@ from adapters.http import (
     media,
     metrics,
     openapi,
+    proofs,
     v1,
 )
 from adapters.runtime import Runtime
@@ -106,6 +107,9 @@ def create_app(runtime: Runtime) -> falcon.App[falcon.Request, falcon.Response]:
     app.add_route("/v1/streams/{stream_id}/events", v1.StreamEvents(runtime))
     app.add_route("/v1/events", v1.Events(runtime))
     app.add_route("/v1/machines", v1.MachinesResource())
+    app.add_route("/v1/checkpoint", proofs.Checkpoint(runtime))
+    app.add_route("/v1/proofs/inclusion", proofs.InclusionProof(runtime))
+    app.add_route("/v1/proofs/consistency", proofs.ConsistencyProof(runtime))
     app.add_route("/openapi.json", OpenApi(sorted(runtime.config.agents.commands)))
     app.add_route("/metrics", metrics.Metrics(runtime))
     console.mount(app, runtime)

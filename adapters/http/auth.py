@@ -11,7 +11,8 @@ write transaction). Anything else is a 401.
 resource marks ``operator_only`` (the whole log, leases, controls, the console's JSON); the
 resources that know an entity's session check a run's scope with ``require_session``.
 ``/ping``, ``/invocations``, A2A, the agent card, ``/openapi.json``, ``/metrics`` and the
-console's static pages are outside both prefixes and stay as their contracts want them.
+console's static pages are outside both prefixes and stay as their contracts want them;
+``/v1/checkpoint`` and ``/v1/proofs/...`` are open (``OPEN``): an auditor needs no token.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from adapters.http.errors import ApiError
 from projections import queries
 
 GUARDED = ("/v1/", "/console/api/")
+# Public by design (ADR 0040): a signed checkpoint, and proofs that hold only hashes and sizes.
+OPEN = frozenset({"/v1/checkpoint", "/v1/proofs/inclusion", "/v1/proofs/consistency"})
 
 
 @dataclass(frozen=True)
@@ -63,7 +66,8 @@ class Authentication:
     ) -> None:
         # The route's template, not the raw path: the router also matches "//v1/..." (it
         # strips leading slashes), which a prefix test of the path would wave through.
-        if resource is None or not (req.uri_template or "").startswith(GUARDED):
+        template = req.uri_template or ""
+        if resource is None or not template.startswith(GUARDED) or template in OPEN:
             return
         caller = self.authenticate(req)
         if getattr(resource, "operator_only", False) and not caller.is_operator:

@@ -11,6 +11,7 @@ from typing import Any
 
 import msgspec
 
+from adapters.http import openapi_parts
 from adapters.http import schemas as s
 from adapters.http.channel import BODIES as CHANNEL
 from adapters.http.inbound import InvocationIn
@@ -318,6 +319,7 @@ def document(agents: list[str] | None = None) -> dict[str, Any]:
         },
     }
     _secure(paths)
+    paths.update(openapi_parts.proof_paths())  # open: no bearer
     paths.update(_entry_points())
     return {
         "openapi": "3.1.0",

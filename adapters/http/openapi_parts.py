@@ -43,3 +43,48 @@ def param(
     name: str, where: str = "query", required: bool = False, schema: dict[str, Any] | None = None
 ) -> dict[str, Any]:
     return {"name": name, "in": where, "required": required, "schema": schema or {"type": "string"}}
+
+
+def _text(description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"text/plain": {"schema": {"type": "string"}}}}
+
+
+def _proof(description: str) -> dict[str, Any]:
+    schema = {"type": "object", "description": "the JSON `foldline prove` prints"}
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def proof_paths() -> dict[str, Any]:
+    """``/v1/checkpoint`` and ``/v1/proofs/...``: open, no token (ADR 0040)."""
+    size = {"type": "integer", "minimum": 1}
+    return {
+        "/v1/checkpoint": {
+            "get": {
+                "operationId": "checkpoint",
+                "summary": "The latest signed checkpoint (a C2SP signed note); open",
+                "responses": {
+                    "200": _text("the signed note"),
+                    **error_bodies("404"),
+                },
+            }
+        },
+        "/v1/proofs/inclusion": {
+            "get": {
+                "operationId": "inclusion_proof",
+                "summary": "The event at position is in the tree of size; open",
+                "parameters": [
+                    param("position", required=True, schema=size),
+                    param("size", schema=size),
+                ],
+                "responses": {"200": _proof("the proof"), **error_bodies("400", "404")},
+            }
+        },
+        "/v1/proofs/consistency": {
+            "get": {
+                "operationId": "consistency_proof",
+                "summary": "The tree of new extends the tree of old; open",
+                "parameters": [param("old", required=True, schema=size), param("new", schema=size)],
+                "responses": {"200": _proof("the proof"), **error_bodies("400", "404")},
+            }
+        },
+    }
