@@ -34,7 +34,7 @@ from adapters.url_policy import UrlPolicy
 from engine import open_notifier
 from engine.audit.anchor import ServerAnchor
 from engine.audit.proofs import b64
-from engine.clock import Clock, SystemClock
+from engine.clock import Clock
 from engine.domain import commands as c
 from engine.domain.engine import DomainEngine
 from engine.domain.job import TERMINAL
@@ -247,7 +247,7 @@ class Runtime:
             return
         try:
             with reading(str(self.config.log_target)) as reader:
-                signed = self._checkpoints.sign(reader, (self.clock or SystemClock()).now())
+                signed = self._checkpoints.sign(reader, self.engine.clock.now())
             if signed is None:
                 return
             head, note = signed

@@ -59,6 +59,12 @@ class UnknownEventType(InvalidArgument, LookupError):
     code = "unknown_event_type"
 
 
+class OutOfRange(InvalidArgument, LookupError):
+    """A position or a tree size the log does not hold (a proof asked of ``/v1/proofs``)."""
+
+    code = "out_of_range"
+
+
 class InvalidDeclaration(EngineError, ValueError):
     """A machine declaration is inconsistent (unknown states, missing tags, ...)."""
 

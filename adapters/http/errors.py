@@ -43,6 +43,7 @@ STATUS: dict[type[e.EngineError], str] = {
     e.InvalidEvent: falcon.HTTP_400,
     e.UnknownEventType: falcon.HTTP_400,
     e.UnknownStreamKind: falcon.HTTP_404,
+    e.OutOfRange: falcon.HTTP_404,
     e.PayloadTooLarge: falcon.HTTP_413,
     e.InvalidDeclaration: falcon.HTTP_500,
     e.ConcurrencyError: falcon.HTTP_412,

@@ -56,7 +56,7 @@ def _proof(description: str) -> dict[str, Any]:
 
 def proof_paths() -> dict[str, Any]:
     """``/v1/checkpoint`` and ``/v1/proofs/...``: open, no token (ADR 0040)."""
-    size = {"type": "integer", "minimum": 1}
+    size = {"type": "integer", "minimum": 1, "maximum": 2**63 - 1}
     return {
         "/v1/checkpoint": {
             "get": {

@@ -7,7 +7,8 @@ The checkpoint is the latest signed note the lease holder keeps beside its ancho
 A proof reads the log read-only, on a connection of its own, and builds the tree per request
 from the stored chain hashes (a fraction of a second at 10^5 events); its answer is the JSON
 ``foldline prove`` prints. ``size`` and ``new`` default to the latest checkpoint's size, so a
-proof answers against what was signed, else to the log's head.
+proof answers against what was signed, else to the log's head. A malformed or missing number
+is a 400 ``invalid_argument``; a position or size the log does not hold a 404 ``out_of_range``.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from adapters.log_sources import reading
 from adapters.runtime import Runtime
 from engine.audit import proofs
 from engine.audit.source import Reader
+from engine.errors import OutOfRange
 
 
 def _latest(runtime: Runtime) -> str | None:
@@ -87,7 +89,11 @@ class InclusionProof:
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         position = _required(req, "position")
         size = _number(req, "size", _checkpoint_size(self.runtime))
-        _answer(self.runtime, resp, lambda reader: proofs.inclusion(reader, position, size))
+        _answer(
+            self.runtime,
+            resp,
+            lambda reader: proofs.inclusion(reader, position, size, refuse=OutOfRange),
+        )
 
 
 class ConsistencyProof:
@@ -101,4 +107,8 @@ class ConsistencyProof:
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         old = _required(req, "old")
         new = _number(req, "new", _checkpoint_size(self.runtime))
-        _answer(self.runtime, resp, lambda reader: proofs.consistency(reader, old, new, "new"))
+        _answer(
+            self.runtime,
+            resp,
+            lambda reader: proofs.consistency(reader, old, new, "new", OutOfRange),
+        )

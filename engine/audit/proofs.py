@@ -1,6 +1,7 @@
 """The JSON shapes of an inclusion and a consistency proof, read from a log through an audit
 ``Reader``: what ``foldline prove`` prints and ``GET /v1/proofs/...`` answers (docs/auditing.md,
-"Proofs without the log"). Every hash is standard base64."""
+"Proofs without the log"). Every hash is standard base64. A position or size outside the
+log raises ``refuse``: ``InvalidArgument`` for the CLI, ``OutOfRange`` (404) for HTTP."""
 
 from __future__ import annotations
 
@@ -16,24 +17,31 @@ def b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
 
-def _tree(reader: Reader, size: int | None, what: str) -> LogTree:
+Refusal = type[InvalidArgument]
+
+
+def _tree(reader: Reader, size: int | None, what: str, refuse: Refusal) -> LogTree:
     head = reader.head()
     if size is not None and not 1 <= size <= head:
-        raise InvalidArgument(f"{what} {size}: the log holds {head} events")
+        raise refuse(f"{what} {size}: the log holds {head} events")
     return open_tree(reader, size)
 
 
 def inclusion(
-    reader: Reader, position: int, size: int | None, what: str = "size"
+    reader: Reader,
+    position: int,
+    size: int | None,
+    what: str = "size",
+    refuse: Refusal = InvalidArgument,
 ) -> dict[str, Any]:
     """The proof that the event at ``position`` is in the tree of ``size`` (default: the head).
 
     Raises:
-        InvalidArgument: ``size`` is not 1..head, or ``position`` is not 1..size.
+        InvalidArgument: (``refuse``) ``size`` is not 1..head, or ``position`` not 1..size.
     """
-    tree = _tree(reader, size, what)
+    tree = _tree(reader, size, what, refuse)
     if not 1 <= position <= tree.size:
-        raise InvalidArgument(f"position {position}: not in a tree of {tree.size} events")
+        raise refuse(f"position {position}: not in a tree of {tree.size} events")
     index = position - 1
     chain_hash = read_leaves(reader, index, position)[0]
     return {
@@ -48,18 +56,21 @@ def inclusion(
 
 
 def consistency(
-    reader: Reader, old_size: int, new_size: int | None, what: str = "new size"
+    reader: Reader,
+    old_size: int,
+    new_size: int | None,
+    what: str = "new size",
+    refuse: Refusal = InvalidArgument,
 ) -> dict[str, Any]:
     """The proof that the tree of ``new_size`` (default: the head) extends that of ``old_size``.
 
     Raises:
-        InvalidArgument: ``new_size`` is not 1..head, or ``old_size`` is not 1..new_size.
+        InvalidArgument: (``refuse``) ``new_size`` is not 1..head, or ``old_size`` not
+            1..new_size.
     """
-    tree = _tree(reader, new_size, what)
+    tree = _tree(reader, new_size, what, refuse)
     if not 1 <= old_size <= tree.size:
-        raise InvalidArgument(
-            f"old size {old_size}: must be between 1 and the new size {tree.size}"
-        )
+        raise refuse(f"old size {old_size}: must be between 1 and the new size {tree.size}")
     return {
         "old_size": old_size,
         "new_size": tree.size,

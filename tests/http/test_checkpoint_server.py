@@ -89,13 +89,14 @@ def test_server_signs_checkpoints_and_serves_proofs_an_auditor_checks(tmp_path: 
         nodes = [_b(node) for node in consistency["proof"]]
         assert merkle.verify_consistency(first.size, head.size, nodes, first.root, head.root)
 
-        for path in (
-            "/v1/proofs/inclusion",
-            "/v1/proofs/inclusion?position=x",
-            f"/v1/proofs/consistency?old={head.size + 50}",
-        ):
+        refusals = {
+            "/v1/proofs/inclusion": (400, "invalid_argument"),
+            "/v1/proofs/inclusion?position=x": (400, "invalid_argument"),
+            f"/v1/proofs/consistency?old={head.size + 50}": (404, "out_of_range"),
+        }
+        for path, (want, code) in refusals.items():
             status, _, raw = _get(server, path)
-            assert status == 400 and json.loads(raw)["error"]["code"] == "invalid_argument", raw
+            assert (status, json.loads(raw)["error"]["code"]) == (want, code), raw
 
     files = {"cp.txt": note, "proof.json": json.dumps(inclusion), "vkey": signer.verifier.text()}
     for name, text in files.items():

@@ -160,10 +160,15 @@ def test_checkpoint_and_proofs_are_open_and_default_to_the_checkpoint(
     head = runtime.engine.log.head()
     answer = client.simulate_get(f"/v1/proofs/consistency?old={signed.size}&new={head}")
     assert answer.json["new_size"] == head
-    for query in ("old=0", "old=1&new=x", f"old=1&new={head + 1}"):
+    for query, status, code in (
+        ("old=1&new=x", 400, "invalid_argument"),
+        ("new=2", 400, "invalid_argument"),  # old is required
+        ("old=0", 404, "out_of_range"),
+        (f"old=1&new={head + 1}", 404, "out_of_range"),
+        (f"old={head}&new=2", 404, "out_of_range"),
+    ):
         answer = bare.simulate_get(f"/v1/proofs/consistency?{query}")
-        assert answer.status_code == 400, query
-        assert answer.json["error"]["code"] == "invalid_argument"
+        assert (answer.status_code, answer.json["error"]["code"]) == (status, code), query
 
 
 @pytest.mark.parametrize(
