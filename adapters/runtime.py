@@ -265,6 +265,8 @@ class Runtime:
             checkpoints.write_note(self.checkpoint_path, note)
         except (EngineError, OSError) as ex:  # the next renewal tries again
             log.error("no checkpoint signed: %s", ex)
+        except Exception:  # a checkpoint never stops the renewals that keep the lease
+            log.exception("no checkpoint signed")
 
     def _write_anchor(self) -> None:
         """Keep the anchor at the log's head (after taking the lease, each renewal, release)."""

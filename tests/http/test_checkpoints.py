@@ -205,3 +205,19 @@ def test_config_reads_the_checkpoint_key_and_settings(workspace: Path, tmp_path:
         config.checkpoint_every,
         config.checkpoint_interval_s,
     ) == expected
+
+
+def test_holder_logs_a_failed_signing_and_keeps_renewing(
+    holder: tuple[Any, Runtime, FixedClock],
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _, runtime, _ = holder
+
+    def broken(*args: object) -> None:
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(Checkpointer, "sign", broken)
+    with caplog.at_level(logging.ERROR, "foldline.runtime"):
+        runtime.sign_checkpoint()  # raises nothing: the renewal goes on
+    assert "no checkpoint signed" in caplog.text and "disk on fire" in caplog.text
