@@ -17,6 +17,7 @@ import pytest
 
 from engine.audit import merkle
 from engine.audit.note import generate_signer, open_note, parse_checkpoint
+from tests.support.cli import boot_refusal
 from tests.support.server import ROOT, Server, serve
 
 pytestmark = pytest.mark.server
@@ -119,19 +120,6 @@ def test_server_signs_checkpoints_and_serves_proofs_an_auditor_checks(tmp_path: 
 
 
 def test_a_bad_checkpoint_key_stops_the_boot_with_one_line(tmp_path: Path) -> None:
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
     bad = tmp_path / "bad.key"
     bad.write_text("PRIVATE+KEY+nope\n")
-    done = subprocess.run(
-        [sys.executable, "-m", "adapters.cli", "serve", "--workspace", str(workspace)],
-        cwd=ROOT,
-        env={"FOLDLINE_CHECKPOINT_KEY": str(bad), "PATH": "/usr/bin:/bin"},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode != 0
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1, lines
-    assert "FOLDLINE_CHECKPOINT_KEY" in lines[0], lines
+    boot_refusal(tmp_path / "ws", "FOLDLINE_CHECKPOINT_KEY", bad)

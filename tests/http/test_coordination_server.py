@@ -4,14 +4,13 @@ that call ``/v1`` back with their run tokens (issue 14)."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 from tests.support.agents import python_agent, workspace_with_agents
+from tests.support.cli import boot_refusal
 from tests.support.coordination import write_scripts
 from tests.support.server import ROOT, Server, serve
 from tests.support.writers import git, repository
@@ -219,21 +218,9 @@ def _cancel_all(server: Server) -> None:
 
 
 def test_an_invalid_agents_file_is_a_one_line_boot_error(tmp_path: Path) -> None:
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
     bad = tmp_path / "agents.toml"
     bad.write_text('[agents.w]\ncommand = "x"\nmode = "admin"\n')
-    done = subprocess.run(
-        [sys.executable, "-m", "adapters.cli", "serve", "--workspace", str(workspace)],
-        cwd=ROOT,
-        env={"FOLDLINE_AGENTS_FILE": str(bad), "PATH": "/usr/bin:/bin"},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode != 0
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and "FOLDLINE_AGENTS_FILE" in lines[0] and "mode" in lines[0], lines
+    assert "mode" in boot_refusal(tmp_path / "ws", "FOLDLINE_AGENTS_FILE", bad)
 
 
 def test_an_unknown_agent_on_invocations_is_a_400(tmp_path: Path) -> None:

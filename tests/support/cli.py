@@ -27,3 +27,17 @@ def foldline(
         env=env,
         check=False,
     )
+
+
+def boot_refusal(workspace: Path, setting: str, value: Path) -> str:
+    """Serve ``workspace`` with the one ``setting`` set to ``value``; the boot must fail and
+    say why on exactly one line, which is returned."""
+    workspace.mkdir(exist_ok=True)
+    done = foldline(
+        "serve", "--workspace", str(workspace), env={setting: str(value), "PATH": "/usr/bin:/bin"}
+    )
+    assert done.returncode != 0, done.stdout
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert setting in lines[0], lines
+    return lines[0]
