@@ -176,3 +176,52 @@ def test_note_interop_tlog_scales_checks_our_consistency_proofs(
                         ConsistencyProof(old, new, [*path[:-1], bytes(32)]).check(first, second)
                     with pytest.raises(ConsistencyProofInvalid):
                         ConsistencyProof(old, new, path).check(first, bytes(32))
+
+
+# golang.org/x/mod/sumdb/note's published test keys and notes (note_test.go: TestNewVerifier,
+# TestSign, TestOpen): the format's reference implementation, which C2SP signed-note writes down.
+GO_SIGNER = "PRIVATE+KEY+PeterNeumann+c74f20a3+AYEKFALVFGyNhPJEMzD1QIDr+Y7hfZx09iUvxdXHKDFz"
+GO_PETER = "PeterNeumann+c74f20a3+ARpc2QcUPDhMQegwxbzhKqiBfsVkmqq/LDE4izWy10TW"
+GO_ENOCH = "EnochRoot+af0cfe78+ATtqJ7zOtqQtYqOo0CpvDXNlMhV3HeJDpjrASKGLWdop"
+GO_TEXT = (
+    "If you think cryptography is the answer to your problem,\n"
+    "then you don't know what your problem is.\n"
+)
+GO_PETER_SIG = (
+    "\u2014 PeterNeumann x08go/ZJkuBS9UG/SffcvIAQxVBtiFupLLr8pAcElZInNIuGUgYN1FFYC2pZSNXgKvq"
+    "fqdngotpRZb6KE6RyyBwJnAM=\n"
+)
+GO_ENOCH_SIG = (
+    "\u2014 EnochRoot rwz+eBzmZa0SO3NbfRGzPCpDckykFXSdeX+MNtCOXm2/5n2tiOHp+vAF1aGrQ5ovTG01oOTG"
+    "wnWLox33WWd1RvMc+QQ=\n"
+)
+
+
+def test_note_interop_our_signer_reproduces_go_sumdb_note_signature() -> None:
+    signer = note.parse_signer(GO_SIGNER)
+    assert signer.text() == GO_SIGNER
+    assert signer.verifier.text() == GO_PETER
+    assert note.sign_note(GO_TEXT, signer) == GO_TEXT + "\n" + GO_PETER_SIG
+
+
+def test_note_interop_our_verifier_opens_go_sumdb_notes() -> None:
+    signed = GO_TEXT + "\n" + GO_PETER_SIG + GO_ENOCH_SIG
+    for key in (GO_PETER, GO_ENOCH):
+        verifier = note.parse_verifier(key)
+        assert verifier.text() == key
+        assert note.open_note(signed, verifier) == GO_TEXT
+    broken = GO_TEXT + "\n" + GO_PETER_SIG[:60] + "ABCD" + GO_PETER_SIG[60:]  # TestOpen's
+    with pytest.raises(InvalidArgument, match="does not verify"):
+        note.open_note(broken, note.parse_verifier(GO_PETER))
+
+
+@pytest.mark.parametrize(
+    "key",
+    [  # TestNewVerifier's: a wrong-length key and an unknown algorithm, each with its key hash
+        "PeterNeumann+cc469956+ARpc2QcUPDhMQegwxbzhKqiBfsVkmqq/LDE4izWy10TWBADKEY==",
+        "PeterNeumann+173116ae+ZRpc2QcUPDhMQegwxbzhKqiBfsVkmqq/LDE4izWy10TW",
+    ],
+)
+def test_note_interop_our_verifier_refuses_go_sumdb_bad_keys(key: str) -> None:
+    with pytest.raises(InvalidArgument):
+        note.parse_verifier(key)
