@@ -10,7 +10,8 @@ chain hashes stored in a real log, with RFC 9162's 0x00/0x01 prefixes. It checks
   another decomposition than RFC 9162's (it splits at ``old < k`` where RFC 9162 splits at
   ``old <= k``), so it cannot check our consistency path node by node; our verifier checks it
   against the heads pymerkle computed, and tests/unit/test_merkle_vectors.py checks consistency
-  proofs node by node against transparency-dev's published vectors.
+  proofs node by node against transparency-dev's published vectors, and
+  tests/unit/test_note_interop.py has tlog-scales check them with RFC 9162's algorithm.
 """
 
 from __future__ import annotations
