@@ -1,25 +1,33 @@
 """Signed checkpoints and proofs of a real log, checked by code not written here.
 
-tlog-scales 0.0.3 (PyPI, in the ``test`` extras; Apache-2.0, the tlog-tiles library split out
-of the sigmon and cross-examination witnesses) implements C2SP signed-note keys (``Vkey``: the
-key hash of name, 0x0a, type and key), tlog-checkpoint notes (``Checkpoint``: parse, serialize,
-verify a signature line against a key) and RFC 9162's proof checks (``InclusionProof.check``
-and ``ConsistencyProof.check``, line-by-line transcriptions of sections 2.1.3.2 and 2.1.4.2).
-It shares no code with ``engine.audit`` but the Ed25519 primitive (pyca/cryptography); Go's
-published ``golang.org/x/mod/sumdb/note`` vectors pin that part byte for byte: Ed25519 is
-deterministic, so our signer must reproduce Go's signature exactly.
+Two published implementations of C2SP signed notes, tlog-checkpoint and RFC 9162's proofs,
+both PyPI packages in the ``test`` extras, check what we sign and prove:
+- tlog-scales 0.0.3 (Apache-2.0; the tlog-tiles library split out of the sigmon and
+  cross-examination witnesses), pure Python: ``Vkey`` (a key and its key hash of name, 0x0a,
+  type and key), ``Checkpoint`` (parse, serialize, verify a signature line against a key), and
+  ``InclusionProof.check`` / ``ConsistencyProof.check``, line-by-line transcriptions of RFC
+  9162 sections 2.1.3.2 and 2.1.4.2. It shares pyca/cryptography's Ed25519 with us.
+- metamorphic-log 0.1.11 (Apache-2.0 OR MIT), the verification-only Python binding (UniFFI)
+  of a Rust crate: ``checkpoint_verify``, ``verify_signed_note``, and inclusion and
+  consistency proofs checked against signed checkpoints. Its Ed25519 is ed25519-dalek and its
+  SHA-256 RustCrypto's, so nothing of ours or of OpenSSL's is on its path.
+Go's published ``golang.org/x/mod/sumdb/note`` vectors, last, pin the format byte for byte:
+Ed25519 is deterministic, so our signer must reproduce Go's signature exactly.
 
 The log is real: built through the engine into SQLite, its key made and its checkpoint signed
-by the ``foldline`` command line, its proofs the JSON that ``foldline prove`` prints.
+by the ``foldline`` command line, its proofs the JSON that ``foldline prove`` prints, at the
+sizes issue 31 names.
 """
 
 from __future__ import annotations
 
 import base64
 import random
+from dataclasses import dataclass
 from pathlib import Path
 
 import apsw
+import metamorphic_log
 import pytest
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -38,9 +46,40 @@ from engine.errors import InvalidArgument
 from tests.cli.test_audit import make_log
 from tests.support.cli import foldline
 
-# The sizes issue 31 names: the small trees where the decomposition's edge cases live, one of a
-# thousand, and a large one drawn (seeded) below 5,000; the log's head comes last.
+# The small trees where the decomposition's edge cases live, one of a thousand, and a large one
+# drawn (seeded) below 5,000; the log's head comes last.
 SIZES = (1, 2, 3, 7, 8, 9, 1000, random.Random(9162).randrange(1001, 5000))
+ORIGIN = "example.com/foldline"
+NOT_VERIFIED = metamorphic_log.VerifyError.Verification
+
+
+def b64(text: str) -> bytes:
+    return base64.b64decode(text, validate=True)
+
+
+@dataclass(frozen=True)
+class Signed:
+    """A verifier key's text and a checkpoint note it verifies, of a tree of ``size``."""
+
+    verifier: str
+    note: str
+    size: int
+    root: bytes
+
+    def bent(self) -> list[str]:
+        """The note with a flipped root, size, origin or signature byte: none may verify."""
+        body, _, line = self.note.rpartition("\n\n")
+        root = body.splitlines()[2]
+        flipped_root = root[:5] + ("A" if root[5] != "A" else "B") + root[6:]
+        dash, name, encoded = line.split()
+        blob = bytearray(b64(encoded))
+        blob[10] ^= 0x01  # a byte of the Ed25519 signature, past the key hash
+        return [
+            self.note.replace(root, flipped_root),
+            self.note.replace(f"\n{self.size}\n", f"\n{self.size + 1}\n"),
+            self.note.replace(f"{ORIGIN}\n", f"{ORIGIN}x\n", 1),
+            f"{body}\n\n{dash} {name} {base64.b64encode(bytes(blob)).decode()}\n",
+        ]
 
 
 @pytest.fixture(scope="module")
@@ -61,14 +100,78 @@ def sizes(long_log: Path) -> tuple[int, ...]:
     return (*SIZES, head)
 
 
-def ok(*args: str) -> str:
-    done = foldline(*args)
-    assert done.returncode == 0, done.stderr
-    return done.stdout
+@pytest.fixture(scope="module")
+def from_cli(long_log: Path, tmp_path_factory: pytest.TempPathFactory) -> Signed:
+    """What ``foldline keygen`` prints and ``foldline checkpoint --key`` signs."""
+    key = tmp_path_factory.mktemp("note-interop-key") / "log.key"
+    made = foldline("keygen", ORIGIN, "--out", str(key))
+    signed = foldline("checkpoint", str(long_log), "--key", str(key))
+    assert made.returncode == signed.returncode == 0, (made.stderr, signed.stderr)
+    head = note.parse_checkpoint(signed.stdout.rpartition("\n\n")[0] + "\n")
+    return Signed(made.stdout.strip(), signed.stdout, head.size, head.root)
 
 
-def b64(text: str) -> bytes:
-    return base64.b64decode(text, validate=True)
+@pytest.fixture(scope="module")
+def signer() -> note.Signer:
+    return note.generate_signer(ORIGIN)
+
+
+@pytest.fixture(scope="module")
+def by_size(long_log: Path, sizes: tuple[int, ...], signer: note.Signer) -> dict[int, Signed]:
+    """Our signed checkpoint of the tree of each size, its root as ``prove`` serves it."""
+    found = {}
+    with reading(str(long_log)) as reader:
+        for size in sizes:
+            root = b64(proofs.consistency(reader, size, size)["new_root"])
+            text = note.sign_note(note.TreeHead(ORIGIN, size, root).text(), signer)
+            found[size] = Signed(signer.verifier.text(), text, size, root)
+    return found
+
+
+@dataclass(frozen=True)
+class Inclusion:
+    index: int
+    size: int
+    leaf: bytes
+    root: bytes
+    path: list[bytes]
+
+
+@pytest.fixture(scope="module")
+def inclusions(long_log: Path, sizes: tuple[int, ...]) -> list[Inclusion]:
+    """``prove inclusion``'s proofs: every leaf of the small trees, ten of each large one."""
+    rng = random.Random(6962)
+    found = []
+    with reading(str(long_log)) as reader:
+        for size in sizes:
+            indices = range(size) if size < 10 else {0, size - 1, *rng.sample(range(size), 8)}
+            for index in sorted(indices):
+                p = proofs.inclusion(reader, index + 1, size)
+                path = [b64(node) for node in p["proof"]]
+                found.append(Inclusion(index, size, b64(p["leaf_hash"]), b64(p["root"]), path))
+    return found
+
+
+@dataclass(frozen=True)
+class Consistency:
+    old: int
+    new: int
+    first: bytes
+    second: bytes
+    path: list[bytes]
+
+
+@pytest.fixture(scope="module")
+def consistencies(long_log: Path, sizes: tuple[int, ...]) -> list[Consistency]:
+    """``prove consistency``'s proofs between every two of the sizes, old <= new."""
+    found = []
+    with reading(str(long_log)) as reader:
+        for new in sizes:
+            for old in (s for s in sizes if s <= new):
+                p = proofs.consistency(reader, old, new)
+                path = [b64(node) for node in p["proof"]]
+                found.append(Consistency(old, new, b64(p["old_root"]), b64(p["new_root"]), path))
+    return found
 
 
 def their_key(verifier_text: str) -> Vkey:
@@ -80,35 +183,23 @@ def their_key(verifier_text: str) -> Vkey:
     return recomputed
 
 
-def test_note_interop_tlog_scales_verifies_our_signed_checkpoint(
-    long_log: Path, sizes: tuple[int, ...], tmp_path: Path
-) -> None:
-    key = tmp_path / "log.key"
-    vkey = their_key(ok("keygen", "example.com/foldline", "--out", str(key)).strip())
-    signed = ok("checkpoint", str(long_log), "--key", str(key))
-    theirs = Checkpoint.from_text(signed)
-    theirs.verify(vkey)
-    assert theirs.serialize() == signed  # the same bytes, framing and all
-    head = sizes[-1]
-    assert (theirs.origin, theirs.size) == ("example.com/foldline", head)
-    assert [s.key_id for s in theirs.signatures] == [vkey.key_id]
+# tlog-scales
 
-    body, _, signature_line = signed.rpartition("\n\n")
-    root_line = body.splitlines()[2]
-    flipped_root = root_line[:5] + ("A" if root_line[5] != "A" else "B") + root_line[6:]
-    dash, name, encoded = signature_line.split()
-    blob = bytearray(b64(encoded))
-    blob[10] ^= 0x01  # a byte of the Ed25519 signature, past the key hash
-    for bent in (
-        signed.replace(root_line, flipped_root),
-        signed.replace(f"\n{head}\n", f"\n{head - 1}\n"),
-        signed.replace("example.com/foldline\n", "example.com/foldlinf\n", 1),
-        f"{body}\n\n{dash} {name} {base64.b64encode(bytes(blob)).decode()}\n",
-    ):
+
+def test_note_interop_tlog_scales_verifies_our_signed_checkpoint(
+    from_cli: Signed, sizes: tuple[int, ...]
+) -> None:
+    vkey = their_key(from_cli.verifier)
+    theirs = Checkpoint.from_text(from_cli.note)
+    theirs.verify(vkey)
+    assert theirs.serialize() == from_cli.note  # the same bytes, framing and all
+    assert (theirs.origin, theirs.size, theirs.root_hash) == (ORIGIN, sizes[-1], from_cli.root)
+    assert [s.key_id for s in theirs.signatures] == [vkey.key_id]
+    for bent in from_cli.bent():
         with pytest.raises(InvalidSignature):
             Checkpoint.from_text(bent).verify(vkey)
 
-    other = note.generate_signer("example.com/foldline").verifier
+    other = note.generate_signer(ORIGIN).verifier
     with pytest.raises(RuntimeError, match="no signature matched"):  # another key hash
         theirs.verify(their_key(other.text()))
     impostor = Vkey(vkey.name, vkey.key_id, 1, other.public)  # our key hash, another key
@@ -117,20 +208,16 @@ def test_note_interop_tlog_scales_verifies_our_signed_checkpoint(
 
 
 def test_note_interop_tlog_scales_verifies_our_checkpoints_at_every_size(
-    long_log: Path, sizes: tuple[int, ...]
+    by_size: dict[int, Signed], signer: note.Signer
 ) -> None:
-    signer = note.generate_signer("example.com/foldline")
     vkey = their_key(signer.verifier.text())
     ours = PlainEd25519Signer(signer.name, signer.seed)  # their signer, our seed
-    with reading(str(long_log)) as reader:
-        for size in sizes:
-            root = b64(proofs.consistency(reader, size, size)["new_root"])
-            signed = note.sign_note(note.TreeHead(signer.name, size, root).text(), signer)
-            theirs = Checkpoint.from_text(signed)
-            theirs.verify(vkey)
-            assert (theirs.size, theirs.root_hash) == (size, root)
-            # Ed25519 is deterministic: their signer, given our key, writes our very note.
-            assert Checkpoint.make_signed(signer.name, size, root, [ours]).serialize() == signed
+    for size, signed in by_size.items():
+        theirs = Checkpoint.from_text(signed.note)
+        theirs.verify(vkey)
+        assert (theirs.size, theirs.root_hash) == (size, signed.root)
+        # Ed25519 is deterministic: their signer, given our key, writes our very note.
+        assert Checkpoint.make_signed(ORIGIN, size, signed.root, [ours]).serialize() == signed.note
 
 
 def test_note_interop_our_verifier_opens_a_tlog_scales_checkpoint() -> None:
@@ -144,39 +231,93 @@ def test_note_interop_our_verifier_opens_a_tlog_scales_checkpoint() -> None:
 
 
 def test_note_interop_tlog_scales_checks_our_inclusion_proofs(
-    long_log: Path, sizes: tuple[int, ...]
+    inclusions: list[Inclusion],
 ) -> None:
-    rng = random.Random(6962)
-    with reading(str(long_log)) as reader:
-        for size in sizes:
-            indices = range(size) if size < 10 else {0, size - 1, *rng.sample(range(size), 8)}
-            for index in sorted(indices):
-                proof = proofs.inclusion(reader, index + 1, size)
-                path = [b64(node) for node in proof["proof"]]
-                leaf, root = b64(proof["leaf_hash"]), b64(proof["root"])
-                InclusionProof(index, size, path).check(leaf, root)
-                if path:
-                    bent = [*path[:-1], bytes(32)]
-                    with pytest.raises(InclusionProofInvalid):
-                        InclusionProof(index, size, bent).check(leaf, root)
+    for p in inclusions:
+        InclusionProof(p.index, p.size, p.path).check(p.leaf, p.root)
+        if p.path:
+            bent = InclusionProof(p.index, p.size, [*p.path[:-1], bytes(32)])
+            with pytest.raises(InclusionProofInvalid):
+                bent.check(p.leaf, p.root)
 
 
 def test_note_interop_tlog_scales_checks_our_consistency_proofs(
-    long_log: Path, sizes: tuple[int, ...]
+    consistencies: list[Consistency],
 ) -> None:
-    with reading(str(long_log)) as reader:
-        for new in sizes:
-            for old in (s for s in sizes if s <= new):
-                proof = proofs.consistency(reader, old, new)
-                path = [b64(node) for node in proof["proof"]]
-                first, second = b64(proof["old_root"]), b64(proof["new_root"])
-                ConsistencyProof(old, new, path).check(first, second)
-                if old < new:
-                    with pytest.raises(ConsistencyProofInvalid):
-                        ConsistencyProof(old, new, [*path[:-1], bytes(32)]).check(first, second)
-                    with pytest.raises(ConsistencyProofInvalid):
-                        ConsistencyProof(old, new, path).check(first, bytes(32))
+    for p in consistencies:
+        ConsistencyProof(p.old, p.new, p.path).check(p.first, p.second)
+        if p.old < p.new:
+            with pytest.raises(ConsistencyProofInvalid):
+                ConsistencyProof(p.old, p.new, [*p.path[:-1], bytes(32)]).check(p.first, p.second)
+            with pytest.raises(ConsistencyProofInvalid):
+                ConsistencyProof(p.old, p.new, p.path).check(p.first, bytes(32))
 
+
+# metamorphic-log
+
+
+def test_note_interop_metamorphic_log_verifies_our_signed_checkpoint(
+    from_cli: Signed, sizes: tuple[int, ...]
+) -> None:
+    head = metamorphic_log.checkpoint_verify(from_cli.note, [from_cli.verifier])
+    assert (head.origin, head.size, head.root, head.extensions) == (
+        ORIGIN,
+        sizes[-1],
+        from_cli.root,
+        [],
+    )
+    assert metamorphic_log.verify_signed_note(from_cli.note, [from_cli.verifier]) == 1
+    for bent in from_cli.bent():
+        with pytest.raises(NOT_VERIFIED):
+            metamorphic_log.checkpoint_verify(bent, [from_cli.verifier])
+    other = note.generate_signer(ORIGIN).verifier
+    with pytest.raises(NOT_VERIFIED, match="no verifiable signature"):
+        metamorphic_log.checkpoint_verify(from_cli.note, [other.text()])
+    impostor = f"{ORIGIN}+{from_cli.verifier.split('+')[1]}+{other.text().split('+', 2)[2]}"
+    with pytest.raises(metamorphic_log.VerifyError):  # our key hash over another key
+        metamorphic_log.checkpoint_verify(from_cli.note, [impostor])
+
+
+def test_note_interop_metamorphic_log_checks_our_inclusion_proofs_against_checkpoints(
+    by_size: dict[int, Signed], inclusions: list[Inclusion]
+) -> None:
+    for p in inclusions:
+        signed = by_size[p.size]
+        metamorphic_log.checkpoint_verify_inclusion(
+            signed.note, [signed.verifier], p.index, p.leaf, p.path
+        )
+        if p.path:
+            with pytest.raises(NOT_VERIFIED):
+                metamorphic_log.checkpoint_verify_inclusion(
+                    signed.note, [signed.verifier], p.index, p.leaf, [*p.path[:-1], bytes(32)]
+                )
+    p = inclusions[-1]
+    signed = by_size[p.size]
+    with pytest.raises(NOT_VERIFIED):  # a good proof, but its checkpoint bent
+        metamorphic_log.checkpoint_verify_inclusion(
+            signed.bent()[0], [signed.verifier], p.index, p.leaf, p.path
+        )
+
+
+def test_note_interop_metamorphic_log_checks_our_consistency_proofs_between_checkpoints(
+    by_size: dict[int, Signed], consistencies: list[Consistency]
+) -> None:
+    for p in consistencies:
+        old, new = by_size[p.old], by_size[p.new]
+        assert (old.root, new.root) == (p.first, p.second)
+        metamorphic_log.checkpoint_verify_consistency(old.note, new.note, [new.verifier], p.path)
+        if p.old < p.new:
+            with pytest.raises(NOT_VERIFIED):
+                metamorphic_log.checkpoint_verify_consistency(
+                    old.note, new.note, [new.verifier], [*p.path[:-1], bytes(32)]
+                )
+            with pytest.raises(NOT_VERIFIED):  # the proof of another pair of sizes
+                metamorphic_log.checkpoint_verify_consistency(
+                    old.note, new.note, [new.verifier], [bytes(32), *p.path]
+                )
+
+
+# Go's published vectors
 
 # golang.org/x/mod/sumdb/note's published test keys and notes (note_test.go: TestNewVerifier,
 # TestSign, TestOpen): the format's reference implementation, which C2SP signed-note writes down.
