@@ -11,7 +11,7 @@ chain hashes stored in a real log, with RFC 9162's 0x00/0x01 prefixes. It checks
   ``old <= k``), so it cannot check our consistency path node by node; our verifier checks it
   against the heads pymerkle computed, and tests/unit/test_merkle_vectors.py checks consistency
   proofs node by node against transparency-dev's published vectors, and
-  tests/unit/test_note_interop.py has tlog-scales check them with RFC 9162's algorithm.
+  tests/unit/test_note_interop.py has tlog-scales and metamorphic-log check them.
 """
 
 from __future__ import annotations
