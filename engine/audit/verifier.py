@@ -84,7 +84,7 @@ def _check_chain(path: str, lo: int, hi: int) -> list[Violation]:
         reader.close()
 
 
-def _which_projections(
+def which_projections(
     reader: Reader, projections: ProjectionSet
 ) -> tuple[list[str], dict[str, str]]:
     stored = {
@@ -138,7 +138,7 @@ def verify(
             return _verify_migrated_copy(reader, machines, projections, progress, workers)
         head = reader.head()
         projection_set = ProjectionSet([StreamsProjection(), *projections])
-        fold, unchecked = _which_projections(reader, projection_set)
+        fold, unchecked = which_projections(reader, projection_set)
     finally:
         reader.close()
     CONTEXT.update(machines=Machines(machines), projections=projection_set.projections)
@@ -150,7 +150,7 @@ def verify(
     shares = max(count, -(-head // EVENTS_PER_SHARE))
     # A read model that folds across entities is only compared with a refold in one piece
     # (`_compare_projections`): the shares need not fold it.
-    by_share = fold if shares == 1 else [name for name in fold if name in _by_entity()]
+    by_share = fold if shares == 1 else [name for name in fold if name in by_entity_names()]
     try:
         if pool is None:
             parts = [replay(text, part, shares, by_share) for part in range(shares)]
@@ -205,7 +205,7 @@ def _links_hold(parts: Sequence[Part]) -> bool:
     return sum(part.rows for part in parts) == rows == (highest or 0) and lowest in (1, None)
 
 
-def _agrees(parts: Sequence[Part], name: str) -> bool:
+def agrees(parts: Sequence[Part], name: str) -> bool:
     """Every refolded row is stored as it is, and there are as many rows as refolded: the
     stored tables are exactly the fold (when every part saw the same log)."""
     differing = sum(p.compared[name][0] for p in parts)
@@ -214,7 +214,7 @@ def _agrees(parts: Sequence[Part], name: str) -> bool:
     return differing == 0 and stored == {folded}
 
 
-def _by_entity() -> set[str]:
+def by_entity_names() -> set[str]:
     """The projections whose rows each fold from their own entity's streams only."""
     return {
         p.name
@@ -232,13 +232,15 @@ def _compare_projections(
     # Shares that each agree prove nothing for a read model that folds across entities (its
     # rows may depend on events of another share), so the shares do not fold it at all.
     suspects = [
-        name for name in fold if (split and name not in _by_entity()) or not _agrees(parts, name)
+        name
+        for name in fold
+        if (split and name not in by_entity_names()) or not agrees(parts, name)
     ]
     if suspects and (split or parts[0].fast):
         # A fold across streams, a write meanwhile, or a memory fold that is wrong? Once more
         # in one piece, in one snapshot, through the folds that wrote the tables.
         whole = replay(path, 0, 1, suspects, fast=False)
-        suspects = [name for name in suspects if not _agrees([whole], name)]
+        suspects = [name for name in suspects if not agrees([whole], name)]
     return [
         Violation(head, "projection_mismatch", f"projection {name} differs from a fold")
         for name in suspects
