@@ -60,6 +60,12 @@ def _progress(stage: str, done: int, total: int) -> None:
 
 def run_verify(args: argparse.Namespace) -> int:
     """Exit 0 when the log is intact, 1 with the violations listed, 2 when unreadable."""
+    if args.since:
+        from adapters.cli.since import run_verify_since
+
+        return run_verify_since(args)
+    if args.key:
+        raise InvalidArgument("--key checks the signature of a --since checkpoint")
     anchor = None
     if args.against:
         try:

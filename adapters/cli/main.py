@@ -105,8 +105,16 @@ def build_parser() -> argparse.ArgumentParser:
         run_verify,
     )
     verify_cmd.add_argument("db")
+    anchors = verify_cmd.add_mutually_exclusive_group()
+    anchors.add_argument("--against", metavar="FILE", help="a checkpoint the log must still extend")
+    anchors.add_argument(
+        "--since",
+        metavar="CHECKPOINT",
+        help="a tlog-checkpoint (signed note or bare): prove the log extends it, then verify"
+        " only the events after it",
+    )
     verify_cmd.add_argument(
-        "--against", metavar="FILE", help="a checkpoint the log must still extend"
+        "--key", metavar="VERIFIER_KEY", help="with --since: the key that must sign it (or a file)"
     )
     checkpoint_cmd = command(
         "checkpoint",

@@ -11,6 +11,7 @@ in the read transaction of its scan (``engine.audit.tables``). What it found goe
 from __future__ import annotations
 
 import gc
+import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
@@ -55,13 +56,24 @@ class Part:
 CONTEXT: dict[str, Any] = {}
 
 
-def replay(path: str, part: int, parts: int, fold: Sequence[str], fast: bool = True) -> Part:
+def replay(
+    path: str,
+    part: int,
+    parts: int,
+    fold: Sequence[str],
+    fast: bool = True,
+    only: Sequence[str] | None = None,
+) -> Part:
     """Replay one share of the streams through the machines, folding ``fold`` projections.
 
     ``fast``: fold through each projection's ``memory_folder`` and check each row's chain link
     from the hash stored at the position before it, in the same scan (a faster pass that can
     only prove a log right: whatever it doubts, ``verify`` checks again the exact way).
     Otherwise fold through ``folder``, which is how the tables were written.
+
+    ``only``: replay just these streams (every event of each), and compare the refold with the
+    stored rows they own (``tables.compare_owned``) rather than with whole tables: what
+    ``verify --since`` checks of the entities a log's tail touches.
     """
     # The fold keeps a million small objects alive and frees none of them, the worst case
     # for the cycle collector: it would walk them all again and again (half the time, measured).
@@ -69,9 +81,9 @@ def replay(path: str, part: int, parts: int, fold: Sequence[str], fast: bool = T
     gc.disable()
     try:
         try:
-            return _replay_share(path, part, parts, fold, fast)
+            return _replay_share(path, part, parts, fold, only, fast)
         except _Doubt:
-            return _replay_share(path, part, parts, fold, False)
+            return _replay_share(path, part, parts, fold, only, False)
     finally:
         if collecting:
             gc.enable()
@@ -81,7 +93,9 @@ class _Doubt(Exception):
     """The fast pass cannot tell: a memory fold refused an event."""
 
 
-def _replay_share(path: str, part: int, parts: int, fold: Sequence[str], fast: bool) -> Part:
+def _replay_share(
+    path: str, part: int, parts: int, fold: Sequence[str], only: Sequence[str] | None, fast: bool
+) -> Part:
     machines: Machines = CONTEXT["machines"]
     projections = [p for p in CONTEXT["projections"] if p.name in fold]
     found = Part(fast=fast)
@@ -145,8 +159,8 @@ def _replay_share(path: str, part: int, parts: int, fold: Sequence[str], fast: b
                 if fast
                 else "NULL FROM events e"
             )
-            + f" WHERE {share_of('e.stream_id', parts)} ORDER BY e.position",
-            (part, chain.GENESIS) if fast else (part,) if parts > 1 else (),
+            + f" WHERE {_which_rows(parts, only)} ORDER BY e.position",
+            _row_params(part, parts, fast, only),
         )
         if fast:  # in the snapshot of the scan
             found.counts = tuple(
@@ -252,6 +266,15 @@ def _replay_share(path: str, part: int, parts: int, fold: Sequence[str], fast: b
             cursor.execute("ROLLBACK")
             connection.execute("COMMIT")
             return found
+        if only is not None:  # a few entities: every refold written, compared with their rows
+            for _, folder in folders:
+                folder.finish()
+            cursor.execute("COMMIT")
+            owned = {p.name: p.tables for p in projections}
+            image = cursor.connection.serialize("main")
+            found.compared = tables.compare_owned(connection, image, owned, only)
+            connection.execute("COMMIT")
+            return found
         # Rows a fold keeps in memory are compared as they are; the other folds write theirs.
         kept = {
             p.name: in_memory
@@ -275,6 +298,21 @@ def _replay_share(path: str, part: int, parts: int, fold: Sequence[str], fast: b
     finally:
         scratch.close()
         reader.close()
+
+
+def _which_rows(parts: int, only: Sequence[str] | None) -> str:
+    """The scan's condition: a share of the streams (``?1``), or the streams listed as a JSON
+    array in ``?3``."""
+    if only is None:
+        return share_of("e.stream_id", parts)
+    return "e.stream_id IN (SELECT value FROM json_each(?3))"
+
+
+def _row_params(part: int, parts: int, fast: bool, only: Sequence[str] | None) -> tuple[Any, ...]:
+    """The scan's parameters: as many as the highest ``?N`` its SQL names."""
+    if only is not None:
+        return (part, chain.GENESIS, json.dumps(list(only)))
+    return (part, chain.GENESIS) if fast else (part,) if parts > 1 else ()
 
 
 CHUNK = 4096  # rows whose links are checked in one go

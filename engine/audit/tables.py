@@ -17,6 +17,7 @@ by one worker at most, so as many matches as stored rows is a one-to-one match.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from operator import eq
 from typing import Any
@@ -161,3 +162,43 @@ def _matching(
             if mine is not None and tuple(mine) == row:
                 matched += 1
     return matched
+
+
+def compare_owned(
+    conn: Any, image: bytes, tables: Mapping[str, Sequence[str]], streams: Sequence[str]
+) -> dict[str, Compared]:
+    """Compare the refold of a few streams (``image``, serialized) with the stored rows they
+    own, as ``compare_image`` compares whole tables: a stored row is owned when a column of its
+    primary key holds one of the ``streams`` or the id part of one (``o7`` of ``order:o7``).
+    The third figure counts the refold's rows plus the owned stored rows the refold lacks, so
+    the stored rows equal the refold exactly when it equals the second and none differ."""
+    conn.deserialize("fold", image)
+    owners = json.dumps(sorted({*streams, *(s.partition(":")[2] for s in streams)} - {""}))
+    compared = {}
+    for name, names in tables.items():
+        differing = folded = extra = 0
+        for table in names:
+            differing += differing_rows(conn, table)
+            folded += conn.execute(f"SELECT count(*) FROM fold.{table}").fetchall()[0][0]
+            extra += _owned_not_folded(conn, table, owners)
+        compared[name] = (differing, folded, folded + extra)
+    return compared
+
+
+def _owned_not_folded(conn: Any, table: str, owners: str) -> int:
+    """Stored rows owned by ``owners`` (a JSON array) whose key the refold does not hold; one
+    query per key column, so each can search that column's index where there is one."""
+    keys = [f'"{name}"' for _, name in primary_key(conn, table)]
+    if not keys:
+        return 0
+    listed = ", ".join(keys)
+    on = " AND ".join(f"f.{k} = m.{k}" for k in keys)
+    owned = " UNION ".join(
+        f"SELECT {listed} FROM main.{table} WHERE {k} IN (SELECT value FROM json_each(?1))"
+        for k in keys
+    )
+    sql = (
+        f"SELECT count(*) FROM ({owned}) m"
+        f" WHERE NOT EXISTS (SELECT 1 FROM fold.{table} f WHERE {on})"
+    )
+    return int(conn.execute(sql, (owners,)).fetchall()[0][0])
