@@ -202,6 +202,8 @@ def test_audit_since_compares_the_read_models_of_the_entities_the_tail_touches(
     extended: tuple[Path, Path], tmp_path: Path
 ) -> None:
     db, checkpoint = extended
+    pristine = tmp_path / "pristine.db"
+    shutil.copy(db, pristine)
     untouched = tmp_path / "untouched.db"
     shutil.copy(db, untouched)
     tamper(db, "UPDATE jobs SET result = 'forged' WHERE job_id = 'j4'")
@@ -211,9 +213,19 @@ def test_audit_since_compares_the_read_models_of_the_entities_the_tail_touches(
     assert since(untouched, checkpoint)[0] == 0  # not an entity of the tail: a full verify's
     assert foldline("verify", str(untouched)).returncode == 1
     extra = tmp_path / "extra.db"
-    shutil.copy(checkpoint.parent / "log.db", extra)
+    shutil.copy(pristine, extra)
     tamper(extra, "DELETE FROM jobs WHERE job_id = 'j9'")  # a row missing
     assert kinds(since(extra, checkpoint)[1]) == {"projection_mismatch"}
+    added = tmp_path / "added.db"
+    shutil.copy(pristine, added)
+    tamper(  # a row the refold of a touched entity lacks
+        added,
+        "INSERT INTO controls (job_id, control, action, body, sent_by, state, recorded_at)"
+        " VALUES ('j4', 999, 'cancel', '{}', 'forger', 'pending', '2026-01-01T00:00:00Z')",
+    )
+    code, report, _ = since(added, checkpoint)
+    assert code == 1 and kinds(report) == {"projection_mismatch"}
+    assert "channel" in report["violations"][0]["detail"]
 
 
 def test_audit_since_checks_the_signature_with_a_key(
