@@ -162,7 +162,7 @@ def _replay_share(
             + f" WHERE {_which_rows(parts, only)} ORDER BY e.position",
             _row_params(part, parts, fast, only),
         )
-        if fast:  # in the snapshot of the scan
+        if fast and only is None:  # in the snapshot of the scan (a few streams: no use for it)
             found.counts = tuple(
                 reader.query("SELECT count(*), min(position), max(position) FROM events")[0]
             )
