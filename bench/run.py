@@ -26,6 +26,7 @@ import apsw
 import msgspec
 
 from bench.audit import bench_audit
+from bench.audit_since import bench_audit_since
 from bench.channel import bench_channel
 from bench.console import bench_console
 from bench.http_load import bench_http
@@ -389,6 +390,7 @@ def main() -> int:
             "http_s": 3,
             "ready": (1_000, 10_000, 100_000),
             "audit": 30_000,
+            "audit_since": (30_000, 1_000),
             "console": 10_000,
             "sync_s": 3,
             "memory": (10_000, 100_000),
@@ -410,6 +412,7 @@ def main() -> int:
             "http_s": 8,
             "ready": (10_000, 100_000, 1_000_000),
             "audit": 1_000_000,
+            "audit_since": (1_000_000, 10_000),
             "console": 100_000,
             "sync_s": 8,
             "memory": (10_000, 1_000_000),
@@ -431,6 +434,7 @@ def main() -> int:
         "invocation": lambda w: bench_invocation(sizes["sync_s"]),
         "ready": lambda w: bench_ready(sizes["ready"], 1),
         "audit": lambda w: bench_audit(sizes["audit"]),
+        "audit_since": lambda w: bench_audit_since(*sizes["audit_since"]),
         "console": lambda w: bench_console(sizes["console"], 11),
         "memory": lambda w: bench_memory(sizes["memory"]),
         "writers": lambda w: bench_writers(sizes["writers"], 10),
@@ -452,7 +456,7 @@ def main() -> int:
         # One run where a run builds a large log; the quick mode must stay near a minute.
         runs = (
             1
-            if name in ("audit", "console", "memory")
+            if name in ("audit", "audit_since", "console", "memory")
             or (name in ("rebuild", "ready", "http", "invocation", "pg_rebuild") and args.quick)
             else (args.runs)
         )
