@@ -132,6 +132,18 @@ def test_audit_since_of_a_checkpoint_at_the_head_verifies_nothing_after(tmp_path
     assert code == 0 and report["verified"] == {"first": 24, "last": 23, "streams": 0}
 
 
+def test_audit_since_of_an_empty_checkpoint_verifies_the_whole_log(tmp_path: Path) -> None:
+    db, checkpoint = tmp_path / "log.db", tmp_path / "cp.txt"
+    open_engine(db, Settings(), clock=FixedClock()).log.close()
+    checkpoint.write_text(ok("checkpoint", str(db), "--origin", "o"))
+    make_log(db)
+    code, report, _ = since(db, checkpoint)
+    assert code == 0 and report["since"] == 0
+    assert report["verified"] == {"first": 1, "last": 23, "streams": report["verified"]["streams"]}
+    tamper(db, "UPDATE events SET state = 'error' WHERE position = 1")
+    assert kinds(since(db, checkpoint)[1]) >= {"hash_mismatch", "state_mismatch"}
+
+
 @pytest.mark.parametrize("case", sorted(TAMPERING))
 def test_audit_since_finds_every_tampering_after_the_checkpoint(
     extended: tuple[Path, Path], case: str
