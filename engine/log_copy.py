@@ -3,10 +3,10 @@
 ``foldline copy SRC DST`` and the audits of a PostgreSQL log use this: SRC and DST are each a
 SQLite file or a ``postgresql://`` URL. Every row is copied as stored (positions, hashes,
 epochs, payload bytes), so the copy's chain is the source's chain and ``foldline diff`` finds
-the two identical. The tables are the log's own (``events``, ``commands``, ``projections``) and
-every other table the source holds (the read models, ``streams`` first among them), made in
-the target from the source's columns, keys and indexes, in SQLite's dialect (which the
-PostgreSQL backend translates, ``engine.storage.postgres.dialect``).
+the two identical. The tables are the log's own (``events``, ``commands``, ``projections``,
+``tree_nodes``) and every other table the source holds (the read models, ``streams`` first
+among them), made in the target from the source's columns, keys and indexes, in SQLite's
+dialect (which the PostgreSQL backend translates, ``engine.storage.postgres.dialect``).
 
 The copy is one write transaction on the target, so a failed copy leaves it empty; the target
 must be new or an empty log. The source is opened read-only and must be at the newest schema.
@@ -27,7 +27,7 @@ from engine.errors import InvalidArgument
 from engine.storage import Storage, Target, open_storage, parse_target
 
 # The tables every log has, made by the target's own migrations (``head`` is PostgreSQL's).
-BASE = ("schema_migrations", "events", "commands", "projections", "head")
+BASE = ("schema_migrations", "events", "commands", "projections", "head", "tree_nodes")
 PAGE = 5000
 _PG_TYPES = {
     "bigint": "INTEGER",
@@ -204,6 +204,12 @@ def _copy(src: Storage, dst: Storage, tables: list[Table], report: CopyReport) -
         cursor.executemany(
             "INSERT INTO projections VALUES (?, ?, ?)",
             [tuple(r) for r in read.execute("SELECT name, version, checkpoint FROM projections")],
+        )
+        # The stored tree nodes are derived, but copied as they are: the copy's proofs stay
+        # fast, and verifying the copy checks the source's nodes too.
+        cursor.executemany(
+            "INSERT INTO tree_nodes (level, idx, hash) VALUES (?, ?, ?)",
+            [tuple(r) for r in read.execute("SELECT level, idx, hash FROM tree_nodes")],
         )
         for table in tables:
             cursor.execute(table.ddl)

@@ -51,9 +51,9 @@ def read_text(path: str, what: str) -> str:
 
 def tree_head(db: str, origin: str) -> TreeHead:
     """The log's current size and tree head under ``origin``."""
-    with reading(db) as reader:
+    with reading(db) as reader:  # the tree reads the log as it hashes: inside the block
         tree = open_tree(reader)
-    return TreeHead(origin, tree.size, tree.root())
+        return TreeHead(origin, tree.size, tree.root())
 
 
 def signed_checkpoint(args: argparse.Namespace) -> int:

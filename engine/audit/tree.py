@@ -3,23 +3,31 @@
 Leaf ``i`` (from 0) is the event at position ``i + 1``, and its leaf data is that event's stored
 ``hash`` (32 raw bytes), so the tree commits to the chain, and the chain to every row. The
 leaves are read through an audit ``Reader`` (``engine.audit.source``; a PostgreSQL log through
-the reader ``adapters.log_sources`` opens), read-only: nothing is ever written to the log.
+the reader ``adapters.log_sources`` opens), read-only: nothing is ever written here.
 
-``LogTree`` answers ``subtree(start, end)`` for ``engine.audit.merkle`` from memory: it hashes
-every leaf once, builds the perfect levels above them, and memoizes the imperfect right-edge
-heads, so a proof over 10^5 events takes a fraction of a second. The seam for what comes next
-is that oracle: a store of interior nodes kept by the append path (or a checkpointer) can
-answer the same ``subtree`` calls from a few rows, for millisecond proofs at 10^6 events,
-without touching the proof code.
+Proofs ask one oracle, ``subtree(start, end)`` (``engine.audit.merkle``), and two classes
+answer it:
+
+- ``StoredTree``, what ``open_tree`` gives: the interior nodes stored in the log's
+  ``tree_nodes`` table (``engine.tree_nodes``: every complete aligned subtree of 256 leaves and
+  more, kept lazily by the server) answer the perfect subtrees they cover, with one indexed
+  read each; only what they do not cover is hashed from the chain hashes, read on demand by
+  small range reads: the block of 256 leaves around a proven leaf, the right edge past the
+  last complete block, and anything not stored yet (all of a log whose table is empty, or
+  that predates it). A proof at 10^6 events reads a few dozen rows.
+- ``LogTree``, held whole in memory from a list of leaf data: the reference the stored tree
+  is tested against, and the base whose ``root``, ``inclusion`` and ``consistency`` both share.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from engine import tree_nodes
 from engine.audit import merkle
 from engine.audit.source import Reader
 from engine.errors import InvalidArgument
+from engine.tree_nodes import BLOCK, LOWEST_LEVEL
 
 
 def read_leaves(reader: Reader, start: int, end: int) -> list[bytes]:
@@ -28,18 +36,7 @@ def read_leaves(reader: Reader, start: int, end: int) -> list[bytes]:
     Raises:
         InvalidArgument: the log does not hold every one of those positions.
     """
-    rows = reader.rows(
-        "SELECT position, hash FROM events WHERE position > ? AND position <= ? ORDER BY position",
-        (start, end),
-    )
-    hashes: list[bytes] = []
-    for expected, (position, digest) in enumerate(rows, start + 1):
-        if position != expected:
-            raise InvalidArgument(f"{reader.path}: position {expected} is missing from the log")
-        hashes.append(bytes(digest))
-    if len(hashes) != end - start:
-        raise InvalidArgument(f"{reader.path}: the log holds fewer than {end} events")
-    return hashes
+    return tree_nodes.read_chain_hashes(reader.rows, start, end, reader.path)
 
 
 class LogTree:
@@ -62,13 +59,17 @@ class LogTree:
         """The head of leaves ``[start, end)`` (``0 <= start < end <= size``)."""
         width = end - start
         if width & (width - 1) == 0 and start % width == 0:
-            return self._levels[width.bit_length() - 1][start // width]
+            return self._perfect(width.bit_length() - 1, start // width)
         found = self._heads.get((start, end))
         if found is None:
             k = merkle.split(width)
             found = merkle.node_hash(self.subtree(start, start + k), self.subtree(start + k, end))
             self._heads[(start, end)] = found
         return found
+
+    def _perfect(self, level: int, idx: int) -> bytes:
+        """The head of the aligned subtree over leaves ``[idx << level, (idx + 1) << level)``."""
+        return self._levels[level][idx]
 
     def root(self, size: int | None = None) -> bytes:
         size = self.size if size is None else size
@@ -88,8 +89,76 @@ class LogTree:
             raise InvalidArgument(f"size {size}: the log holds {self.size} events")
 
 
+class StoredTree(LogTree):
+    """The tree over the first ``size`` events of a log, from its stored nodes where they are
+    and its chain hashes where they are not. It reads the log as each proof needs it, so it
+    answers for the log as it is then; a subclass of ``LogTree`` so that code typed for the
+    in-memory tree takes it unchanged."""
+
+    def __init__(self, reader: Reader, size: int) -> None:  # (no call to LogTree's: no leaves)
+        self.size = size
+        self._rows = reader.rows
+        self._where = reader.path
+        # Leaves [0, covered) lie under stored blocks; a log older than the table has none.
+        has_table = reader.schema >= tree_nodes.SCHEMA
+        self._covered = tree_nodes.stored_blocks(reader.rows) * BLOCK if has_table else 0
+        self._nodes: dict[tuple[int, int], bytes] = {}
+        self._blocks: dict[int, list[list[bytes]]] = {}
+        self._heads = {}
+
+    def leaf_hash(self, index: int) -> bytes:
+        """The leaf hash of leaf ``index``.
+
+        Raises:
+            InvalidArgument: ``index`` is not a leaf of this tree.
+        """
+        if not 0 <= index < self.size:
+            raise InvalidArgument(f"leaf {index} is not in a tree of {self.size} leaves")
+        return self._block(index >> LOWEST_LEVEL)[0][index & (BLOCK - 1)]
+
+    def _perfect(self, level: int, idx: int) -> bytes:
+        if level < LOWEST_LEVEL:  # inside one block: hash the block's leaves once
+            shift = LOWEST_LEVEL - level
+            return self._block(idx >> shift)[level][idx & ((1 << shift) - 1)]
+        found = self._nodes.get((level, idx))
+        if found is None:
+            found = self._node(level, idx)
+            self._nodes[(level, idx)] = found
+        return found
+
+    def _node(self, level: int, idx: int) -> bytes:
+        start, end = idx << level, (idx + 1) << level
+        if end <= self._covered:
+            found = tree_nodes.stored_node(self._rows, level, idx)
+            if found is not None:
+                return found
+        if start >= self._covered or level == LOWEST_LEVEL:  # nothing stored to build on
+            return tree_nodes.perfect_head(self._rows, level, idx, self._where)
+        # Straddling the covered edge (or a stored row missing): build from the two halves.
+        return merkle.node_hash(
+            self._perfect(level - 1, 2 * idx), self._perfect(level - 1, 2 * idx + 1)
+        )
+
+    def _block(self, block: int) -> list[list[bytes]]:
+        """Every complete level of the leaves of one block (cut at the tree's size)."""
+        found = self._blocks.get(block)
+        if found is None:
+            start = block * BLOCK
+            data = tree_nodes.read_chain_hashes(
+                self._rows, start, min(start + BLOCK, self.size), self._where
+            )
+            level = tree_nodes.leaf_hashes(data)
+            found = [level]
+            while len(level) > 1:
+                level = tree_nodes.level_up(level[: len(level) & ~1])
+                found.append(level)
+            self._blocks[block] = found
+        return found
+
+
 def open_tree(reader: Reader, size: int | None = None) -> LogTree:
-    """The tree over the first ``size`` events of the log (all of them by default).
+    """The tree over the first ``size`` events of the log (all of them by default), answered
+    from the stored nodes and the chain hashes (``StoredTree``).
 
     Raises:
         InvalidArgument: ``size`` is negative or beyond the log's head.
@@ -98,4 +167,4 @@ def open_tree(reader: Reader, size: int | None = None) -> LogTree:
     size = head if size is None else size
     if not 0 <= size <= head:
         raise InvalidArgument(f"size {size}: the log holds {head} events")
-    return LogTree(read_leaves(reader, 0, size))
+    return StoredTree(reader, size)

@@ -42,7 +42,6 @@ from engine.chain import Violation
 from engine.log import open_log
 from engine.machines import Machines, MachineSpec
 from engine.projection import Projection, ProjectionSet
-from engine.storage.sqlite.schema import LATEST
 from engine.streams import StreamsProjection
 
 Progress = Callable[[str, int, int], None]
@@ -51,6 +50,9 @@ Progress = Callable[[str, int, int], None]
 PARALLEL_FROM = 20_000  # below this many events, one process is faster than starting workers
 EVENTS_PER_SHARE = 2_000_000
 MAX_POSITION = (1 << 63) - 1
+# The oldest schema verified in place, not on a migrated copy: migration 2 only added the
+# derived ``tree_nodes``, so a log without it is read as it is.
+IN_PLACE_FROM = 1
 
 
 @dataclass
@@ -134,7 +136,7 @@ def verify(
     """
     reader = open_reader(path)
     try:
-        if reader.schema < LATEST:
+        if reader.schema < IN_PLACE_FROM:
             return _verify_migrated_copy(reader, machines, projections, progress, workers)
         head = reader.head()
         projection_set = ProjectionSet([StreamsProjection(), *projections])

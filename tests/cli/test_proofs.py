@@ -64,8 +64,8 @@ def test_checkpoint_with_a_key_is_a_signed_c2sp_checkpoint_of_the_tree(
     text = note.open_note(signed, note.parse_verifier(vkey.read_text()))
     head = note.parse_checkpoint(text)
     with reading(clean) as reader:
-        tree = open_tree(reader)
-    assert (head.origin, head.size, head.root) == ("audit.example/log", 23, tree.root())
+        root = open_tree(reader).root()
+    assert (head.origin, head.size, head.root) == ("audit.example/log", 23, root)
     other = ok("checkpoint", str(clean), "--key", str(key), "--origin", "x.example/o")
     assert other.startswith("x.example/o\n23\n")
     assert ok("checkpoint", str(clean), "--origin", "x.example/o") == text.replace(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import random
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import apsw
@@ -48,9 +49,9 @@ def chain_hashes(log: Path) -> list[bytes]:
 
 
 @pytest.fixture(scope="module")
-def tree(log: Path) -> LogTree:
-    with reading(log) as reader:
-        return open_tree(reader)
+def tree(log: Path) -> Iterator[LogTree]:
+    with reading(log) as reader:  # the stored tree reads the log as proofs need it
+        yield open_tree(reader)
 
 
 def flipped(data: bytes, bit: int = 0) -> bytes:

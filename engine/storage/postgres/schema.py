@@ -92,6 +92,18 @@ MIGRATIONS: tuple[Migration, ...] = (
         + _APPEND_ONLY
         + _SQLITE_FUNCTIONS,
     ),
+    Migration(
+        2,
+        "stored interior nodes of the Merkle tree",
+        """
+        CREATE TABLE tree_nodes (
+            level integer NOT NULL,
+            idx   bigint  NOT NULL,
+            hash  bytea   NOT NULL,
+            PRIMARY KEY (level, idx)
+        );
+        """,
+    ),
 )
 
 LATEST = MIGRATIONS[-1].number

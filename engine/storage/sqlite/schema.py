@@ -56,6 +56,20 @@ MIGRATIONS: tuple[Migration, ...] = (
         + _APPEND_ONLY.format(table="events")
         + _APPEND_ONLY.format(table="commands"),
     ),
+    Migration(
+        2,
+        "stored interior nodes of the Merkle tree",
+        # Derived from the chain hashes (engine.tree_nodes): node (level, idx) is the head of
+        # the complete aligned subtree over leaves [idx << level, (idx + 1) << level).
+        """
+        CREATE TABLE tree_nodes (
+            level INTEGER NOT NULL,
+            idx   INTEGER NOT NULL,
+            hash  BLOB    NOT NULL,
+            PRIMARY KEY (level, idx)
+        ) WITHOUT ROWID;
+        """,
+    ),
 )
 
 LATEST = MIGRATIONS[-1].number

@@ -1,0 +1,179 @@
+"""The stored interior nodes of the log's Merkle tree (ADR 0040): derived data, kept lazily.
+
+The ``tree_nodes`` table holds, for every level ``>= LOWEST_LEVEL``, the head of each
+*complete* aligned subtree: node ``(level, idx)`` covers leaves ``[idx << level,
+(idx + 1) << level)`` (leaf ``i`` is the event at position ``i + 1``, its data the stored chain
+hash, ``engine.audit.tree``). With them a tree head or a proof reads a few rows and hashes at
+most a block of ``BLOCK`` leaves per edge, instead of rehashing the whole history.
+
+The rows are a pure function of the chain hashes, so they are written with insert-or-ignore
+and need no fencing: two writers can only write the same bytes. They are written after the
+fact, never by the append path (whose cost issue 31 bounds): ``extend_tree`` reads the chain
+hashes that came since the last complete block, hashes them outside any transaction, and
+inserts the new nodes in one short write. The server calls it at each renewal of its tenure;
+a log nobody extends only makes its readers hash more (``engine.audit.tree`` falls back to
+the chain hashes for whatever is not stored), and they can always be rebuilt from the chain.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from engine.errors import InvalidArgument
+
+if TYPE_CHECKING:
+    from engine.log import Log
+
+LOWEST_LEVEL = 8  # L0: nodes over blocks of 256 leaves and above; below, hash on demand
+BLOCK = 1 << LOWEST_LEVEL
+SCHEMA = 2  # the migration that made the table: a log at an older schema has no nodes
+CHUNK = 256  # blocks read and hashed at a time (65,536 leaves): bounded memory at any size
+
+Rows = Callable[[str, tuple[Any, ...]], Iterable[Any]]
+"""``rows(sql, params)``: a read of the log (SQLite's dialect, ``?`` placeholders)."""
+Node = tuple[int, int, bytes]
+"""``(level, idx, hash)``: one row of ``tree_nodes``."""
+
+_sha256 = hashlib.sha256
+
+
+def read_chain_hashes(rows: Rows, start: int, end: int, where: str) -> list[bytes]:
+    """The leaf data of leaves ``[start, end)``: the chain hashes of positions start+1..end,
+    in one indexed range read.
+
+    Raises:
+        InvalidArgument: the log does not hold every one of those positions.
+    """
+    found = rows(
+        "SELECT position, hash FROM events WHERE position > ? AND position <= ? ORDER BY position",
+        (start, end),
+    )
+    hashes: list[bytes] = []
+    for expected, (position, digest) in enumerate(found, start + 1):
+        if position != expected:
+            raise InvalidArgument(f"{where}: position {expected} is missing from the log")
+        hashes.append(bytes(digest))
+    if len(hashes) != end - start:
+        raise InvalidArgument(f"{where}: the log holds fewer than {end} events")
+    return hashes
+
+
+def leaf_hashes(leaf_data: Iterable[bytes]) -> list[bytes]:
+    """RFC 9162 leaf hashes, ``SHA-256(0x00 || data)`` each."""
+    return [_sha256(b"\x00" + data).digest() for data in leaf_data]
+
+
+def level_up(hashes: Sequence[bytes]) -> list[bytes]:
+    """The level above an even-length run of aligned nodes: ``SHA-256(0x01 || l || r)``."""
+    return [_sha256(b"\x01" + hashes[i] + hashes[i + 1]).digest() for i in range(0, len(hashes), 2)]
+
+
+def perfect_heads(leaf_data: Sequence[bytes], levels: int) -> list[bytes]:
+    """The heads of consecutive aligned subtrees of ``1 << levels`` leaves each, from their leaf
+    data (whose length is a multiple of that width)."""
+    level = leaf_hashes(leaf_data)
+    for _ in range(levels):
+        level = level_up(level)
+    return level
+
+
+def stored_blocks(rows: Rows) -> int:
+    """How many blocks the table covers from leaf 0: one past the highest stored block (the
+    table is extended from its end, so it holds every block below that, unless edited)."""
+    found = list(rows("SELECT max(idx) FROM tree_nodes WHERE level = ?", (LOWEST_LEVEL,)))
+    highest = found[0][0] if found else None
+    return 0 if highest is None else int(highest) + 1
+
+
+def stored_node(rows: Rows, level: int, idx: int) -> bytes | None:
+    """The stored head of node ``(level, idx)``, None when it is not (yet) stored."""
+    for (digest,) in rows("SELECT hash FROM tree_nodes WHERE level = ? AND idx = ?", (level, idx)):
+        return bytes(digest)
+    return None
+
+
+def new_nodes(
+    leaf_data: Sequence[bytes], first_block: int, node: Callable[[int, int], bytes]
+) -> list[Node]:
+    """The nodes that become complete when the blocks from ``first_block`` on are added, their
+    leaf data ``leaf_data`` (a whole number of blocks). ``node(level, idx)`` answers for a left
+    child that was complete before (one per level at most).
+    """
+    blocks = len(leaf_data) // BLOCK
+    heads = perfect_heads(leaf_data, LOWEST_LEVEL)
+    nodes: list[Node] = [(LOWEST_LEVEL, first_block + i, h) for i, h in enumerate(heads)]
+    below = dict(enumerate(heads, first_block))
+    end_block = first_block + blocks
+    shift = 1
+    while end_block >> shift > first_block >> shift:
+        level = LOWEST_LEVEL + shift
+        here: dict[int, bytes] = {}
+        for idx in range(first_block >> shift, end_block >> shift):
+            left = below.get(2 * idx)
+            if left is None:
+                left = node(level - 1, 2 * idx)
+            here[idx] = _sha256(b"\x01" + left + below[2 * idx + 1]).digest()
+            nodes.append((level, idx, here[idx]))
+        below = here
+        shift += 1
+    return nodes
+
+
+def perfect_head(rows: Rows, level: int, idx: int, where: str) -> bytes:
+    """The head of node ``(level, idx)`` computed from the chain hashes alone.
+
+    Raises:
+        InvalidArgument: the log does not hold all of its leaves.
+    """
+    start = idx << level
+    return perfect_heads(read_chain_hashes(rows, start, start + (1 << level), where), level)[0]
+
+
+def nodes_to_add(rows: Rows, head: int, where: str) -> list[Node]:
+    """The nodes a log of ``head`` events lacks after its stored ones (empty: none), hashed
+    ``CHUNK`` blocks at a time so that a first build over a long log holds little in memory.
+
+    Raises:
+        InvalidArgument: a position below the head is missing from the log.
+    """
+    first, end = stored_blocks(rows), head // BLOCK
+    made: dict[tuple[int, int], bytes] = {}
+
+    def node(level: int, idx: int) -> bytes:
+        found = made.get((level, idx)) or stored_node(rows, level, idx)
+        return found if found is not None else perfect_head(rows, level, idx, where)
+
+    nodes: list[Node] = []
+    for start in range(first, end, CHUNK):
+        stop = min(start + CHUNK, end)
+        leaf_data = read_chain_hashes(rows, start * BLOCK, stop * BLOCK, where)
+        added = new_nodes(leaf_data, start, node)
+        made.update(((level, idx), digest) for level, idx, digest in added)
+        nodes += added
+    return nodes
+
+
+INSERT_NODES = "INSERT OR IGNORE INTO tree_nodes (level, idx, hash) VALUES (?, ?, ?)"
+
+
+def extend_tree(log: Log) -> int:
+    """Store the nodes that the log's new complete blocks make complete; returns how many.
+
+    The hashing runs on the read connection outside any transaction; only the insert joins a
+    write (``Log.write``), and it is idempotent, so a concurrent or repeated call is harmless.
+
+    Raises:
+        InvalidArgument: a position below the head is missing from the log.
+        StorageError: the log could not be read or written (read-only, I/O).
+    """
+
+    def rows(sql: str, params: tuple[Any, ...]) -> Iterable[Any]:
+        found: Iterable[Any] = log.connection().cursor().execute(sql, params)
+        return found
+
+    nodes = nodes_to_add(rows, log.head(), log.path)
+    if nodes:
+        log.write(lambda tx: tx.cursor.executemany(INSERT_NODES, nodes))
+    return len(nodes)
