@@ -12,7 +12,8 @@ fact, never by the append path (whose cost issue 31 bounds): ``extend_tree`` rea
 hashes that came since the last complete block, hashes them outside any transaction, and
 inserts the new nodes in one short write. The server calls it at each renewal of its tenure;
 a log nobody extends only makes its readers hash more (``engine.audit.tree`` falls back to
-the chain hashes for whatever is not stored), and they can always be rebuilt from the chain.
+the chain hashes for whatever is not stored), and ``foldline verify`` checks every row
+against the chain (``check_nodes``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import hashlib
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from engine.chain import Violation
 from engine.errors import InvalidArgument
 
 if TYPE_CHECKING:
@@ -177,3 +179,61 @@ def extend_tree(log: Log) -> int:
     if nodes:
         log.write(lambda tx: tx.cursor.executemany(INSERT_NODES, nodes))
     return len(nodes)
+
+
+def check_nodes(rows: Rows, where: str) -> list[Violation]:
+    """Every stored node against the chain hashes: a node that differs from the head of its
+    leaves, or that covers leaves the log does not hold, is a violation at the first position
+    it covers. Missing nodes are not: the table is filled lazily, and readers fall back. The
+    head is read after the nodes, so a live log's new nodes are never beyond it.
+
+    Raises:
+        InvalidArgument: a position below the head is missing from the log (the chain check
+            reports that itself).
+    """
+    stored: dict[tuple[int, int], bytes] = {
+        (int(level), int(idx)): bytes(digest)
+        for level, idx, digest in rows("SELECT level, idx, hash FROM tree_nodes", ())
+    }
+    if not stored:
+        return []
+    head = int(next(iter(rows("SELECT coalesce(max(position), 0) FROM events", ())))[0])
+    reach = [(idx + 1) << (level - LOWEST_LEVEL) for level, idx in stored if level >= LOWEST_LEVEL]
+    blocks = min(head // BLOCK, max(reach, default=0))
+    computed: dict[tuple[int, int], bytes] = {}
+    for first in range(0, blocks, CHUNK):
+        last = min(first + CHUNK, blocks)
+        data = read_chain_hashes(rows, first * BLOCK, last * BLOCK, where)
+        heads = perfect_heads(data, LOWEST_LEVEL)
+        computed.update(((LOWEST_LEVEL, first + i), h) for i, h in enumerate(heads))
+    level, width = LOWEST_LEVEL, blocks
+    while width > 1:
+        for idx in range(width // 2):
+            computed[(level + 1, idx)] = _sha256(
+                b"\x01" + computed[(level, 2 * idx)] + computed[(level, 2 * idx + 1)]
+            ).digest()
+        level, width = level + 1, width // 2
+    violations = []
+    for (level, idx), digest in sorted(stored.items()):
+        first_position = (idx << level) + 1
+        if level < LOWEST_LEVEL or idx < 0 or (level, idx) not in computed:
+            violations.append(
+                Violation(
+                    max(first_position, 1),
+                    "tree_node_unknown",
+                    f"stored tree node (level {level}, index {idx}) over positions"
+                    f" {first_position}..{(idx + 1) << level} is not a complete node of the"
+                    f" log's {head} events",
+                )
+            )
+        elif computed[(level, idx)] != digest:
+            violations.append(
+                Violation(
+                    first_position,
+                    "tree_node_mismatch",
+                    f"stored tree node (level {level}, index {idx}) over positions"
+                    f" {first_position}..{(idx + 1) << level} differs from the head of their"
+                    " chain hashes",
+                )
+            )
+    return violations

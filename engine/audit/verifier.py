@@ -39,10 +39,13 @@ from engine import chain
 from engine.audit.replay import CONTEXT, Part, replay
 from engine.audit.source import Reader, copy_log, open_reader, ranges
 from engine.chain import Violation
+from engine.errors import InvalidArgument
 from engine.log import open_log
 from engine.machines import Machines, MachineSpec
 from engine.projection import Projection, ProjectionSet
 from engine.streams import StreamsProjection
+from engine.tree_nodes import SCHEMA as NODES_SCHEMA
+from engine.tree_nodes import check_nodes
 
 Progress = Callable[[str, int, int], None]
 """``progress(stage, done, total)``, called now and then during long audits."""
@@ -51,7 +54,7 @@ PARALLEL_FROM = 20_000  # below this many events, one process is faster than sta
 EVENTS_PER_SHARE = 2_000_000
 MAX_POSITION = (1 << 63) - 1
 # The oldest schema verified in place, not on a migrated copy: migration 2 only added the
-# derived ``tree_nodes``, so a log without it is read as it is.
+# derived ``tree_nodes``, checked where the table is, so a log without it is read as it is.
 IN_PLACE_FROM = 1
 
 
@@ -82,6 +85,19 @@ def _check_chain(path: str, lo: int, hi: int) -> list[Violation]:
             (lo if lo > 1 else -MAX_POSITION, hi),  # the first range also sees rows before 1
         )
         return list(chain.check_rows(rows, bytes(previous), after))
+    finally:
+        reader.close()
+
+
+def _check_tree_nodes(path: str) -> list[Violation]:
+    """The stored Merkle tree nodes against the chain hashes (``engine.tree_nodes``)."""
+    reader = open_reader(path)
+    try:
+        if reader.schema < NODES_SCHEMA:
+            return []
+        return check_nodes(reader.rows, reader.path)
+    except InvalidArgument:  # a position missing: the chain check says where
+        return []
     finally:
         reader.close()
 
@@ -129,7 +145,8 @@ def verify(
     """Every check of design.md §10 ``verify``: the hash chain and gap-free positions, contiguous
     versions per stream, every event legal when replayed through the declared machines (a
     stream kind with no declaration is one finding), and every projection equal to a fresh
-    fold. Each violation names a position and a kind.
+    fold, and every stored Merkle tree node equal to the head of its chain hashes. Each
+    violation names a position and a kind.
 
     Raises:
         NotALog, SchemaTooNew, StorageError: the file cannot be audited.
@@ -156,11 +173,14 @@ def verify(
     try:
         if pool is None:
             parts = [replay(text, part, shares, by_share) for part in range(shares)]
+            nodes = _check_tree_nodes(text)
         else:
             replays: list[Future[Part]] = [
                 pool.submit(replay, text, part, shares, by_share) for part in range(shares)
             ]
+            checked_nodes = pool.submit(_check_tree_nodes, text)
             parts = [future.result() for future in replays]
+            nodes = checked_nodes.result()
         chains: list[list[Violation]] = []
         if not _links_hold(parts):  # the exact check, by segments: it says what is wrong
             segments = ranges(head, count) or [(1, 0)]
@@ -176,7 +196,7 @@ def verify(
             pool.shutdown()
     if progress:
         progress("projections", head, head)
-    violations = [v for found in chains for v in found]
+    violations = [v for found in chains for v in found] + nodes
     violations += [v for part in parts for v in part.violations]
     undeclared: dict[str, list[int]] = {}
     for part in parts:

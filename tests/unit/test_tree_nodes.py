@@ -1,11 +1,13 @@
 """The stored interior nodes of the Merkle tree (engine.tree_nodes): proofs answered from them
 equal those of the whole tree held in memory, on both backends, whether the table is empty,
-partly filled, holed or full; and the extension stores each complete node once."""
+partly filled, holed or full; the extension stores each complete node once; and ``verify``
+finds a node that was edited."""
 
 from __future__ import annotations
 
 import random
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import apsw
@@ -16,6 +18,7 @@ from engine import Log, open_log
 from engine.audit import merkle
 from engine.audit.source import Reader
 from engine.audit.tree import LogTree, StoredTree, open_tree
+from engine.audit.verifier import verify
 from engine.errors import InvalidArgument
 from engine.tree_nodes import BLOCK, LOWEST_LEVEL, extend_tree
 from tests.support.postgres import session_cluster
@@ -154,3 +157,38 @@ def test_tree_nodes_stored_tree_refuses_a_leaf_outside_it(tmp_path: Path) -> Non
             tree.leaf_hash(5)
         with pytest.raises(InvalidArgument, match="size 6"):
             tree.inclusion(0, 6)
+
+
+@pytest.fixture
+def extended(tmp_path: Path) -> Iterator[Path]:
+    path = tmp_path / "log.db"
+    log = open_log(path, MACHINES, [TicketTitles()])
+    fill(log, 3 * BLOCK + 10)
+    extend_tree(log)
+    log.close()
+    yield path
+
+
+def test_tree_nodes_verify_passes_them_and_finds_an_edited_one(extended: Path) -> None:
+    assert verify(extended, MACHINES, [TicketTitles()]).ok
+    conn = apsw.Connection(str(extended))
+    conn.execute("UPDATE tree_nodes SET hash = zeroblob(32) WHERE level = 8 AND idx = 1")
+    conn.close()
+    report = verify(extended, MACHINES, [TicketTitles()])
+    assert [(v.position, v.kind) for v in report.violations] == [(257, "tree_node_mismatch")]
+    assert report.violations[0].detail == (
+        "stored tree node (level 8, index 1) over positions 257..512 differs from the head of"
+        " their chain hashes"
+    )
+
+
+def test_tree_nodes_verify_finds_a_node_the_log_cannot_hold(extended: Path) -> None:
+    conn = apsw.Connection(str(extended))
+    conn.execute("INSERT INTO tree_nodes VALUES (8, 3, zeroblob(32)), (9, 1, zeroblob(32))")
+    conn.close()
+    report = verify(extended, MACHINES, [TicketTitles()])
+    assert [(v.position, v.kind) for v in report.violations] == [
+        (513, "tree_node_unknown"),
+        (769, "tree_node_unknown"),
+    ]
+    assert "is not a complete node of the log's 778 events" in report.violations[0].detail
