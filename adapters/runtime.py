@@ -31,7 +31,7 @@ from adapters.operator_token import OperatorToken
 from adapters.push import Deliverer, Payload
 from adapters.tenure import Tenure
 from adapters.url_policy import UrlPolicy
-from engine import open_notifier
+from engine import open_notifier, tree_nodes
 from engine.audit.anchor import ServerAnchor
 from engine.audit.proofs import b64
 from engine.clock import Clock
@@ -239,7 +239,19 @@ class Runtime:
         # An integrate whose worker died alone (the lease lives on): not while one runs.
         self.integration.recover(wait=False)
         self._write_anchor()
+        self.extend_tree()  # first: the checkpoint's head and proof read the nodes it stores
         self.sign_checkpoint()
+
+    def extend_tree(self) -> None:
+        """At a renewal, key or no key: store the Merkle tree nodes the new events completed
+        (``engine.tree_nodes``), so that heads and proofs never rehash history. Off the append
+        path, which it leaves as fast as it was; idempotent, so it needs no fencing."""
+        try:
+            tree_nodes.extend_tree(self.engine.log)
+        except EngineError as ex:  # the next renewal tries again; readers hash what is missing
+            log.error("the tree nodes were not extended: %s", ex)
+        except Exception:  # never stops the renewals that keep the lease
+            log.exception("the tree nodes were not extended")
 
     def sign_checkpoint(self) -> None:
         """At a renewal: sign, record and keep a checkpoint if one is due (and consistent)."""

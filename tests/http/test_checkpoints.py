@@ -20,6 +20,7 @@ from engine.audit.note import TreeHead, generate_signer, open_note, parse_checkp
 from engine.clock import FixedClock
 from engine.domain import commands as c
 from engine.domain.lease import LeaseCheckpointSigned
+from engine.tree_nodes import BLOCK, LOWEST_LEVEL
 from tests.http.conftest import MakeClient
 
 SIGNER = generate_signer("example.com/foldline-unit")
@@ -221,3 +222,25 @@ def test_holder_logs_a_failed_signing_and_keeps_renewing(
     with caplog.at_level(logging.ERROR, "foldline.runtime"):
         runtime.sign_checkpoint()  # raises nothing: the renewal goes on
     assert "no checkpoint signed" in caplog.text and "disk on fire" in caplog.text
+
+
+def test_holder_without_a_key_stores_the_tree_nodes_at_each_renewal(
+    make_client: MakeClient, tmp_path: Path
+) -> None:
+    _, runtime = make_client(
+        clock=FixedClock(),
+        state_dir=tmp_path / "state",
+        lease_renew_s=3600.0,  # no renewal thread meanwhile: the test runs what one calls
+        lease_stale_s=7200.0,
+    )
+    runtime.ensure_lease()
+    _grow(runtime, 2 * BLOCK)
+    runtime.tenure._on_renewed()  # what each renewal calls, key or no key
+    head = runtime.engine.log.head()
+    rows = runtime.engine.log.connection().execute("SELECT level, idx FROM tree_nodes")
+    blocks = head // BLOCK
+    assert blocks >= 2
+    assert {tuple(row) for row in rows} == {(LOWEST_LEVEL, i) for i in range(blocks)} | {
+        (LOWEST_LEVEL + 1, i) for i in range(blocks // 2)
+    }
+    assert not runtime.checkpoint_path.exists()  # no key: nodes, but nothing signed
