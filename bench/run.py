@@ -400,6 +400,7 @@ def main() -> int:
             "writers": 200,
             "channel": 300,
             "push": 300,
+            "proofs": 60_000,
         }
     else:
         sizes = {
@@ -422,6 +423,7 @@ def main() -> int:
             "writers": 2000,
             "channel": 1000,
             "push": 1000,
+            "proofs": 1_000_000,
         }
     cases: dict[str, Callable[[Workdir], dict[str, float]]] = {
         "append_full": lambda w: bench_append(w, sizes["full"], "full"),
@@ -442,6 +444,9 @@ def main() -> int:
         "push": lambda w: bench_push(sizes["push"]),
     }
     from bench.postgres import cases as postgres_cases  # imports this module: not at the top
+    from bench.proofs import bench_proofs  # (likewise)
+
+    cases["proofs"] = lambda w: bench_proofs(sizes["proofs"])
 
     cases.update(postgres_cases(sizes))
     print(
@@ -456,7 +461,7 @@ def main() -> int:
         # One run where a run builds a large log; the quick mode must stay near a minute.
         runs = (
             1
-            if name in ("audit", "audit_since", "console", "memory")
+            if name in ("audit", "audit_since", "console", "memory", "proofs")
             or (name in ("rebuild", "ready", "http", "invocation", "pg_rebuild") and args.quick)
             else (args.runs)
         )
