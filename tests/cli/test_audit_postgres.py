@@ -12,6 +12,7 @@ from pathlib import Path
 from adapters.cli import main
 from engine import FixedClock
 from engine.domain import commands as c
+from engine.tree_nodes import extend_tree
 from projections import open_engine
 from tests.cli.test_audit import make_log
 from tests.support.postgres import session_cluster
@@ -99,3 +100,24 @@ def test_audit_of_a_schema_without_a_log_is_a_clear_error(tmp_path: Path) -> Non
         done = foldline(*args)
         assert done.returncode == 2 and "not_a_log" in done.stderr, done.stderr
         assert "Traceback" not in done.stderr
+
+
+def test_audit_postgres_verify_checks_the_stored_tree_nodes(tmp_path: Path) -> None:
+    """verify reads a PostgreSQL log through a copy, which carries the tree nodes along, so
+    an edited node is found there as in a file."""
+    url = session_cluster().url_for(tmp_path)
+    make_log(url, sessions=60)  # type: ignore[arg-type]
+    engine = open_engine(url, clock=FixedClock())
+    try:
+        assert extend_tree(engine.log) > 0
+        assert json.loads(foldline("verify", url).stdout)["ok"]
+        engine.log.write(
+            lambda tx: tx.cursor.execute(
+                "UPDATE tree_nodes SET hash = ? WHERE level = 8 AND idx = 0", (b"\0" * 32,)
+            )
+        )
+    finally:
+        engine.log.close()
+    done = foldline("verify", url)
+    assert done.returncode == 1
+    assert [v["kind"] for v in json.loads(done.stdout)["violations"]] == ["tree_node_mismatch"]
