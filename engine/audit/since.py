@@ -54,7 +54,7 @@ class SinceReport:
     consistent: bool  # checks 1 and 2 of the module's list held
     streams: int = 0  # streams replayed (every stream of every entity the tail touches)
     unchecked: dict[str, str] = field(default_factory=dict)
-    # "tree" (checks 1 and 2, of which "open_tree" is building the tree), "tail" (3 to 5)
+    # "tree" (checks 1 and 2, of which "open_tree" is opening the tree), "tail" (3 to 5)
     seconds: dict[str, float] = field(default_factory=dict)
 
     @property
