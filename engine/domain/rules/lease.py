@@ -3,6 +3,8 @@ the next epoch, which the log uses to fence older writers out."""
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from engine.clock import parse_time
 from engine.domain import commands as c
 from engine.domain import ids
@@ -11,6 +13,7 @@ from engine.domain.errors import LeaseBusy, NotLeaseHolder
 from engine.domain.lease import LeaseState
 from engine.domain.rules.registry import Context, rule
 from engine.errors import InvalidTransition
+from engine.events import Event
 
 
 def next_epoch(ctx: Context, current: int) -> int:
@@ -45,14 +48,27 @@ def held_by(ctx: Context, name: str, holder: str, epoch: int) -> None:
         )
 
 
+class ByHolder(Protocol):
+    """A command only the lease's current holder may give, at its epoch."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def holder(self) -> str: ...
+    @property
+    def epoch(self) -> int: ...
+
+
+def append_as_holder(ctx: Context, cmd: ByHolder, event: Event) -> None:
+    """Append ``event`` to the lease's stream if ``cmd`` comes from its holder, fenced by the
+    holder's epoch so that a deposed holder's late write is refused by the log itself."""
+    held_by(ctx, cmd.name, cmd.holder, cmd.epoch)
+    ctx.append(ids.lease(cmd.name), event, epoch=cmd.epoch)
+
+
 @rule(c.RenewLease)
 def renew_lease(cmd: c.RenewLease, ctx: Context) -> None:
-    held_by(ctx, cmd.name, cmd.holder, cmd.epoch)
-    ctx.append(
-        ids.lease(cmd.name),
-        lease_.LeaseRenewed(holder=cmd.holder, epoch=cmd.epoch),
-        epoch=cmd.epoch,
-    )
+    append_as_holder(ctx, cmd, lease_.LeaseRenewed(holder=cmd.holder, epoch=cmd.epoch))
 
 
 @rule(c.TakeOverLease)
@@ -91,36 +107,24 @@ def take_over_lease(cmd: c.TakeOverLease, ctx: Context) -> None:
 
 @rule(c.ReleaseLease)
 def release_lease(cmd: c.ReleaseLease, ctx: Context) -> None:
-    held_by(ctx, cmd.name, cmd.holder, cmd.epoch)
-    ctx.append(
-        ids.lease(cmd.name),
-        lease_.LeaseReleased(holder=cmd.holder, epoch=cmd.epoch),
-        epoch=cmd.epoch,
-    )
+    append_as_holder(ctx, cmd, lease_.LeaseReleased(holder=cmd.holder, epoch=cmd.epoch))
 
 
 @rule(c.RecordNewLog)
 def record_new_log(cmd: c.RecordNewLog, ctx: Context) -> None:
-    held_by(ctx, cmd.name, cmd.holder, cmd.epoch)
-    ctx.append(
-        ids.lease(cmd.name),
-        lease_.LeaseNewLog(holder=cmd.holder, epoch=cmd.epoch, lost=cmd.lost),
-        epoch=cmd.epoch,
+    append_as_holder(
+        ctx, cmd, lease_.LeaseNewLog(holder=cmd.holder, epoch=cmd.epoch, lost=cmd.lost)
     )
 
 
 @rule(c.RecordCheckpoint)
 def record_checkpoint(cmd: c.RecordCheckpoint, ctx: Context) -> None:
-    held_by(ctx, cmd.name, cmd.holder, cmd.epoch)
-    ctx.append(
-        ids.lease(cmd.name),
-        lease_.LeaseCheckpointSigned(
-            holder=cmd.holder,
-            epoch=cmd.epoch,
-            origin=cmd.origin,
-            size=cmd.size,
-            root=cmd.root,
-            note=cmd.note,
-        ),
+    signed = lease_.LeaseCheckpointSigned(
+        holder=cmd.holder,
         epoch=cmd.epoch,
+        origin=cmd.origin,
+        size=cmd.size,
+        root=cmd.root,
+        note=cmd.note,
     )
+    append_as_holder(ctx, cmd, signed)
