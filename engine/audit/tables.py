@@ -18,7 +18,7 @@ by one worker at most, so as many matches as stored rows is a one-to-one match.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from operator import eq
 from typing import Any
 
@@ -67,14 +67,31 @@ def compare_image(
 ) -> dict[str, Compared]:
     """Load a scratch database (``image``, serialized) as ``fold`` beside the stored tables and
     let SQLite compare each projection's ``tables``."""
+    return _compare_loaded(
+        conn,
+        image,
+        tables,
+        lambda table, _: conn.execute(f"SELECT count(*) FROM main.{table}").fetchall()[0][0],
+    )
+
+
+def _compare_loaded(
+    conn: Any,
+    image: bytes,
+    tables: Mapping[str, Sequence[str]],
+    stored_rows: Callable[[str, int], int],
+) -> dict[str, Compared]:
+    """``image`` loaded as ``fold``; per projection, its rows differing from the stored ones,
+    its rows, and ``stored_rows(table, rows of the refold)`` summed over ``tables``."""
     conn.deserialize("fold", image)
     compared = {}
     for name, names in tables.items():
         differing = folded = stored = 0
         for table in names:
             differing += differing_rows(conn, table)
-            folded += conn.execute(f"SELECT count(*) FROM fold.{table}").fetchall()[0][0]
-            stored += conn.execute(f"SELECT count(*) FROM main.{table}").fetchall()[0][0]
+            in_fold = conn.execute(f"SELECT count(*) FROM fold.{table}").fetchall()[0][0]
+            folded += in_fold
+            stored += stored_rows(table, in_fold)
         compared[name] = (differing, folded, stored)
     return compared
 
@@ -172,17 +189,13 @@ def compare_owned(
     primary key holds one of the ``streams`` or the id part of one (``o7`` of ``order:o7``).
     The third figure counts the refold's rows plus the owned stored rows the refold lacks, so
     the stored rows equal the refold exactly when it equals the second and none differ."""
-    conn.deserialize("fold", image)
     owners = json.dumps(sorted({*streams, *(s.partition(":")[2] for s in streams)} - {""}))
-    compared = {}
-    for name, names in tables.items():
-        differing = folded = extra = 0
-        for table in names:
-            differing += differing_rows(conn, table)
-            folded += conn.execute(f"SELECT count(*) FROM fold.{table}").fetchall()[0][0]
-            extra += _owned_not_folded(conn, table, owners)
-        compared[name] = (differing, folded, folded + extra)
-    return compared
+    return _compare_loaded(
+        conn,
+        image,
+        tables,
+        lambda table, in_fold: in_fold + _owned_not_folded(conn, table, owners),
+    )
 
 
 def _owned_not_folded(conn: Any, table: str, owners: str) -> int:
