@@ -111,6 +111,13 @@ def receiver(statuses: list[int] | None = None, hold: bool = False) -> Iterator[
         server.server_close()
 
 
+def in_transition_order(received: list[Received]) -> list[Received]:
+    """Requests in the order of the transitions they tell of. Deliveries are independent (one
+    never waits for another), so they arrive in any order; the event id's first number is the
+    position of the task event that caused it, and orders them as docs/a2a.md tells receivers."""
+    return sorted(received, key=lambda got: int(got.headers["x-foldline-event-id"].split(".")[0]))
+
+
 def stream_events(server: Any, stream_id: str) -> list[dict[str, Any]]:
     """Every event of a stream as ``/v1`` answers it (``event_type``, ``event``, ...)."""
     status, _, raw = server.request("GET", f"/v1/streams/{stream_id}/events?limit=1000")
