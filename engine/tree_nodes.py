@@ -92,10 +92,19 @@ def stored_blocks(rows: Rows) -> int:
     return 0 if highest is None else int(highest) + 1
 
 
+def _digest(value: Any) -> bytes | None:
+    """A stored hash as bytes when it is one (32 bytes of a blob), else None. SQLite keeps
+    whatever type is written, so an edited row may hold text or a short blob."""
+    if isinstance(value, bytes | bytearray | memoryview) and len(value) == 32:
+        return bytes(value)
+    return None
+
+
 def stored_node(rows: Rows, level: int, idx: int) -> bytes | None:
-    """The stored head of node ``(level, idx)``, None when it is not (yet) stored."""
+    """The stored head of node ``(level, idx)``, None when it is not (yet) stored, or not a
+    hash at all (the reader then computes it; ``verify`` reports the row)."""
     for (digest,) in rows("SELECT hash FROM tree_nodes WHERE level = ? AND idx = ?", (level, idx)):
-        return bytes(digest)
+        return _digest(digest)
     return None
 
 
@@ -194,14 +203,29 @@ def check_nodes(rows: Rows, where: str) -> list[Violation]:
         InvalidArgument: a position below the head is missing from the log (the chain check
             reports that itself).
     """
-    stored: dict[tuple[int, int], bytes] = {
-        (int(level), int(idx)): bytes(digest)
-        for level, idx, digest in rows("SELECT level, idx, hash FROM tree_nodes", ())
-    }
+    stored: dict[tuple[int, int], bytes] = {}
+    violations = []
+    for level, idx, value in rows("SELECT level, idx, hash FROM tree_nodes", ()):
+        digest = _digest(value)
+        # Types checked, not coerced: SQLite keeps a written 1.5 or '1' as it is, and coercing
+        # it would let such a row stand in for (and hide) the node whose key it rounds to.
+        key = type(level) is int and type(idx) is int and level >= 0 and idx >= 0
+        if key and level >= LOWEST_LEVEL and digest is not None:
+            stored[(level, idx)] = digest
+            continue
+        violations.append(
+            Violation(
+                (idx << level) + 1 if key and level < 64 else 1,
+                "tree_node_unknown",
+                f"stored tree node row (level {level!r}, index {idx!r}, hash of"
+                f" {type(value).__name__}) is not a node: integers from level {LOWEST_LEVEL}"
+                " and index 0, and a 32-byte hash",
+            )
+        )
     if not stored:
-        return []
+        return violations
     head = int(next(iter(rows("SELECT coalesce(max(position), 0) FROM events", ())))[0])
-    reach = [(idx + 1) << (level - LOWEST_LEVEL) for level, idx in stored if level >= LOWEST_LEVEL]
+    reach = [(idx + 1) << (level - LOWEST_LEVEL) for level, idx in stored]
     blocks = min(head // BLOCK, max(reach, default=0))
     computed: dict[tuple[int, int], bytes] = {}
     for first in range(0, blocks, CHUNK):
@@ -216,10 +240,9 @@ def check_nodes(rows: Rows, where: str) -> list[Violation]:
                 b"\x01" + computed[(level, 2 * idx)] + computed[(level, 2 * idx + 1)]
             ).digest()
         level, width = level + 1, width // 2
-    violations = []
     for (level, idx), digest in sorted(stored.items()):
         first_position = (idx << level) + 1
-        if level < LOWEST_LEVEL or idx < 0 or (level, idx) not in computed:
+        if (level, idx) not in computed:
             violations.append(
                 Violation(
                     max(first_position, 1),
