@@ -9,7 +9,8 @@ among them), made in the target from the source's columns, keys and indexes, in 
 dialect (which the PostgreSQL backend translates, ``engine.storage.postgres.dialect``).
 
 The copy is one write transaction on the target, so a failed copy leaves it empty; the target
-must be new or an empty log. The source is opened read-only and must be at the newest schema.
+must be new or an empty log. The source is opened read-only, at the newest schema or the one
+before it (which only lacks the derived ``tree_nodes``: the copy then has none).
 """
 
 from __future__ import annotations
@@ -21,12 +22,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine import chain
+from engine import chain, tree_nodes
 from engine.clock import SystemClock, format_time
 from engine.errors import InvalidArgument
 from engine.storage import Storage, Target, open_storage, parse_target
 
 # The tables every log has, made by the target's own migrations (``head`` is PostgreSQL's).
+# The oldest source copied: migration 2 only added the derived tree nodes, made again lazily.
+OLDEST_SOURCE = 1
 BASE = ("schema_migrations", "events", "commands", "projections", "head", "tree_nodes")
 PAGE = 5000
 _PG_TYPES = {
@@ -171,14 +174,14 @@ def copy_log(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> 
     src = open_storage(src_target, readonly=True)
     dst: Storage | None = None
     try:
-        src.check_current({})
+        schema = src.check_current({}, oldest=OLDEST_SOURCE)
         tables = _tables(src, src_target)
         dst = open_storage(dst_target, readonly=False)
         dst.migrate(format_time(SystemClock().now()))
         if dst.max_position() != 0 or _tables(dst, dst_target):
             raise InvalidArgument(f"{dst.path}: the target must be a new or empty log")
         report = CopyReport(src.path, dst.path)
-        _copy(src, dst, tables, report)
+        _copy(src, dst, tables, report, nodes=schema >= tree_nodes.SCHEMA)
         # The copy's chain, checked from its own rows, is the news: it must be the source's.
         report.chain_ok = not list(chain.check_rows(dst.rows_after(0), chain.GENESIS, 0))
         return report
@@ -188,7 +191,7 @@ def copy_log(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> 
             dst.close()
 
 
-def _copy(src: Storage, dst: Storage, tables: list[Table], report: CopyReport) -> None:
+def _copy(src: Storage, dst: Storage, tables: list[Table], report: CopyReport, nodes: bool) -> None:
     writer = dst.writer()
     writer.begin()
     try:
@@ -207,10 +210,11 @@ def _copy(src: Storage, dst: Storage, tables: list[Table], report: CopyReport) -
         )
         # The stored tree nodes are derived, but copied as they are: the copy's proofs stay
         # fast, and verifying the copy checks the source's nodes too.
-        cursor.executemany(
-            "INSERT INTO tree_nodes (level, idx, hash) VALUES (?, ?, ?)",
-            [tuple(r) for r in read.execute("SELECT level, idx, hash FROM tree_nodes")],
-        )
+        if nodes:  # an older source has none: the copy's holder or readers make them
+            cursor.executemany(
+                "INSERT INTO tree_nodes (level, idx, hash) VALUES (?, ?, ?)",
+                [tuple(r) for r in read.execute("SELECT level, idx, hash FROM tree_nodes")],
+            )
         for table in tables:
             cursor.execute(table.ddl)
             for index in table.indexes:

@@ -37,12 +37,11 @@ from engine.audit.note import TreeHead
 from engine.audit.replay import CONTEXT, Part, replay
 from engine.audit.source import COLUMNS, Reader, open_reader
 from engine.audit.tree import open_tree
-from engine.audit.verifier import agrees, by_entity_names, which_projections
+from engine.audit.verifier import IN_PLACE_FROM, agrees, by_entity_names, which_projections
 from engine.chain import Violation
 from engine.errors import InvalidArgument
 from engine.machines import Machines, MachineSpec
 from engine.projection import Projection, ProjectionSet
-from engine.storage.sqlite.schema import LATEST
 from engine.streams import StreamsProjection
 
 
@@ -80,7 +79,7 @@ def verify_since(
     m = checkpoint.size
     reader = open_reader(text)
     try:
-        if reader.schema < LATEST:
+        if reader.schema < IN_PLACE_FROM:
             raise InvalidArgument(f"{text}: an older schema; run a full verify")
         seconds: dict[str, float] = {}
         started = time.perf_counter()

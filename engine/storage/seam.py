@@ -217,8 +217,10 @@ class Storage(Protocol):
 
     def migrate(self, recorded_at: str) -> int: ...
 
-    def check_current(self, wanted: dict[str, int]) -> None:
-        """Refuse (``NotALog``/``NeedsMigration``) a read-only log that is not current."""
+    def check_current(self, wanted: dict[str, int], oldest: int | None = None) -> int:
+        """Refuse (``NotALog``/``NeedsMigration``) a read-only log that is not current: its
+        schema not from ``oldest`` (default: the latest) to the latest, or a projection of
+        ``wanted`` at another version. Returns the schema."""
         ...
 
     def close(self) -> None: ...

@@ -8,8 +8,10 @@ import io
 import json
 import subprocess
 from pathlib import Path
+from typing import Any
 
 from adapters.cli import main
+from adapters.log_sources import reading
 from engine import FixedClock
 from engine.domain import commands as c
 from engine.tree_nodes import extend_tree
@@ -121,3 +123,33 @@ def test_audit_postgres_verify_checks_the_stored_tree_nodes(tmp_path: Path) -> N
     done = foldline("verify", url)
     assert done.returncode == 1
     assert [v["kind"] for v in json.loads(done.stdout)["violations"]] == ["tree_node_mismatch"]
+
+
+def test_audit_postgres_log_of_the_previous_schema_is_verified_and_copied(tmp_path: Path) -> None:
+    """A PostgreSQL log no server has migrated to schema 2 yet (no ``tree_nodes``): verify,
+    ``--since`` and copy read it as it is, and the copy simply has no nodes."""
+    url = session_cluster().url_for(tmp_path)
+    make_log(url, sessions=60)  # type: ignore[arg-type]
+    engine = open_engine(url, clock=FixedClock())
+    try:
+        checkpoint = tmp_path / "checkpoint.txt"
+        checkpoint.write_text(foldline("checkpoint", url, "--origin", "audit.example/pg").stdout)
+
+        def to_schema_1(tx: Any) -> None:
+            tx.cursor.execute("DROP TABLE tree_nodes")
+            tx.cursor.execute("DELETE FROM schema_migrations WHERE number = 2")
+
+        engine.log.write(to_schema_1)
+    finally:
+        engine.log.close()
+    verified = foldline("verify", url)
+    assert verified.returncode == 0 and json.loads(verified.stdout)["ok"], verified.stderr
+    since = foldline("verify", url, "--since", str(checkpoint))
+    assert since.returncode == 0 and json.loads(since.stdout)["ok"], since.stderr
+    copy = tmp_path / "copy.db"
+    copied = foldline("copy", url, str(copy))
+    assert copied.returncode == 0 and json.loads(copied.stdout)["chain_ok"], copied.stderr
+    with reading(str(copy)) as reader:
+        assert reader.schema == 2
+        assert next(iter(reader.rows("SELECT count(*) FROM tree_nodes", ())))[0] == 0
+    assert json.loads(foldline("verify", str(copy)).stdout)["ok"]

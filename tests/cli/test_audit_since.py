@@ -292,3 +292,13 @@ def test_audit_since_on_a_postgresql_log(tmp_path: Path) -> None:
     add_tail(url)
     code, report, _ = since(url, checkpoint)
     assert code == 0 and report["verified"]["first"] == CHECKPOINT_AT + 1
+
+
+def test_audit_since_reads_a_log_of_the_previous_schema_in_place(tmp_path: Path) -> None:
+    """A schema-1 log (no stored tree nodes yet) is checked as it is, its tree computed."""
+    db, checkpoint = tmp_path / "schema1.db", tmp_path / "checkpoint.txt"
+    shutil.copy(Path(__file__).resolve().parents[1] / "golden" / "logs" / "schema1.db", db)
+    checkpoint.write_text(ok("checkpoint", str(db), "--origin", "audit.example/log"))
+    code, report, said = since(db, checkpoint)
+    assert code == 0 and report["ok"] and report["checkpoint"]["consistent"], (report, said)
+    assert report["db"] == str(db)  # in place: no migrated copy

@@ -306,7 +306,7 @@ class PostgresStorage:
         except psycopg.Error as ex:
             raise translate(ex) from ex
 
-    def check_current(self, wanted: dict[str, int]) -> None:
+    def check_current(self, wanted: dict[str, int], oldest: int | None = None) -> int:
         try:
             with self.pool().connection() as conn:
                 schema = self._applied(conn)
@@ -319,8 +319,10 @@ class PostgresStorage:
                 )
         except psycopg.Error as ex:
             raise translate(ex) from ex
-        if schema != LATEST or any(stored.get(n) != v for n, v in wanted.items()):
+        current = oldest or LATEST
+        if not current <= schema <= LATEST or any(stored.get(n) != v for n, v in wanted.items()):
             raise NeedsMigration(f"{self.path}: schema or projections are not current")
+        return int(schema)
 
 
 __all__ = ["PostgresStorage", "translate"]

@@ -227,7 +227,7 @@ class SqliteStorage:
         conn = self.writer()._conn
         return migrate(conn, self.path, recorded_at)
 
-    def check_current(self, wanted: dict[str, int]) -> None:
+    def check_current(self, wanted: dict[str, int], oldest: int | None = None) -> int:
         conn = self.connection()
         try:
             tables = {
@@ -243,8 +243,10 @@ class SqliteStorage:
             )
         except apsw.Error as ex:
             raise translate(ex) from ex
-        if schema != LATEST or any(stored.get(n) != v for n, v in wanted.items()):
+        current = oldest or LATEST
+        if not current <= schema <= LATEST or any(stored.get(n) != v for n, v in wanted.items()):
             raise NeedsMigration(f"{self.path}: schema or projections are not current")
+        return int(schema)
 
 
 def snapshot(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> None:
