@@ -28,10 +28,12 @@ from engine.errors import InvalidArgument
 from engine.storage import Storage, Target, open_storage, parse_target
 
 # The tables every log has, made by the target's own migrations (``head`` is PostgreSQL's).
+BASE = ("schema_migrations", "events", "commands", "projections", "head", "tree_nodes")
 # The oldest source copied: migration 2 only added the derived tree nodes, made again lazily.
 OLDEST_SOURCE = 1
-BASE = ("schema_migrations", "events", "commands", "projections", "head", "tree_nodes")
 PAGE = 5000
+# The events in the order of their table's columns, which ``Writer.insert_events`` takes.
+_PAGE = "SELECT * FROM events WHERE position > ? ORDER BY position LIMIT ?"
 _PG_TYPES = {
     "bigint": "INTEGER",
     "integer": "INTEGER",
@@ -152,10 +154,11 @@ def _tables(storage: Storage, target: Target) -> list[Table]:
     return _tables_sqlite(storage)
 
 
-def _events(source: Storage) -> Iterator[list[Any]]:
+def _events(read: Any) -> Iterator[list[Any]]:
+    """The source's events, a page at a time, through the snapshot cursor ``read``."""
     after = 0
     while True:
-        rows = [tuple(row) for row in source.rows_after(after, PAGE)]
+        rows = [tuple(row) for row in read.execute(_PAGE, (after, PAGE)).fetchall()]
         if not rows:
             return
         yield rows
@@ -181,7 +184,10 @@ def copy_log(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> 
         if dst.max_position() != 0 or _tables(dst, dst_target):
             raise InvalidArgument(f"{dst.path}: the target must be a new or empty log")
         report = CopyReport(src.path, dst.path)
-        _copy(src, dst, tables, report, nodes=schema >= tree_nodes.SCHEMA)
+        # One read snapshot of the source for everything copied: a server appending, or
+        # extending the tree nodes, meanwhile changes nothing the copy holds.
+        with src.content_cursor() as read:
+            _copy(read, dst, tables, report, nodes=schema >= tree_nodes.SCHEMA)
         # The copy's chain, checked from its own rows, is the news: it must be the source's.
         report.chain_ok = not list(chain.check_rows(dst.rows_after(0), chain.GENESIS, 0))
         return report
@@ -191,15 +197,14 @@ def copy_log(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> 
             dst.close()
 
 
-def _copy(src: Storage, dst: Storage, tables: list[Table], report: CopyReport, nodes: bool) -> None:
+def _copy(read: Any, dst: Storage, tables: list[Table], report: CopyReport, nodes: bool) -> None:
     writer = dst.writer()
     writer.begin()
     try:
         cursor = writer.cursor
-        for rows in _events(src):
+        for rows in _events(read):
             writer.insert_events(rows)
             report.events += len(rows)
-        read = src.connection()
         commands = read.execute(
             "SELECT command_id, stream_id, first_position, last_position FROM commands"
         ).fetchall()

@@ -9,12 +9,13 @@ import random
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import apsw
 import pytest
 
 from adapters.log_sources import reading
-from engine import Log, open_log
+from engine import Log, log_copy, open_log
 from engine.audit import merkle
 from engine.audit.source import Reader
 from engine.audit.tree import LogTree, StoredTree, open_tree
@@ -235,3 +236,28 @@ def test_tree_nodes_verify_reports_a_malformed_row_and_proofs_ignore_it(
     assert [(v.position, v.kind) for v in report.violations] == [(at, "tree_node_unknown")]
     with reading(str(extended)) as reader:  # what is not a hash is computed instead
         assert_same_proofs(reader, seed=5)
+
+
+def test_tree_nodes_copy_of_a_live_log_is_one_snapshot(
+    target: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server appending and extending the nodes while ``copy`` reads (here: between its
+    events and the rest) changes nothing the copy holds: it verifies whole."""
+    live = open_log(target, MACHINES, [TicketTitles()])
+    fill(live, 2 * BLOCK + 10)
+    extend_tree(live)
+    events = log_copy._events
+
+    def events_then_the_server_works(read: Any) -> Iterator[list[Any]]:
+        yield from events(read)
+        fill(live, 4 * BLOCK + 3)
+        assert extend_tree(live) > 0
+
+    monkeypatch.setattr(log_copy, "_events", events_then_the_server_works)
+    try:
+        report = log_copy.copy_log(target, tmp_path / "copy.db")
+    finally:
+        live.close()
+    assert report.events == 2 * BLOCK + 10 and report.chain_ok
+    verified = verify(tmp_path / "copy.db", MACHINES, [TicketTitles()])
+    assert verified.ok, verified.violations
