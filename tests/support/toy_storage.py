@@ -290,9 +290,10 @@ class ToyStorage:
                 self._db.migrated = True
         return 1
 
-    def check_current(self, wanted: dict[str, int]) -> None:
+    def check_current(self, wanted: dict[str, int], oldest: int | None = None) -> int:
         if not self._db.migrated:
             raise NotALog(f"{self.path}: no log here")
+        return 1  # one schema, ever: current whatever ``oldest`` allows
 
     def close(self) -> None:
         self._closed = True
