@@ -33,7 +33,7 @@ BASE = ("schema_migrations", "events", "commands", "projections", "head", "tree_
 OLDEST_SOURCE = 1
 PAGE = 5000
 # The events in the order of their table's columns, which ``Writer.insert_events`` takes.
-_PAGE = "SELECT * FROM events WHERE position > ? ORDER BY position LIMIT ?"
+_EVENTS_PAGE = "SELECT * FROM events WHERE position > ? ORDER BY position LIMIT ?"
 _PG_TYPES = {
     "bigint": "INTEGER",
     "integer": "INTEGER",
@@ -158,7 +158,7 @@ def _events(read: Any) -> Iterator[list[Any]]:
     """The source's events, a page at a time, through the snapshot cursor ``read``."""
     after = 0
     while True:
-        rows = [tuple(row) for row in read.execute(_PAGE, (after, PAGE)).fetchall()]
+        rows = [tuple(row) for row in read.execute(_EVENTS_PAGE, (after, PAGE)).fetchall()]
         if not rows:
             return
         yield rows

@@ -227,25 +227,22 @@ def check_nodes(rows: Rows, where: str) -> list[Violation]:
     head = int(next(iter(rows("SELECT coalesce(max(position), 0) FROM events", ())))[0])
     reach = [(idx + 1) << (level - LOWEST_LEVEL) for level, idx in stored]
     blocks = min(head // BLOCK, max(reach, default=0))
-    computed: dict[tuple[int, int], bytes] = {}
+    heads: list[bytes] = []  # of every complete block, then of each level above in turn
     for first in range(0, blocks, CHUNK):
         last = min(first + CHUNK, blocks)
         data = read_chain_hashes(rows, first * BLOCK, last * BLOCK, where)
-        heads = perfect_heads(data, LOWEST_LEVEL)
-        computed.update(((LOWEST_LEVEL, first + i), h) for i, h in enumerate(heads))
-    level, width = LOWEST_LEVEL, blocks
-    while width > 1:
-        for idx in range(width // 2):
-            computed[(level + 1, idx)] = _sha256(
-                b"\x01" + computed[(level, 2 * idx)] + computed[(level, 2 * idx + 1)]
-            ).digest()
-        level, width = level + 1, width // 2
+        heads += perfect_heads(data, LOWEST_LEVEL)
+    computed: dict[tuple[int, int], bytes] = {}
+    level = LOWEST_LEVEL
+    while heads:
+        computed.update(((level, idx), h) for idx, h in enumerate(heads))
+        heads, level = level_up(heads[: len(heads) & ~1]), level + 1
     for (level, idx), digest in sorted(stored.items()):
         first_position = (idx << level) + 1
         if (level, idx) not in computed:
             violations.append(
                 Violation(
-                    max(first_position, 1),
+                    first_position,
                     "tree_node_unknown",
                     f"stored tree node (level {level}, index {idx}) over positions"
                     f" {first_position}..{(idx + 1) << level} is not a complete node of the"
