@@ -51,12 +51,14 @@ def test_audit_verify_passes_a_clean_log_and_leaves_it_untouched(clean: Path) ->
     assert clean.read_bytes() == before
 
 
-def forge_chain(path: Path, *statements: str) -> None:
-    """Edit rows, then rewrite every hash so that the chain is self-consistent again."""
+def forge_chain(path: Path, *statements: str, through: int = 1 << 62) -> None:
+    """Edit rows, then rewrite every hash so that the chain is self-consistent again (up to
+    position ``through``: a forger who stops there leaves the link after it broken)."""
     tamper(path, *statements)
     conn = apsw.Connection(str(path))
     previous = chain.GENESIS
-    for row in conn.execute("SELECT * FROM events ORDER BY position").fetchall():
+    rows = conn.execute("SELECT * FROM events WHERE position <= ? ORDER BY position", (through,))
+    for row in rows.fetchall():
         digest = chain.link(previous, *row[:9])
         conn.execute("UPDATE events SET hash = ? WHERE position = ?", (digest, row[0]))
         previous = digest

@@ -12,13 +12,17 @@ from typing import Any
 
 import pytest
 
-from engine import FixedClock
+from engine import FixedClock, open_log
 from engine.domain import commands as c
 from engine.domain.rules import Settings
+from engine.tree_nodes import BLOCK, extend_tree
 from projections import open_engine
 from tests.cli.test_audit import TAMPERING, forge_chain, make_log, tamper
 from tests.cli.test_audit_postgres import foldline
 from tests.support.postgres import session_cluster
+from tests.support.tickets import MACHINES as TICKETS
+from tests.support.tickets import TicketNoted, TicketOpened, TicketTitles
+from tests.unit.test_tree_nodes import fill
 
 CHECKPOINT_AT = 23  # make_log's 23 events; the tail adds sessions s3..s5
 
@@ -164,7 +168,9 @@ def test_audit_since_finds_every_tampering_after_the_checkpoint(
 
 # What an edit at or before the checkpoint leads to: the kind of violation found, or None when
 # `--since` does not see it (the stored chain hashes there are as the checkpoint committed to,
-# and the streams edited are not touched by the tail).
+# and the streams edited are not touched by the tail). The log is too short for stored tree
+# nodes, so every stored hash before the checkpoint is rehashed; over stored nodes, see the
+# last test of this file.
 BEFORE: dict[str, str | None] = {
     "edited-payload": None,
     "edited-state": None,
@@ -302,3 +308,34 @@ def test_audit_since_reads_a_log_of_the_previous_schema_in_place(tmp_path: Path)
     code, report, said = since(db, checkpoint)
     assert code == 0 and report["ok"] and report["checkpoint"]["consistent"], (report, said)
     assert report["db"] == str(db)  # in place: no migrated copy
+
+
+@pytest.mark.parametrize(("through", "found"), [(1 << 62, "checkpoint_mismatch"), (600, None)])
+def test_audit_since_over_stored_tree_nodes_trusts_them_as_a_full_verify_checks_them(
+    tmp_path: Path, through: int, found: str | None
+) -> None:
+    """Over stored tree nodes the checkpoint is compared with the nodes, not with every chain
+    hash before it. A forged history re-chained to the head changes the hash at the checkpoint
+    and is caught; one re-chained only part way (its link after 600 left broken, on a stream
+    the tail does not touch) is not: a full verify finds it, in the chain and in the nodes."""
+    db, checkpoint = tmp_path / "log.db", tmp_path / "checkpoint.txt"
+    log = open_log(db, TICKETS, [TicketTitles()])
+    fill(log, 3 * BLOCK + 10)
+    extend_tree(log)  # as the server's holder does at a renewal
+    log.close()
+    checkpoint.write_text(ok("checkpoint", str(db), "--origin", "audit.example/log"))
+    log = open_log(db, TICKETS, [TicketTitles()])
+    log.append("ticket:u", 0, [TicketOpened(title="u"), TicketNoted(text="after")])
+    log.close()
+    forged = '{"type":"ticket.noted","text":"forged"}'
+    edit = f"UPDATE events SET payload = CAST('{forged}' AS BLOB) WHERE position = 100"
+    forge_chain(db, edit, through=through)
+    machines = ("--machines", "tests.support.tickets:MACHINES")
+    full = foldline("verify", str(db), *machines)
+    assert full.returncode == 1 and "tree_node_mismatch" in kinds(json.loads(full.stdout))
+    code, report, said = since(db, checkpoint, *machines)
+    if found is None:
+        assert "hash_mismatch" in kinds(json.loads(full.stdout))  # the link after 600
+        assert code == 0 and report["ok"], (report, said)
+    else:
+        assert code == 1 and kinds(report) == {found}, report
