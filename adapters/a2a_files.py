@@ -166,8 +166,8 @@ def fetch(
         FetchFailed: not 2xx, over ``FILE_LIMIT``, too slow, or a connection error.
     """
     policy.check_resolved(url)
-    opener = outbound.opener(timeout_s, _Judged(policy))  # one deadline, redirects and all
     deadline = time.monotonic() + timeout_s
+    opener = outbound.opener(deadline, _Judged(policy))  # one deadline, redirects and all
     too_big = FetchFailed(f"{url!r} exceeds the 5 MB limit per file ({FILE_LIMIT} bytes)")
     try:
         with opener.open(url, timeout=timeout_s) as answer:

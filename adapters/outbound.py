@@ -64,11 +64,11 @@ class _Deadline(urllib.request.HTTPHandler, urllib.request.HTTPSHandler):
         return self.do_open(connection, req, context=self._context)  # type: ignore[attr-defined]
 
 
-def opener(
-    timeout_s: float, *handlers: urllib.request.BaseHandler
-) -> urllib.request.OpenerDirector:
-    """An opener whose every connection (a redirect's included) ends ``timeout_s`` from now."""
-    deadline = time.monotonic() + timeout_s
+def opener(deadline: float, *handlers: urllib.request.BaseHandler) -> urllib.request.OpenerDirector:
+    """An opener whose every connection (a redirect's included) ends at ``deadline``
+    (``time.monotonic``). The caller keeps the same deadline to tell a cut-off body from a
+    short one: a deadline of its own, taken a moment later, could still lie ahead when the
+    cut has already ended the read."""
     return urllib.request.build_opener(
         urllib.request.ProxyHandler({}), _Deadline(deadline), *handlers
     )

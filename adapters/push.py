@@ -55,16 +55,16 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
 def post(url: str, body: bytes, headers: dict[str, str], timeout_s: float) -> tuple[int, str]:
     """POST ``body``: the answer's status (0: none) and what went wrong ("" on 2xx)."""
     request = urllib.request.Request(url, data=body, method="POST", headers=headers)
-    started = time.monotonic()
+    deadline = time.monotonic() + timeout_s
     try:
-        with outbound.opener(timeout_s, _NoRedirect()).open(request, timeout=timeout_s) as answer:
+        with outbound.opener(deadline, _NoRedirect()).open(request, timeout=timeout_s) as answer:
             answer.read(1 << 16)
             return answer.status, ""
     except urllib.error.HTTPError as ex:
         ex.close()
         return ex.code, f"HTTP {ex.code}"
     except (urllib.error.URLError, OSError, http.client.HTTPException) as ex:
-        if time.monotonic() - started >= timeout_s:
+        if time.monotonic() >= deadline:
             return 0, f"no answer within {timeout_s:g} s"
         reason = getattr(ex, "reason", ex)
         return 0, f"{type(reason).__name__}: {reason}"[:500]
