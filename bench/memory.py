@@ -17,6 +17,8 @@ from bench.invocation import RUNNER, invoke, serve_command
 from bench.ready import build
 
 REQUESTS = 100
+TOKEN = "bench-operator-token"  # the /v1 reads are the operator's
+OPERATOR = {"Authorization": f"Bearer {TOKEN}"}
 
 
 def _children(pid: int) -> list[int]:
@@ -48,7 +50,7 @@ def _serve_requests(port: int) -> None:
         if i % 4 == 0:
             invoke(conn)
             continue
-        conn.request("GET", reads[i % 4 - 1])
+        conn.request("GET", reads[i % 4 - 1], headers=OPERATOR)
         answer = conn.getresponse()
         answer.read()
         if answer.status != 200:
@@ -59,7 +61,9 @@ def _serve_requests(port: int) -> None:
 def worker_rss_mb(workspace: Path) -> float:
     port = free_port()
     command = serve_command(str(workspace), port, workers=1)
-    with server(command, port, "/ping", {"FOLDLINE_RUNNER": RUNNER}) as master:
+    with server(
+        command, port, "/ping", {"FOLDLINE_RUNNER": RUNNER, "FOLDLINE_TOKEN": TOKEN}
+    ) as master:
         _serve_requests(port)
         workers = _children(master.pid)
         if len(workers) != 1:
