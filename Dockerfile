@@ -85,6 +85,8 @@ RUN pip install --no-deps --no-build-isolation /build/src \
 
 ENV FOLDLINE_WORKSPACE=/workspace \
     FOLDLINE_BIND=0.0.0.0:8080
+# What runs get of the runtime's environment: its role's AWS and OTEL variables.
+ENV FOLDLINE_RUN_ENV="AWS_REGION,AWS_DEFAULT_REGION,AWS_ACCESS_KEY_ID,AWS_SECRET_ACCESS_KEY,AWS_SESSION_TOKEN,AWS_CONTAINER_*,OTEL_*,AGENT_OBSERVABILITY_*"
 VOLUME /workspace
 WORKDIR /workspace
 EXPOSE 8080

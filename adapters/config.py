@@ -17,6 +17,7 @@ from adapters import demo_agent
 from adapters.agents import Agents, default_agents, load_agents
 from adapters.card_file import DeployerCard, load_card
 from adapters.config_error import ConfigError
+from adapters.run_env import RunEnv, parse_run_env
 from engine.audit.note import Signer, parse_signer
 from engine.domain.channel import Input
 from engine.errors import InvalidArgument
@@ -79,6 +80,8 @@ class ServerConfig:
     checkpoint_key: Signer | None = None
     checkpoint_every: int = 1000
     checkpoint_interval_s: float = 60.0
+    # FOLDLINE_RUN_ENV: the server's variables every run gets beyond the fixed allowlist.
+    run_env: RunEnv = field(default_factory=RunEnv)
 
     @property
     def operator_token_file(self) -> Path:
@@ -286,6 +289,7 @@ def load_config(
         "run_isolation": env.get("FOLDLINE_RUN_ISOLATION") or "auto",
         "shared_volume": _flag("FOLDLINE_SHARED_VOLUME", env.get("FOLDLINE_SHARED_VOLUME", "")),
         "push_allow": _push_allow(env.get("FOLDLINE_PUSH_ALLOW", "")),
+        "run_env": parse_run_env(env.get("FOLDLINE_RUN_ENV", ""), env.get("FOLDLINE_NOTIFY")),
     }
     numbers = {
         "lease_renew_s": "FOLDLINE_LEASE_RENEW_S",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import secrets
 import threading
 import time
@@ -287,7 +288,9 @@ class Dispatcher:
         is recorded; a repeated request starts none and answers what the first one made.
 
         Each run gets ``FOLDLINE_URL`` and a fresh ``FOLDLINE_RUN_TOKEN``; only the token's
-        sha256 is recorded (``job.started``), so the log never holds a usable credential.
+        sha256 is recorded (``job.started``), so the log never holds a usable credential. Of
+        the server's environment it gets the allowlist and what ``FOLDLINE_RUN_ENV`` names
+        (``adapters.run_env``), never over the values set here.
 
         Raises:
             DispatchFailed: a run could not be started (nothing recorded).
@@ -323,7 +326,9 @@ class Dispatcher:
                 jail = self.sandbox
                 if jail is not None:
                     env.update(jail.env())
-                process = spawn_gated(command, cwd, env, wrap=jail.wrap if jail else None)
+                # The allowlist and FOLDLINE_RUN_ENV's names, under the run's own values.
+                base = self.config.run_env.base(os.environ)
+                process = spawn_gated(command, cwd, env, base, wrap=jail.wrap if jail else None)
                 started.append((launch, job_id, run_id, token_digest(token), process))
         except (OSError, GitFailed) as ex:
             self._abandon(started, made)

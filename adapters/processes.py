@@ -18,7 +18,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-# Copied from the server's environment into every child; everything else is left out.
+# Copied from the server's environment into every run; everything else is left out, but for
+# the names FOLDLINE_RUN_ENV adds (``adapters.run_env``). A notify hook gets it all (its
+# caller passes the whole environment as ``base``).
 ENV_ALLOWLIST = (
     "PATH",
     "HOME",
@@ -64,7 +66,8 @@ def kill_group(pid: int, sig: int = signal.SIGKILL) -> None:
 
 
 def child_env(extra: Mapping[str, str], base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """``base`` (default: the allowlisted part of the server's environment) plus ``extra``."""
+    """``base`` (default: the allowlisted part of the server's environment) plus ``extra``,
+    whose values win."""
     if base is None:
         base = {name: os.environ[name] for name in ENV_ALLOWLIST if name in os.environ}
     return {**base, **extra}
@@ -117,10 +120,11 @@ def spawn_gated(
     wrap: Callable[[list[str]], list[str]] | None = None,
 ) -> GatedProcess:
     """Start ``sh -c command`` stopped at its gate (see the module docstring), in its own
-    process group, every stdio piped, with ``base`` (default: the allowlisted environment)
-    plus ``env``. ``wrap`` turns the argv into the one that runs it as another user
-    (``adapters.sandbox``); every program it puts in front execs the next, so the pid and the
-    start token recorded are the run's own.
+    process group, every stdio piped, with ``base`` (default: the allowlisted environment; a
+    run's adds ``FOLDLINE_RUN_ENV``'s names, a notify hook's is the whole) plus ``env``.
+    ``wrap`` turns the argv into the one that runs it as another user (``adapters.sandbox``);
+    every program it puts in front execs the next, so the pid and the start token recorded are
+    the run's own.
 
     Raises:
         OSError: the child could not be created.

@@ -114,6 +114,8 @@ def run_serve(args: argparse.Namespace) -> int:
                 "workers": config.workers,
                 "runs_as": f"{jail.user.name} ({jail.isolation})" if jail else "the server's user",
                 "state_dir": str(config.state_dir),
+                # The names and patterns of the server's environment runs get (never values).
+                "run_env": config.run_env.entries,
                 # Where the operator token is (never the token itself): made at first activation.
                 "operator_token": "FOLDLINE_TOKEN"
                 if config.token is not None
