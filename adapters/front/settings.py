@@ -9,11 +9,12 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from adapters.config import RunUser, default_state_dir, parse_bind, parse_number, parse_run_user
 from adapters.config_error import ConfigError
+from adapters.run_env import RunEnv, parse_run_env
 
 SESSION_HEADER = "X-Amzn-Bedrock-AgentCore-Runtime-Session-Id"
 # 33 to 255 characters: the id is a directory name (NAME_MAX 255), and a leading dot cannot
@@ -50,6 +51,9 @@ class FrontConfig:
     notify_timeout_s: float = 300.0  # FOLDLINE_NOTIFY_TIMEOUT_S
     ready_within_s: float = READY_WITHIN_S  # FOLDLINE_FRONT_READY_S
     ping_within_s: float = PING_WITHIN_S  # FOLDLINE_FRONT_PING_S
+    # FOLDLINE_RUN_ENV: checked here against the front's own notify hook, forwarded to the
+    # worker with the variables it names, so that they reach the worker's runs.
+    run_env: RunEnv = field(default_factory=RunEnv)
 
     @property
     def template(self) -> Path:
@@ -116,6 +120,7 @@ def load_front_config(
         run_user=user,
         state_dir=default_state_dir(env),
         notify=env.get("FOLDLINE_NOTIFY") or None,
+        run_env=parse_run_env(env.get("FOLDLINE_RUN_ENV", ""), env.get("FOLDLINE_NOTIFY")),
         notify_timeout_s=parse_number(
             "FOLDLINE_NOTIFY_TIMEOUT_S", env.get("FOLDLINE_NOTIFY_TIMEOUT_S") or "300"
         ),

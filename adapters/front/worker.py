@@ -4,8 +4,9 @@ Started through ``unshare --mount`` and the view helper (``adapters.front.view``
 ``setpriv`` (run user's uid and gid, no supplementary groups, no capabilities, no_new_privs).
 Its environment is a named allowlist: foldline's own settings one by one (never ``FOLDLINE_*``
 as a whole: ``FOLDLINE_NOTIFY`` and the front's settings stay with the front), every
-``OTEL_*``, ``AGENT_OBSERVABILITY_*`` and ``AWS_CONTAINER_*``, the AWS credentials, plus what the
-front sets: the workspace, the loopback bind, one home and state directory of its own, the front's
+``OTEL_*``, ``AGENT_OBSERVABILITY_*`` and ``AWS_CONTAINER_*``, the AWS credentials, what
+``FOLDLINE_RUN_ENV`` names (so that it reaches the worker's runs), plus what the front sets:
+the workspace, the loopback bind, one home and state directory of its own, the front's
 loopback URL and per-boot token, and ``FOLDLINE_SHARED_VOLUME=1``.
 """
 
@@ -49,6 +50,7 @@ NAMED = (
     "FOLDLINE_NOTIFY_TIMEOUT_S",
     "FOLDLINE_A2A_KEEPALIVE_S",
     "FOLDLINE_STOP_GRACE_S",
+    "FOLDLINE_RUN_ENV",
     "PYTHONUNBUFFERED",
     "PYTHONDONTWRITEBYTECODE",
 )
@@ -58,9 +60,13 @@ PREFIXES = ("OTEL_", "AGENT_OBSERVABILITY_", "AWS_CONTAINER_")
 def worker_env(
     config: FrontConfig, front_url: str, token: str, env: Mapping[str, str]
 ) -> dict[str, str]:
-    """The worker's whole environment (nothing else of the front's passes)."""
+    """The worker's whole environment (nothing else of the front's passes). What
+    ``FOLDLINE_RUN_ENV`` names passes too, for the worker's runs: the front refused at boot
+    every entry that could reach its own secrets (``adapters.run_env``)."""
     kept = {
-        name: value for name, value in env.items() if name in NAMED or name.startswith(PREFIXES)
+        name: value
+        for name, value in env.items()
+        if name in NAMED or name.startswith(PREFIXES) or config.run_env.passes(name)
     }
     kept.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
     return {

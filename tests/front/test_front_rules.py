@@ -70,6 +70,47 @@ def test_front_worker_environment_is_a_named_allowlist() -> None:
     assert env["FOLDLINE_FRONT_TOKEN"] == "tok"
 
 
+@needs_root
+def test_front_forwards_run_env_and_what_it_names_to_the_worker_and_no_secret() -> None:
+    hook = 'curl -s "$HOOK_URL"'
+    given = {
+        "PATH": "/bin",
+        "FOLDLINE_RUN_ENV": "AWS_PROFILE, MY_AGENT_*, OTEL_*",
+        "FOLDLINE_NOTIFY": hook,
+        "AWS_PROFILE": "agent",
+        "MY_AGENT_MODEL": "small",
+        "OTEL_SERVICE_NAME": "agent",
+        "HOOK_URL": "https://example.invalid/secret",
+        "SLACK_TOKEN": "secret",
+        "UNRELATED": "x",
+    }
+    config = load_front_config({**given, "FOLDLINE_SESSION_BASE": "/mnt/efs"})
+    assert config.run_env.entries == ["AWS_PROFILE", "MY_AGENT_*", "OTEL_*"]
+    env = worker.worker_env(config, "http://127.0.0.1:1", "tok", given)
+    for kept in ("FOLDLINE_RUN_ENV", "AWS_PROFILE", "MY_AGENT_MODEL", "OTEL_SERVICE_NAME"):
+        assert env[kept] == given[kept]
+    for dropped in ("FOLDLINE_NOTIFY", "HOOK_URL", "SLACK_TOKEN", "UNRELATED"):
+        assert dropped not in env
+    # Unset, the worker gets the fixed set only: nothing the setting would have named.
+    plain = load_front_config({"FOLDLINE_SESSION_BASE": "/mnt/efs"})
+    assert "MY_AGENT_MODEL" not in worker.worker_env(plain, "http://127.0.0.1:1", "tok", given)
+
+
+@needs_root
+def test_front_refuses_a_run_env_that_could_pass_its_secrets() -> None:
+    env = {"FOLDLINE_SESSION_BASE": "/mnt/efs", "FOLDLINE_NOTIFY": "post $HOOK_URL"}
+    for value, said in (
+        ("FOLDLINE_*", "FOLDLINE_NOTIFY (the notify hook)"),
+        ("FOLDLINE_FRONT_TOKEN", "the front's token"),
+        ("HOOK_*", "HOOK_URL, which FOLDLINE_NOTIFY uses"),
+        ("SLACK_*", "a notify channel's secrets"),
+        ("*", "alone"),
+    ):
+        with pytest.raises(ConfigError, match="FOLDLINE_RUN_ENV: ") as refused:
+            load_front_config({**env, "FOLDLINE_RUN_ENV": value})
+        assert said in str(refused.value), value
+
+
 def test_front_mountinfo_paths_are_unescaped(tmp_path: Path) -> None:
     info = tmp_path / "mountinfo"
     info.write_text(
