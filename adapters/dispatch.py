@@ -392,7 +392,7 @@ class Dispatcher:
                 self.config.workspace,
                 timeout_s=self.config.job_timeout_s,
                 flush_s=self.config.output_flush_s,
-                on_finished=self._notify,
+                on_reply=self._notify,
                 stopping=self._stopping,
             )
         except LogMissing as ex:  # said once by the storage; the job's end cannot be recorded
@@ -416,6 +416,8 @@ class Dispatcher:
             run.writer.release()
 
     def _notify(self, job_id: str, status: str, result: str) -> None:
+        """Run the notify hook (or hand it to the front's) for a job whose end was the reply an
+        ``/invocations`` caller was owed: the runner calls this for that end only."""
         in_front = handoff.hook_in_front()  # under a front, the hook is the front's to run
         if not self.config.notify and not in_front:
             return

@@ -1,4 +1,10 @@
-"""The notify hook (design.md §9): once per job that ends ``ok`` or ``error``, never again.
+"""The notify hook (design.md §9): once per owed ``/invocations`` reply, never again.
+
+It runs for a job that ended ``ok`` or ``error`` as the reply an ``/invocations`` caller was
+owed: its finish settled its session's reply pointer (``pointer.is_owed_reply``). Never for a
+worker a run or the operator spawned (``/v1/jobs``), the job of an A2A message (A2A has push),
+or a job superseded or cancelled; a job its session stopped owing was superseded, so the newer
+prompt's job is the one that notifies.
 
 ``FOLDLINE_NOTIFY`` runs as ``sh -c`` in its own process group with the result on stdin; the
 group is killed at the cap. Unlike a run, it gets the server's whole environment (where a

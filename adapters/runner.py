@@ -5,6 +5,10 @@ Runs in a thread of the worker that dispatched the job. Live output is appended 
 ``ok``. While the run lasts, the job is watched: superseded or cancelled work is killed (whole
 group), and a cancel is confirmed once the process is gone. A timed-out run is killed and ends
 ``error``. Nothing here raises into the caller: failures are logged and recorded.
+
+A finish that settled its session's reply pointer is the reply an ``/invocations`` caller was
+owed (``pointer.is_owed_reply``, read from the finish's own commit): only that one is handed
+on to the notify hook.
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ from engine.domain.channel import INPUT_LINES
 from engine.domain.engine import DomainEngine
 from engine.domain.job import FileEntry
 from engine.domain.job import JobState as J
+from engine.domain.rules.pointer import is_owed_reply
+from engine.engine import CommandResult
 from engine.errors import EngineError, StorageFull
 from projections import queries
 
@@ -99,13 +105,14 @@ def run_to_end(
     *,
     timeout_s: float | None,
     flush_s: float,
-    on_finished: Callable[[str, str, str], None],
+    on_reply: Callable[[str, str, str], None],
     stopping: threading.Event,
 ) -> None:
-    """Run to the end and record it. ``on_finished(job_id, status, result)`` follows an ``ok``
-    or ``error`` finish (the notify hook). When ``stopping`` is set (the server is shutting
-    down) the run is killed and nothing is recorded: the job stays ``running``, cut off, for
-    recovery to resume."""
+    """Run to the end and record it. ``on_reply(job_id, status, result)`` follows an ``ok`` or
+    ``error`` finish that was the reply an ``/invocations`` caller was owed (the notify hook);
+    a worker's, an A2A task's, a superseded or a cancelled job's end never calls it. When
+    ``stopping`` is set (the server is shutting down) the run is killed and nothing is
+    recorded: the job stays ``running``, cut off, for recovery to resume."""
     process = run.process
     assert process.process.stdout is not None and process.process.stderr is not None
     io = RunIO(process.process)
@@ -166,7 +173,7 @@ def run_to_end(
         stopped_because,
         io.stderr()[-TAIL:].decode("utf-8", errors="replace"),
         timeout_s,
-        on_finished,
+        on_reply,
         stopping,
     )
 
@@ -202,20 +209,22 @@ def _publish(engine: DomainEngine, job_id: str, text: str) -> None:
             log.debug("output of %s not recorded: %s", job_id, ex)
 
 
-def _finish(engine: DomainEngine, job_id: str, last_output: str, finish: c.FinishJob) -> None:
+def _finish(
+    engine: DomainEngine, job_id: str, last_output: str, finish: c.FinishJob
+) -> CommandResult:
     """The run's last output, then its finish, in one commit: one sync, and one wake-up of a
     sync caller, instead of two (ADR 0027). If the log refuses either, the two steps as they
     were: the output alone (dropped if the job moved on), then the finish, whose refusal is
-    the caller's to handle."""
+    the caller's to handle. Returns what the finish appended."""
     if last_output:
         try:
-            engine.handle_all([c.RecordJobOutput(job_id=job_id, text=last_output), finish])
-            return
+            output = c.RecordJobOutput(job_id=job_id, text=last_output)
+            return engine.handle_all([output, finish])[-1]
         except StorageFull:
             raise  # tried again whole (``_finish_when_room``): the output alone would repeat
         except EngineError:
             _publish(engine, job_id, last_output)
-    engine.handle(finish)
+    return engine.handle(finish)
 
 
 # How long a finish refused for a full disk waits before it is tried again.
@@ -228,25 +237,33 @@ def _finish_when_room(
     last_output: str,
     finish: c.FinishJob,
     stopping: threading.Event,
-) -> bool:
+) -> CommandResult | None:
     """``_finish``, tried again while the disk is full: the run's end is known and held here,
-    and space comes back when an operator frees it, without a restart. Returns False if the
-    server stops first: the job stays ``running``, cut off, for recovery, as at any stop."""
+    and space comes back when an operator frees it, without a restart. Returns what the
+    finish appended, or None if the server stops first: the job stays ``running``, cut off,
+    for recovery, as at any stop."""
     said = False
     while True:
         try:
-            _finish(engine, job_id, last_output, finish)
-            return True
+            return _finish(engine, job_id, last_output, finish)
         except StorageFull as ex:
             if not said:
                 log.warning("the end of %s waits for room in the log: %s", job_id, ex)
                 said = True
             if stopping.wait(FULL_RETRY_S):
-                return False
+                return None
 
 
 def _job_state(engine: DomainEngine, job_id: str) -> str | None:
     return queries.job_state(engine.log.connection(), job_id)
+
+
+def _was_owed_reply(engine: DomainEngine, job_id: str, finished: CommandResult) -> bool:
+    """Whether the commit that finished ``job_id`` settled its session's pointer at it, read
+    back from that commit's events (a handful: the finish, the pointer, an A2A task's end)."""
+    count = finished.last_position - finished.first_position + 1
+    events = engine.log.read_all(after_position=finished.first_position - 1, limit=count)
+    return is_owed_reply(job_id, (e.event for e in events))
 
 
 def _record_end(
@@ -259,7 +276,7 @@ def _record_end(
     stopped_because: str | None,
     stderr_tail: str,
     timeout_s: float | None,
-    on_finished: Callable[[str, str, str], None],
+    on_reply: Callable[[str, str, str], None],
     stopping: threading.Event,
 ) -> None:
     try:
@@ -286,11 +303,13 @@ def _record_end(
             warnings=warnings_of(result),
             patch=patch,
         )
-        if not _finish_when_room(engine, run.job_id, last_output, finish, stopping):
+        finished = _finish_when_room(engine, run.job_id, last_output, finish, stopping)
+        if finished is None:
             return
     except EngineError as ex:  # first writer wins: the job ended another way meanwhile
         log.info("job %s ended elsewhere: %s", run.job_id, ex)
         if _job_state(engine, run.job_id) == "cancelling":
             engine.handle(c.ConfirmJobCancelled(job_id=run.job_id))
         return
-    on_finished(run.job_id, outcome, result)
+    if _was_owed_reply(engine, run.job_id, finished):
+        on_reply(run.job_id, outcome, result)

@@ -1,4 +1,4 @@
-"""The worker's side of the front: ``/ready`` once it listens, ``/notify`` when a job ends.
+"""The worker's side of the front: ``/ready`` once it listens, ``/notify`` for an owed reply.
 
 Active only in a worker the front started (``FOLDLINE_FRONT_URL`` and ``FOLDLINE_FRONT_TOKEN``
 in its environment); a plain ``foldline serve`` does nothing here.
@@ -59,7 +59,8 @@ def notify_front(
 ) -> None:
     """Hand a finished job to the front's hook, recording its start before the hand-off and
     its end from the front's answer: at most once, and a hand-off cut off (the front or this
-    worker gone) leaves a start without an end, reported as a lost notification."""
+    worker gone) leaves a start without an end, reported as a lost notification. Called for
+    the same jobs as ``adapters.notify``: an owed ``/invocations`` reply only."""
     front = front_of()
     assert front is not None
     url, token = front

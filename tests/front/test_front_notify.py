@@ -5,6 +5,7 @@ the hook's start and end are recorded once in the session's log."""
 from __future__ import annotations
 
 import http.client
+import json
 import os
 import socket
 from pathlib import Path
@@ -100,3 +101,41 @@ def test_front_runs_the_hook_for_a_finished_job_with_safe_media_only() -> None:
         assert "MEDIA dropped (resolves outside the workspace)" in served.output()
         assert "MEDIA dropped (outside the workspace)" in served.output()
         assert "MEDIA dropped (not a regular file)" in served.output()
+
+
+def test_front_gets_the_owed_invocation_reply_only_never_an_a2a_tasks_job() -> None:
+    """The worker decides what is handed off as ``foldline serve`` decides what it runs
+    (design.md §9): an ``/invocations`` reply is, the job of an A2A message (A2A has push) is
+    not."""
+    with place() as where:
+        where.mount()
+        out = where.root / "hook"
+        out.mkdir()
+        env = {
+            "FOLDLINE_RUNNER": 'read -r p; echo "reply to $p"',
+            "FOLDLINE_NOTIFY": 'printf "%s\\n" "$(cat)" >> "$OUT/lines"',
+            "OUT": str(out),
+        }
+        session = where.base / SID_A
+        with front(where, env) as served:
+            status, answer = served.invoke({"prompt": "asked"})
+            assert status == 200 and answer["status"] == "ok", answer
+            message = {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "told"}]}
+            rpc = {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "SendMessage",
+                "params": {"message": message},
+            }
+            status, _, raw = served.request("POST", "/", rpc)
+            task = json.loads(raw)["result"]["task"]
+            assert task["status"]["state"] == "TASK_STATE_COMPLETED", task
+
+            def settled() -> bool:  # the worker holds /ping busy through a hand-off
+                ping = json.loads(served.request("GET", "/ping")[2])["status"]
+                return ping == "Healthy" and _count(session, "job.notify_finished") >= 1
+
+            wait_until(settled, what="both jobs and the hand-off over")
+            assert _count(session, "job.finished") == 2
+            assert _count(session, "job.notify_started") == 1
+        assert (out / "lines").read_text().splitlines() == ["reply to asked"]

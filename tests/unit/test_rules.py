@@ -16,6 +16,7 @@ from engine.domain.errors import (
     NotFound,
     NotLeaseHolder,
 )
+from engine.domain.rules.pointer import is_owed_reply
 from engine.engine import Engine
 from engine.errors import InvalidArgument
 from tests.support.tickets import TicketOpened
@@ -118,6 +119,34 @@ def test_rules_a_worker_job_does_not_take_the_pointer(engine: Engine) -> None:
     job(engine, "w1", parent_job="j1", owed=False)
     assert state(engine, "job", "j1") == "running"
     assert row(engine, "sessions", "session_id", "s1")["owes_ref"] == "j1"
+
+
+def _finished_as_owed_reply(engine: Engine, jid: str) -> bool:
+    """Finish ``jid`` ok; whether its commit settled the pointer at it (``is_owed_reply``)."""
+    done = engine.handle(c.FinishJob(job_id=jid, outcome="ok", result=f"reply of {jid}"))
+    count = done.last_position - done.first_position + 1
+    appended = engine.log.read_all(after_position=done.first_position - 1, limit=count)
+    return is_owed_reply(jid, (e.event for e in appended))
+
+
+def test_rules_only_the_owed_jobs_finish_is_an_owed_reply(engine: Engine) -> None:
+    """What the notify hook runs for (design.md §9): the end of the job its session owes; not
+    a worker's, nor an A2A task's job's, nor an earlier prompt's (superseded, it cannot end)."""
+    session(engine)
+    job(engine, "j1", start=True)
+    job(engine, "w1", parent_job="j1", owed=False, start=True)
+    job(engine, "w2", owed=False, start=True)  # the operator's, on /v1/jobs
+    assert not _finished_as_owed_reply(engine, "w1")
+    assert not _finished_as_owed_reply(engine, "w2")
+    assert _finished_as_owed_reply(engine, "j1")
+    job(engine, "j2", start=True)
+    job(engine, "j3", start=True)  # a newer prompt: j2 is superseded, j3 is owed
+    refused(engine, c.FinishJob(job_id="j2", outcome="ok"), InvalidTransition)
+    assert _finished_as_owed_reply(engine, "j3")
+    session(engine, "s2")
+    engine.handle(c.CreateTask(task_id="t1", session_id="s2"))
+    job(engine, "a1", "s2", task_id="t1", owed=False, start=True)
+    assert not _finished_as_owed_reply(engine, "a1")  # it settles the task, not a job
 
 
 # -- jobs leave running once ----------------------------------------------------------------
