@@ -167,10 +167,10 @@ class JsonRpc:
             raise RpcError(TASK_NOT_FOUND, f"Task {task_id} not found")
         return record
 
-    def _files(self, resp: falcon.Response, *, inline: bool = True) -> a2a_result_files.Parts:
-        """The result's file parts in this answer (``a2a_result_files``): URLs on this request's
-        origin unless ``FOLDLINE_PUBLIC_URL`` says otherwise."""
-        return a2a_result_files.parts_for(self.runtime, resp.context.request, inline=inline)
+    def _files(self, *, inline: bool = True) -> a2a_result_files.Parts:
+        """The result's file parts in an answer (``a2a_result_files``): inline, or URLs on
+        ``FOLDLINE_PUBLIC_URL`` where that reaches the file route."""
+        return a2a_result_files.parts_for(self.runtime, inline=inline)
 
     def _task_id(self, params: dict[str, Any]) -> str:
         task_id = params.get("id")
@@ -223,7 +223,7 @@ class JsonRpc:
             self._result(resp, request_id, {"task": task_json(self._task_row(task_id), history)})
             return
         resp.content_type = falcon.MEDIA_JSON
-        resp.stream = self._blocking(task_id, request_id, history, self._files(resp))
+        resp.stream = self._blocking(task_id, request_id, history, self._files())
 
     def _blocking(
         self, task_id: str, request_id: Any, history: int | None, files: a2a_result_files.Parts
@@ -276,7 +276,7 @@ class JsonRpc:
     def _stream(self, resp: falcon.Response, task_id: str, request_id: Any) -> None:
         resp.content_type = "text/event-stream"
         resp.set_header("Cache-Control", "no-store")
-        resp.stream = self._events(task_id, request_id, self._files(resp))
+        resp.stream = self._events(task_id, request_id, self._files())
 
     def _events(
         self, task_id: str, request_id: Any, files: a2a_result_files.Parts
@@ -303,7 +303,7 @@ class JsonRpc:
         task_id = self._task_id(params)
         self._wake()
         row = self._task_row(task_id)
-        self._result(resp, request_id, task_json(row, _history_length(params), self._files(resp)))
+        self._result(resp, request_id, task_json(row, _history_length(params), self._files()))
 
     def cancel_task(self, params: dict[str, Any], request_id: Any, resp: falcon.Response) -> None:
         task_id = self._task_id(params)
@@ -357,8 +357,8 @@ class JsonRpc:
             resp,
             request_id,
             {
-                # No file bytes in a listing: URL parts only (GetTask sends small ones inline).
-                "tasks": [task_json(row, history, self._files(resp, inline=False)) for row in rows],
+                # No file bytes in a listing: URL parts or descriptions (GetTask sends bytes).
+                "tasks": [task_json(row, history, self._files(inline=False)) for row in rows],
                 "nextPageToken": next_token,
                 "pageSize": size,
                 "totalSize": total,

@@ -1,14 +1,20 @@
-"""The files of an A2A task's result: the job's ``MEDIA:`` files as ``file`` parts of the result
+"""The files of an A2A task's result: the job's ``MEDIA:`` files as parts of the result
 artifact, and the read-only route that serves them (``GET /a2a/tasks/{task_id}/files/{n}``).
 
-A small file travels inline (``raw``, base64), up to ``INLINE_MAX`` bytes each and
-``INLINE_TOTAL`` per answer; any other file, and every file of a listing, is a ``url`` part
-naming the route. The route serves only a file the task's job recorded, by its index in that
-manifest, from the workspace: never a path the caller names, never one that resolves outside
-the workspace or into ``.foldline``, never through a symlink out of it. A file gone since the
-job recorded it is a 404; one whose size differs (rewritten since) a 410, so a caller never
-takes another run's bytes for this result. The route has the access A2A has: foldline does not
-authenticate ``POST /`` (the platform in front of it does), nor this.
+Where a caller can reach the route (``adapters.public_url.file_route_base``: a
+``FOLDLINE_PUBLIC_URL`` that is not AgentCore's invoke URL), a small file travels inline
+(``raw``, base64) within ``WITH_ROUTE`` and any other file is a ``url`` part naming the route.
+Where it cannot (AgentCore forwards only its protocol's paths), every file travels inline within
+``INLINE_ONLY``, sized to AgentCore's limits, and a file that cannot is a ``data`` part
+describing it (name, media type, size, why), never a URL nobody can follow. A listing sends no
+bytes: URL parts, or those descriptions.
+
+The route serves only a file the task's job recorded, by its index in that manifest, from the
+workspace: never a path the caller names, never one that resolves outside the workspace or into
+``.foldline``, never through a symlink out of it. A file gone since the job recorded it is a
+404; one whose size differs (rewritten since) a 410, so a caller never takes another run's bytes
+for this result. The route has the access A2A has: foldline does not authenticate ``POST /``
+(the platform in front of it does), nor this.
 """
 
 from __future__ import annotations
@@ -24,15 +30,32 @@ from urllib.parse import quote
 
 import falcon
 
-from adapters.http.a2a_card import interface_url
 from adapters.http.errors import V1, ApiError
+from adapters.public_url import file_route_base
 from adapters.runtime import Runtime
 from engine.domain.job import FileEntry
 from engine.domain.rows import TaskRow
 from projections import queries
 
-INLINE_MAX = 64 << 10  # bytes of one file sent inline
-INLINE_TOTAL = 256 << 10  # bytes of all the files one answer sends inline
+
+@dataclass(frozen=True)
+class Limits:
+    """How many bytes of files an answer sends inline: ``per_file`` of one file, ``per_answer``
+    of all of them (counted before base64, which adds a third)."""
+
+    per_file: int
+    per_answer: int
+
+
+# With the file route reachable: only small files inline, the rest by URL (one round trip
+# saved for an icon, no multi-megabyte JSON for a report the caller may never open).
+WITH_ROUTE = Limits(per_file=64 << 10, per_answer=256 << 10)
+# Without it, inline is the only way, within AgentCore's limits: 100 MB a request or response
+# payload, 10 MB a streaming chunk. A stream's last artifact update carries every inline file in
+# one SSE frame (one chunk) beside the result text (up to 1 MiB): 5 MiB of files is 7.0 MB of
+# base64, which with 1 MiB of text leaves that frame about 2 MB under 10 MB. A file may take 4 MiB
+# of it, so one large file still leaves room for the small ones after it.
+INLINE_ONLY = Limits(per_file=4 << 20, per_answer=5 << 20)
 
 
 def media_type(name: str) -> str:
@@ -41,7 +64,7 @@ def media_type(name: str) -> str:
 
 
 def file_path(task_id: str, n: int) -> str:
-    """The route's path of the task's ``n``-th file, relative to the A2A interface URL."""
+    """The route's path of the task's ``n``-th file, relative to the server's public URL."""
     return f"a2a/tasks/{quote(task_id, safe='')}/files/{n}"
 
 
@@ -86,49 +109,98 @@ def open_recorded(workspace: Path, entry: FileEntry) -> tuple[int, int]:
     return fd, info.st_size
 
 
-def _small(workspace: Path, entry: FileEntry) -> bytes | None:
-    """The recorded file's bytes, or None when it cannot be served as recorded (its URL
-    part then says why to whoever follows it)."""
+def _read(workspace: Path, entry: FileEntry) -> bytes | ApiError:
+    """The recorded file's bytes, or why it cannot be served as recorded."""
     try:
         fd, size = open_recorded(workspace, entry)
-    except ApiError:
-        return None
+    except ApiError as refused:
+        return refused
     with os.fdopen(fd, "rb") as file:
         data = file.read(size + 1)
-    return data if len(data) == size else None
+    return data if len(data) == size else _gone(entry)
+
+
+def description(name: str, size: int, reason: str, message: str) -> dict[str, Any]:
+    """A ``data`` part standing for a file this answer does not carry: its ``filename``,
+    ``mediaType`` and ``size``, ``omitted`` (why, a stable code) and ``message`` (the same for
+    a person). No ``filename`` on the part itself: its content is this description, not the
+    file."""
+    return {
+        "data": {
+            "omitted": reason,
+            "filename": name,
+            "mediaType": media_type(name),
+            "size": size,
+            "message": message,
+        }
+    }
 
 
 @dataclass(frozen=True)
 class Parts:
-    """A task's file parts for one answer: ``base_url`` the A2A interface URL (ends in
-    ``/``); with ``inline`` False (a listing) every file is a URL part, no bytes are read."""
+    """A task's file parts for one answer. ``base_url``: where callers reach the file route
+    (ends in ``/``), None when they cannot (``adapters.public_url.file_route_base``); with
+    ``inline`` False (a listing) no bytes are read: URL parts, or descriptions without a URL."""
 
-    base_url: str
+    base_url: str | None
     workspace: Path
     inline: bool = True
 
+    @property
+    def limits(self) -> Limits:
+        return WITH_ROUTE if self.base_url is not None else INLINE_ONLY
+
     def __call__(self, row: TaskRow) -> list[dict[str, Any]]:
         parts: list[dict[str, Any]] = []
-        budget = INLINE_TOTAL
+        limits = self.limits
+        budget = limits.per_answer
         for n, entry in enumerate(row.files):
-            data = None
-            if self.inline and entry.size <= min(INLINE_MAX, budget):
-                data = _small(self.workspace, entry)
-            part: dict[str, Any]
-            if data is not None:
-                budget -= len(data)
-                part = {"raw": base64.b64encode(data).decode("ascii")}
-            else:
-                part = {"url": self.base_url + file_path(row.task_id, n)}
             name = PurePosixPath(entry.path).name
-            parts.append({**part, "filename": name, "mediaType": media_type(name)})
+            read: bytes | ApiError | None = None
+            if self.inline and entry.size <= min(limits.per_file, budget):
+                read = _read(self.workspace, entry)
+            if isinstance(read, bytes):
+                budget -= len(read)
+                raw = base64.b64encode(read).decode("ascii")
+                parts.append({"raw": raw, "filename": name, "mediaType": media_type(name)})
+            elif self.base_url is not None:  # the route says why, should the file be unservable
+                url = self.base_url + file_path(row.task_id, n)
+                parts.append({"url": url, "filename": name, "mediaType": media_type(name)})
+            else:
+                parts.append(self._description(name, entry.size, read))
         return parts
 
+    def _description(self, name: str, size: int, refused: ApiError | None) -> dict[str, Any]:
+        """The description of a file that cannot go inline, where no URL can stand for it."""
+        limits = self.limits
+        if refused is not None:
+            return description(name, size, "unavailable", refused.message)
+        if not self.inline:
+            return description(
+                name, size, "listing", f"{name}: a listing sends no file bytes; GetTask does"
+            )
+        if size > limits.per_file:
+            return description(
+                name,
+                size,
+                "too_large",
+                f"{name} is {size} bytes, over the {limits.per_file} a file may send inline,"
+                " and this server offers no file URLs (FOLDLINE_PUBLIC_URL)",
+            )
+        return description(
+            name,
+            size,
+            "over_budget",
+            f"{name} ({size} bytes) does not fit in the {limits.per_answer} bytes of files an"
+            " answer sends inline, and this server offers no file URLs (FOLDLINE_PUBLIC_URL)",
+        )
 
-def parts_for(runtime: Runtime, req: falcon.Request, *, inline: bool = True) -> Parts:
-    """The file parts of answers to ``req``: URLs built as the agent card's are
-    (``FOLDLINE_PUBLIC_URL``, else the request's origin)."""
-    base = interface_url(runtime.config.public_url, req.prefix)
+
+def parts_for(runtime: Runtime, *, inline: bool = True) -> Parts:
+    """The file parts of this server's answers: URLs on ``FOLDLINE_PUBLIC_URL`` where that
+    reaches the file route, else inline only (never the request's own origin: behind a
+    platform that is the container's, which callers cannot reach)."""
+    base = file_route_base(runtime.config.public_url)
     return Parts(base, runtime.config.workspace, inline)
 
 

@@ -79,10 +79,10 @@ def create_app(runtime: Runtime) -> falcon.App[falcon.Request, falcon.Response]:
         middleware.append(SharedVolumeGate(runtime))
     middleware.append(auth.Authentication(runtime))
     app = falcon.App(middleware=middleware)
-    # What the outbox's deliveries send (ADR 0039): a result's files as parts, their URLs on
-    # FOLDLINE_PUBLIC_URL (else this server's bind address: no request says its origin).
-    base = a2a_card.interface_url(runtime.config.public_url, runtime.config.local_url)
-    files = a2a_result_files.Parts(base, runtime.config.workspace)
+    # What the outbox's deliveries send (ADR 0039): a result's files as parts, as every other
+    # answer sends them (inline, or URLs on FOLDLINE_PUBLIC_URL; never this server's bind
+    # address, which no receiver elsewhere reaches).
+    files = a2a_result_files.parts_for(runtime)
     runtime.push_payload = partial(a2a_push.payload, files=files)
     media.install(app)  # resp.media and req.get_media() go through the one msgspec codec
     app.add_route("/ping", agentcore.Ping(runtime))

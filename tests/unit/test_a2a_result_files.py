@@ -1,5 +1,6 @@
-"""The result's file parts: inline up to the limits, URLs beyond them; the recorded file opened
-only as recorded, inside the workspace."""
+"""The result's file parts: with a reachable file route, inline up to its limits and URLs beyond
+them; without one, inline up to the larger limits and a description (never a URL) beyond them;
+the recorded file opened only as recorded, inside the workspace."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters.http.a2a_result_files import INLINE_MAX, INLINE_TOTAL, Parts, open_recorded
+from adapters.http.a2a_result_files import INLINE_ONLY, WITH_ROUTE, Parts, open_recorded
 from adapters.http.errors import ApiError
 from engine.domain.job import FileEntry
 from engine.domain.rows import TaskRow
@@ -40,10 +41,10 @@ def _write(workspace: Path, name: str, size: int) -> FileEntry:
 
 
 def test_parts_inline_small_files_within_the_total_and_link_the_rest(tmp_path: Path) -> None:
-    each = INLINE_MAX
-    count = INLINE_TOTAL // each
+    each = WITH_ROUTE.per_file
+    count = WITH_ROUTE.per_answer // each
     entries = [_write(tmp_path, f"f{n}.txt", each) for n in range(count + 1)]
-    entries.append(_write(tmp_path, "big.bin", INLINE_MAX + 1))
+    entries.append(_write(tmp_path, "big.bin", WITH_ROUTE.per_file + 1))
     parts = Parts(BASE, tmp_path)(_row(*entries))
     inline = [p for p in parts if "raw" in p]
     assert len(inline) == count  # the total is spent: the next small file is a URL
@@ -63,6 +64,37 @@ def test_parts_link_a_file_that_changed_or_vanished(tmp_path: Path) -> None:
     (tmp_path / "a.txt").write_bytes(b"four")
     gone = FileEntry(path="b.txt", size=1, workspace_path="b.txt")
     assert all("url" in p for p in Parts(BASE, tmp_path)(_row(changed, gone)))
+
+
+def test_parts_without_a_route_inline_up_to_the_larger_limits_and_describe_the_rest(
+    tmp_path: Path,
+) -> None:
+    large = _write(tmp_path, "large.bin", INLINE_ONLY.per_file)  # inline: exactly the limit
+    too_large = _write(tmp_path, "huge.png", INLINE_ONLY.per_file + 1)
+    rest = INLINE_ONLY.per_answer - INLINE_ONLY.per_file
+    fits = _write(tmp_path, "fits.txt", rest)  # spends the answer's budget to the byte
+    over = _write(tmp_path, "over.txt", 1)
+    changed = _write(tmp_path, "changed.txt", 3)
+    (tmp_path / "changed.txt").write_bytes(b"four")
+    row = _row(changed, large, too_large, fits, over)  # a file not read spends no budget
+    parts = Parts(None, tmp_path)(row)
+    assert [p.get("filename") for p in parts] == [None, "large.bin", None, "fits.txt", None]
+    assert base64.b64decode(parts[1]["raw"]) == b"x" * INLINE_ONLY.per_file
+    assert len(base64.b64decode(parts[3]["raw"])) == rest
+    described = [parts[n] for n in (0, 2, 4)]
+    assert all(set(p) == {"data"} for p in described)  # no url, no raw
+    assert [
+        (d["data"]["omitted"], d["data"]["filename"], d["data"]["size"]) for d in described
+    ] == [
+        ("unavailable", "changed.txt", 3),
+        ("too_large", "huge.png", INLINE_ONLY.per_file + 1),
+        ("over_budget", "over.txt", 1),
+    ]
+    assert "changed since the job recorded it" in described[0]["data"]["message"]
+    assert described[1]["data"]["mediaType"] == "image/png"
+    assert "FOLDLINE_PUBLIC_URL" in described[1]["data"]["message"]
+    listed = Parts(None, tmp_path, inline=False)(row)
+    assert [p["data"]["omitted"] for p in listed] == ["listing"] * 5
 
 
 def test_open_recorded_refuses_what_is_not_the_recorded_workspace_file(tmp_path: Path) -> None:
