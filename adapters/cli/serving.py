@@ -48,6 +48,16 @@ def _server_config(args: argparse.Namespace, **flags: Any) -> ServerConfig:
     return config
 
 
+def _warn_of_own_origin(public_url: str | None, bind: str) -> None:
+    """One line on stderr when the card would name the container's own origin
+    (``adapters.public_url.origin_warning``)."""
+    from adapters.public_url import origin_warning
+
+    warning = origin_warning(public_url, bind)
+    if warning is not None:
+        print(warning, file=sys.stderr, flush=True)
+
+
 def run_front(args: argparse.Namespace) -> int:
     """Run the session-dirs front (ADR 0036): blocks until its worker ends."""
     import os
@@ -60,6 +70,8 @@ def run_front(args: argparse.Namespace) -> int:
         config = load_front_config(workspace=args.workspace, bind=args.bind)
     except ConfigError as ex:
         return refuse(ex)
+    # The front is what callers reach (its worker listens on loopback and says nothing).
+    _warn_of_own_origin(os.environ.get("FOLDLINE_PUBLIC_URL") or None, config.bind)
     return serve.run(config, dict(os.environ))
 
 
@@ -104,6 +116,7 @@ def run_serve(args: argparse.Namespace) -> int:
             " the log and the operator's token",
             file=sys.stderr,
         )
+    _warn_of_own_origin(config.public_url, config.bind)
     print(
         json.dumps(
             {
