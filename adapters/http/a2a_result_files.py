@@ -184,7 +184,7 @@ class Parts:
                 name,
                 size,
                 "too_large",
-                f"{name} is {size} bytes, over the {limits.per_file} a file may send inline,"
+                f"{name} is {size} bytes, over the {limits.per_file} bytes a file may send inline,"
                 " and this server offers no file URLs (FOLDLINE_PUBLIC_URL)",
             )
         return description(

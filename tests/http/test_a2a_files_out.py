@@ -262,7 +262,7 @@ def _check_large_parts(parts: Any) -> None:
         "huge.bin",
         HUGE,
     )
-    assert f"over the {INLINE_ONLY.per_file} a file may send inline" in too_large["message"]
+    assert f"over the {INLINE_ONLY.per_file} bytes a file may send inline" in too_large["message"]
     assert (over_budget["omitted"], over_budget["filename"], over_budget["mediaType"]) == (
         "over_budget",
         "tail.txt",
