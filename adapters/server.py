@@ -22,7 +22,7 @@ from typing import Any
 from gunicorn.app.base import BaseApplication
 
 from adapters.config import ServerConfig
-from adapters.front.handoff import announce_ready
+from adapters.front.handoff import announce_ready, listen_fd
 from adapters.http.app import create_app
 from adapters.runtime import Runtime
 
@@ -64,8 +64,11 @@ class FoldlineServer(BaseApplication):  # type: ignore[misc]
             finally:
                 runtime.close()
 
+        # Under a front, the socket it bound for this worker at its boot (its address is
+        # config.bind): no other process can have taken the port meanwhile.
+        inherited = listen_fd()
         settings = {
-            "bind": self.config.bind,
+            "bind": self.config.bind if inherited is None else f"fd://{inherited}",
             "workers": self.config.workers,
             "worker_class": "gthread",
             "threads": self.config.threads,

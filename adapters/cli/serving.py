@@ -67,12 +67,14 @@ def run_front(args: argparse.Namespace) -> int:
     from adapters.front.settings import load_front_config
 
     try:
-        config = load_front_config(workspace=args.workspace, bind=args.bind)
+        config, listener = serve.prepare(
+            load_front_config(workspace=args.workspace, bind=args.bind)
+        )
     except ConfigError as ex:
         return refuse(ex)
     # The front is what callers reach (its worker listens on loopback and says nothing).
     _warn_of_own_origin(os.environ.get("FOLDLINE_PUBLIC_URL") or None, config.bind)
-    return serve.run(config, dict(os.environ))
+    return serve.run(config, dict(os.environ), listener)
 
 
 def run_serve(args: argparse.Namespace) -> int:

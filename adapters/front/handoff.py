@@ -1,4 +1,4 @@
-"""The worker's side of the front: ``/ready`` once it listens, ``/notify`` for an owed reply.
+"""The worker's side of the front: its bound socket, ``/ready``, ``/notify`` for an owed reply.
 
 Active only in a worker the front started (``FOLDLINE_FRONT_URL`` and ``FOLDLINE_FRONT_TOKEN``
 in its environment); a plain ``foldline serve`` does nothing here.
@@ -24,6 +24,14 @@ def front_of(env: Mapping[str, str] | None = None) -> tuple[str, str] | None:
     env = os.environ if env is None else env
     url, token = env.get("FOLDLINE_FRONT_URL"), env.get("FOLDLINE_FRONT_TOKEN")
     return (url, token) if url and token else None
+
+
+def listen_fd(env: Mapping[str, str] | None = None) -> int | None:
+    """The socket the front bound for this worker (``FOLDLINE_FRONT_LISTEN_FD``), or None
+    outside a front: gunicorn listens on it instead of binding the address itself."""
+    env = os.environ if env is None else env
+    text = env.get("FOLDLINE_FRONT_LISTEN_FD", "")
+    return int(text) if front_of(env) is not None and text.isdigit() else None
 
 
 def announce_ready() -> None:

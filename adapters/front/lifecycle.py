@@ -13,6 +13,7 @@ import json
 import logging
 import secrets
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -26,9 +27,12 @@ Answer = tuple[int, str]  # status, error text
 
 
 class Front:
-    def __init__(self, config: FrontConfig, env: Mapping[str, str]) -> None:
-        self.config = config
+    def __init__(
+        self, config: FrontConfig, env: Mapping[str, str], listener: socket.socket
+    ) -> None:
+        self.config = config  # its worker_port is the one ``listener`` is bound to
         self.env = dict(env)
+        self.listener = listener
         self.token = secrets.token_urlsafe(32)  # per boot: the worker's /ready and /notify
         self.internal_url = ""  # the loopback server's, set before the first request
         self.sid: str | None = None
@@ -86,8 +90,17 @@ class Front:
         except OSError as ex:
             log.error("front: session directory for %s not made: %s", sid, ex)
             return 500, f"the session's directory could not be made: {ex}"
-        env = worker.worker_env(config, self.internal_url, self.token, self.env)
-        process, verdict = worker.start(config, sid, env)
+        listener = self.listener
+        env = worker.worker_env(
+            config, sid, self.internal_url, self.token, self.env, listener.fileno()
+        )
+        log.warning(
+            "front: session %s's worker on 127.0.0.1:%d, its state in %s",
+            sid,
+            config.worker_port,
+            config.worker_state(sid),
+        )
+        process, verdict = worker.start(config, sid, env, listener)
         if verdict != "ok":
             process.wait(timeout=STOP_WITHIN_S)
             self.failed = f"view setup failed, not serving on this runtime: {verdict}"

@@ -12,13 +12,15 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import socket
 import sys
 import threading
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
-from adapters.front import hook, proxy
+from adapters.front import hook, proxy, worker
 from adapters.front.lifecycle import Front, forward_signals
 from adapters.front.settings import SESSION_HEADER, FrontConfig, served, session_id_ok
 
@@ -165,9 +167,20 @@ class _Quiet(ThreadingHTTPServer):
         return  # a client that left mid-answer is no news; handlers log their own failures
 
 
-def run(config: FrontConfig, env: dict[str, str]) -> int:
-    """Serve until the worker ends; the front's exit code."""
-    front = Front(config, env)
+def prepare(config: FrontConfig) -> tuple[FrontConfig, socket.socket]:
+    """The boot's checks, before anything is served: the worker's port bound. The config with
+    that port, and its socket.
+
+    Raises:
+        ConfigError: one line naming the port, and why.
+    """
+    listener = worker.reserve_port(config)
+    return replace(config, worker_port=listener.getsockname()[1]), listener
+
+
+def run(config: FrontConfig, env: dict[str, str], listener: socket.socket) -> int:
+    """Serve until the worker ends (``prepare``'s config and socket); the front's exit code."""
+    front = Front(config, env, listener)
     internal = _server(("127.0.0.1", 0), InternalHandler, front)
     front.internal_url = f"http://127.0.0.1:{internal.server_address[1]}"
     host, _, port = config.bind.rpartition(":")

@@ -6,6 +6,7 @@ for the worker, which gets them through a named allowlist (``adapters.front.work
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from collections.abc import Mapping
@@ -44,7 +45,9 @@ class FrontConfig:
     base: Path  # FOLDLINE_SESSION_BASE: the mount holding every session's directory
     workspace: Path  # the worker's fixed workspace path (FOLDLINE_WORKSPACE, default /workspace)
     bind: str  # the front's address
-    worker_port: int  # the worker's loopback port (FOLDLINE_WORKER_PORT, default 9100)
+    # The worker's loopback port (FOLDLINE_WORKER_PORT); 0: one the kernel finds free at boot
+    # (``adapters.front.worker.reserve_port``), so fronts on one host never collide.
+    worker_port: int
     run_user: RunUser
     state_dir: Path  # the front's; the worker's home and state live under it
     notify: str | None  # FOLDLINE_NOTIFY: run by the front, never given to the worker
@@ -64,14 +67,26 @@ class FrontConfig:
         return f"http://127.0.0.1:{self.worker_port}"
 
     @property
-    def worker_home(self) -> Path:
-        """Root's: it holds ``worker_state``."""
+    def workers_dir(self) -> Path:
+        """Root's (0711): one directory per session directory this host served."""
         return self.state_dir / "front-worker"
 
-    @property
-    def worker_state(self) -> Path:
+    def worker_home(self, sid: str) -> Path:
+        """Root's (0711): it holds ``worker_state(sid)``. Keyed by the session's directory on
+        this host (``<base>/<sid>``), not by the worker's view of it (the workspace path,
+        the same for every session): each session's anchor is its own, and a session whose
+        log vanished still finds its anchor."""
+        return self.workers_dir / session_key(self.base / sid)
+
+    def worker_state(self, sid: str) -> Path:
         """The worker's home and ``FOLDLINE_STATE_DIR`` (the log's anchor, its runs' homes)."""
-        return self.worker_home / "state"
+        return self.worker_home(sid) / "state"
+
+
+def session_key(session_dir: Path) -> str:
+    """A session directory's name among the workers' state directories: 16 hex of the SHA-256
+    of its path (an id can be 255 characters, the directory's name must stay short)."""
+    return hashlib.sha256(os.fsencode(session_dir)).hexdigest()[:16]
 
 
 def load_front_config(
@@ -104,10 +119,12 @@ def load_front_config(
             " setup unmounts the base under it"
         )
     front_bind = parse_bind(bind or env.get("FOLDLINE_BIND") or "0.0.0.0:8080")
-    port_text = env.get("FOLDLINE_WORKER_PORT") or "9100"
-    if not port_text.isdigit() or not 0 < int(port_text) < 65536:
-        raise ConfigError(f"FOLDLINE_WORKER_PORT={port_text!r}: expected a port number")
-    if front_bind.rpartition(":")[2] == port_text:
+    port_text = env.get("FOLDLINE_WORKER_PORT") or "0"
+    if not port_text.isdigit() or not 0 <= int(port_text) < 65536:
+        raise ConfigError(
+            f"FOLDLINE_WORKER_PORT={port_text!r}: expected a port number (unset: a free one)"
+        )
+    if int(port_text) and int(front_bind.rpartition(":")[2]) == int(port_text):
         raise ConfigError(f"bind {front_bind}: port {port_text} is the worker's")
     user = parse_run_user(env.get("FOLDLINE_RUN_USER"))
     if user is None or user.is_root:

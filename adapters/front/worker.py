@@ -6,18 +6,27 @@ Its environment is a named allowlist: foldline's own settings one by one (never 
 as a whole: ``FOLDLINE_NOTIFY`` and the front's settings stay with the front), every
 ``OTEL_*``, ``AGENT_OBSERVABILITY_*`` and ``AWS_CONTAINER_*``, the AWS credentials, what
 ``FOLDLINE_RUN_ENV`` names (so that it reaches the worker's runs), plus what the front sets:
-the workspace, the loopback bind, one home and state directory of its own, the front's
-loopback URL and per-boot token, and ``FOLDLINE_SHARED_VOLUME=1``.
+the workspace, the loopback bind, one home and state directory of its own (per session
+directory), the front's loopback URL and per-boot token, the listening socket's number, and
+``FOLDLINE_SHARED_VOLUME=1``.
+
+The worker's port is the front's from boot: ``reserve_port`` binds it (the set
+``FOLDLINE_WORKER_PORT``, else one the kernel picks free), and the bound socket is handed to the
+worker, whose gunicorn listens on it (``fd://``). Nothing can take the port between its choice
+and the worker's start, so two fronts on one host never collide, and a set port in use is a
+boot error, not a worker that cannot bind.
 """
 
 from __future__ import annotations
 
 import http.client
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Mapping
 
+from adapters.config_error import ConfigError
 from adapters.front.settings import FrontConfig
 from adapters.sandbox import as_user
 
@@ -57,8 +66,52 @@ NAMED = (
 PREFIXES = ("OTEL_", "AGENT_OBSERVABILITY_", "AWS_CONTAINER_")
 
 
+def reserve_port(config: FrontConfig) -> socket.socket:
+    """The worker's port, bound (not listening: a connection before the worker is up is
+    refused) for the front's whole life; ``config.worker_port`` 0 lets the kernel pick a free
+    one, which no bind(0) or outgoing connection of another process is then given.
+
+    A set port gets ``SO_REUSEADDR``, as gunicorn's own bind did, so a front restarted on it
+    is not refused for the last one's closed connections; a picked port needs none.
+
+    Raises:
+        ConfigError: the set port cannot be bound (in use, say).
+    """
+    listener = _bound(config.worker_port)
+    if not config.worker_port and _port(config.bind) == listener.getsockname()[1]:
+        # The front's own port, not bound yet (it is, right after this): pick again while
+        # the first is held, so the kernel cannot give the same one twice.
+        first, listener = listener, _bound(0)
+        first.close()
+    return listener
+
+
+def _port(bind: str) -> int:
+    return int(bind.rpartition(":")[2])
+
+
+def _bound(port: int) -> socket.socket:
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        if port:
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", port))
+    except OSError as ex:
+        listener.close()
+        raise ConfigError(
+            f"FOLDLINE_WORKER_PORT={port}: 127.0.0.1:{port} cannot be bound ({ex.strerror});"
+            " unset it to let the front pick a free port"
+        ) from None
+    return listener
+
+
 def worker_env(
-    config: FrontConfig, front_url: str, token: str, env: Mapping[str, str]
+    config: FrontConfig,
+    sid: str,
+    front_url: str,
+    token: str,
+    env: Mapping[str, str],
+    listen_fd: int,
 ) -> dict[str, str]:
     """The worker's whole environment (nothing else of the front's passes). What
     ``FOLDLINE_RUN_ENV`` names passes too, for the worker's runs: the front refused at boot
@@ -72,28 +125,30 @@ def worker_env(
     return {
         **kept,
         # Its home is its state directory, which its runs see covered (adapters.sandbox).
-        "HOME": str(config.worker_state),
-        "FOLDLINE_STATE_DIR": str(config.worker_state),
+        "HOME": str(config.worker_state(sid)),
+        "FOLDLINE_STATE_DIR": str(config.worker_state(sid)),
         "FOLDLINE_WORKSPACE": str(config.workspace),
         "FOLDLINE_SHARED_VOLUME": "1",
         # Its runs share its uid: a user, pid and mount namespace keeps the log from them.
         "FOLDLINE_RUN_ISOLATION": "userns",
         "FOLDLINE_FRONT_URL": front_url,
         "FOLDLINE_FRONT_TOKEN": token,
+        "FOLDLINE_FRONT_LISTEN_FD": str(listen_fd),
         **({"FOLDLINE_FRONT_NOTIFY": "1"} if config.notify else {}),
     }
 
 
-def prepare_home(config: FrontConfig) -> None:
-    """The worker's directory, root's (0711), and in it its home and state directory, the run
-    user's (0700). Nothing the worker reads lies where its runs can write: they see the state
-    directory covered but for their own home in it, and the directory above it is root's."""
+def prepare_home(config: FrontConfig, sid: str) -> None:
+    """The workers' directory and the session's in it, root's (0711), and in that its home
+    and state directory, the run user's (0700). Nothing the worker reads lies where its runs
+    can write: they see the state directory covered but for their own home in it, and the
+    directory above it is root's."""
     config.state_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
-    above = config.worker_home
-    above.mkdir(mode=0o711, exist_ok=True)
-    os.chown(above, 0, 0)  # the run user's before: its runs could write a home's dotfiles there
-    os.chmod(above, 0o711)
-    state = config.worker_state
+    for above in (config.workers_dir, config.worker_home(sid)):
+        above.mkdir(mode=0o711, exist_ok=True)
+        os.chown(above, 0, 0)  # the run user's before: its runs could write dotfiles there
+        os.chmod(above, 0o711)
+    state = config.worker_state(sid)
     state.mkdir(mode=0o700, exist_ok=True)
     os.chown(state, config.run_user.uid, config.run_user.gid)
     os.chmod(state, 0o700)
@@ -131,18 +186,20 @@ def worker_argv(config: FrontConfig, sid: str, status_fd: int) -> list[str]:
 
 
 def start(
-    config: FrontConfig, sid: str, env: Mapping[str, str]
+    config: FrontConfig, sid: str, env: Mapping[str, str], listener: socket.socket
 ) -> tuple[subprocess.Popen[bytes], str]:
-    """Start the chain; the view helper's verdict (``ok`` or ``failed: why``) is returned once
-    it is known, so a failed view is told apart from a worker that stopped later."""
-    prepare_home(config)
+    """Start the chain with ``listener`` (``reserve_port``'s, its number in ``env``); the view
+    helper's verdict (``ok`` or ``failed: why``) is returned once it is known, so a failed view
+    is told apart from a worker that stopped later."""
+    prepare_home(config, sid)
     reading, writing = os.pipe()
     try:
         process = subprocess.Popen(
             worker_argv(config, sid, writing),
             env=dict(env),
             cwd="/",
-            pass_fds=(writing,),
+            # unshare, the view helper and setpriv exec in turn, and keep both open.
+            pass_fds=(writing, listener.fileno()),
             stdin=subprocess.DEVNULL,
         )
     finally:

@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from adapters.front.settings import session_key
 from tests.support.front import SID_A, front, place, wait_until
 
 pytestmark = [
@@ -108,7 +109,7 @@ def test_a_run_under_the_front_cannot_reach_the_workers_state() -> None:
     with place() as where:
         where.mount()
         front_state = where.root / "front-state"
-        state = front_state / "front-worker" / "state"
+        state = front_state / "front-worker" / session_key(where.base / SID_A) / "state"
         env = {
             "FOLDLINE_STATE_DIR": str(front_state),
             "FOLDLINE_RUNNER": STATE_PROBE.format(state=state),

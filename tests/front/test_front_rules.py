@@ -10,6 +10,7 @@ import pytest
 from adapters.config_error import ConfigError
 from adapters.front import session_dir, worker
 from adapters.front.settings import load_front_config, served, session_id_ok
+from tests.support.front import SID_A, SID_B
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the front's settings need root")
 
@@ -38,8 +39,11 @@ def test_front_settings_refuse_an_overlap_a_relative_base_and_the_workers_port()
             load_front_config({"FOLDLINE_SESSION_BASE": base}, workspace=ws)
     with pytest.raises(ConfigError, match="absolute"):
         load_front_config({"FOLDLINE_SESSION_BASE": "efs"})
+    assert load_front_config(env).worker_port == 0  # unset: a free one, picked at boot
     with pytest.raises(ConfigError, match="the worker's"):
-        load_front_config(env, bind="0.0.0.0:9100")
+        load_front_config({**env, "FOLDLINE_WORKER_PORT": "9100"}, bind="0.0.0.0:9100")
+    with pytest.raises(ConfigError, match="expected a port number"):
+        load_front_config({**env, "FOLDLINE_WORKER_PORT": "70000"})
     with pytest.raises(ConfigError, match="other than root"):
         load_front_config({**env, "FOLDLINE_RUN_USER": "root"})
 
@@ -59,7 +63,7 @@ def test_front_worker_environment_is_a_named_allowlist() -> None:
         "AWS_SESSION_TOKEN": "t",
         "SLACK_TOKEN": "secret",
     }
-    env = worker.worker_env(config, "http://127.0.0.1:1", "tok", given)
+    env = worker.worker_env(config, SID_A, "http://127.0.0.1:1", "tok", given, 7)
     for kept in ("FOLDLINE_RUNNER", "OTEL_SERVICE_NAME", "AWS_SESSION_TOKEN", "PATH"):
         assert env[kept] == given[kept]
     assert "AWS_CONTAINER_CREDENTIALS_FULL_URI" in env
@@ -67,7 +71,10 @@ def test_front_worker_environment_is_a_named_allowlist() -> None:
         assert dropped not in env
     assert "FOLDLINE_RUN_USER" not in env
     assert env["FOLDLINE_SHARED_VOLUME"] == "1" and env["FOLDLINE_WORKSPACE"] == "/workspace"
-    assert env["FOLDLINE_FRONT_TOKEN"] == "tok"
+    assert env["FOLDLINE_FRONT_TOKEN"] == "tok" and env["FOLDLINE_FRONT_LISTEN_FD"] == "7"
+    # The worker's state is the session directory's own, not the workspace path's.
+    assert env["FOLDLINE_STATE_DIR"] == env["HOME"] == str(config.worker_state(SID_A))
+    assert config.worker_state(SID_A) != config.worker_state(SID_B)
 
 
 @needs_root
@@ -86,14 +93,16 @@ def test_front_forwards_run_env_and_what_it_names_to_the_worker_and_no_secret() 
     }
     config = load_front_config({**given, "FOLDLINE_SESSION_BASE": "/mnt/efs"})
     assert config.run_env.entries == ["AWS_PROFILE", "MY_AGENT_*", "OTEL_*"]
-    env = worker.worker_env(config, "http://127.0.0.1:1", "tok", given)
+    env = worker.worker_env(config, SID_A, "http://127.0.0.1:1", "tok", given, 7)
     for kept in ("FOLDLINE_RUN_ENV", "AWS_PROFILE", "MY_AGENT_MODEL", "OTEL_SERVICE_NAME"):
         assert env[kept] == given[kept]
     for dropped in ("FOLDLINE_NOTIFY", "HOOK_URL", "SLACK_TOKEN", "UNRELATED"):
         assert dropped not in env
     # Unset, the worker gets the fixed set only: nothing the setting would have named.
     plain = load_front_config({"FOLDLINE_SESSION_BASE": "/mnt/efs"})
-    assert "MY_AGENT_MODEL" not in worker.worker_env(plain, "http://127.0.0.1:1", "tok", given)
+    assert "MY_AGENT_MODEL" not in worker.worker_env(
+        plain, SID_A, "http://127.0.0.1:1", "tok", given, 7
+    )
 
 
 @needs_root

@@ -1,4 +1,8 @@
-"""Real ``foldline front`` processes over a tmpfs base, for the session-dirs tests (root only)."""
+"""Real ``foldline front`` processes over a tmpfs base, for the session-dirs tests (root only).
+
+As on a real host, the fronts of one place share one state directory and pick their workers'
+ports themselves (a test may still set ``FOLDLINE_STATE_DIR`` or ``FOLDLINE_WORKER_PORT``).
+"""
 
 from __future__ import annotations
 
@@ -38,6 +42,11 @@ class Place:
     def ws(self) -> Path:
         return self.root / "ws"
 
+    @property
+    def state(self) -> Path:
+        """The state directory its fronts share, as a host's default one."""
+        return self.root / "state"
+
     def mount(self) -> None:
         subprocess.run(
             ["mount", "-t", "tmpfs", "-o", "size=64m", "foldline-test", self.base], check=True
@@ -68,7 +77,7 @@ def place() -> Iterator[Place]:
 class Front:
     process: subprocess.Popen[bytes]
     port: int
-    worker_port: int
+    worker_port: int  # from the front's boot line
 
     def request(
         self,
@@ -103,12 +112,11 @@ class Front:
 @contextlib.contextmanager
 def front(where: Place, env: dict[str, str] | None = None) -> Iterator[Front]:
     """Start a front, wait until its /ping answers, SIGTERM it (then SIGKILL) at the end."""
-    port, worker_port = free_port(), free_port()
+    port = free_port()
     full_env = {
         "PATH": os.environ["PATH"],
         "FOLDLINE_SESSION_BASE": str(where.base),
-        "FOLDLINE_STATE_DIR": str(where.root / f"state-{port}"),
-        "FOLDLINE_WORKER_PORT": str(worker_port),
+        "FOLDLINE_STATE_DIR": str(where.state),
         "FOLDLINE_TOKEN": "test-operator-token",
         "FOLDLINE_WORKERS": "1",
         "FOLDLINE_THREADS": "8",
@@ -134,7 +142,7 @@ def front(where: Place, env: dict[str, str] | None = None) -> Iterator[Front]:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-    handle = Front(process, port, worker_port, log)
+    handle = Front(process, port, 0, log)
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -144,6 +152,10 @@ def front(where: Place, env: dict[str, str] | None = None) -> Iterator[Front]:
                     break
             assert time.monotonic() < deadline, "front did not answer /ping within 30 s"
             time.sleep(0.05)
+        wait_until(lambda: boot_line(handle) is not None, what="the front's boot line")
+        said = boot_line(handle)
+        assert said is not None
+        handle.worker_port = int(said["worker"].split()[0].rpartition(":")[2])
         yield handle
     finally:
         if process.poll() is None:
@@ -155,6 +167,15 @@ def front(where: Place, env: dict[str, str] | None = None) -> Iterator[Front]:
                 process.wait()
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)  # a worker left behind, if any
+
+
+def boot_line(served: Front) -> dict[str, Any] | None:
+    """The front's boot line (JSON on stdout), once it is written."""
+    for line in served.output().splitlines():
+        if line.startswith('{"front"'):
+            said: dict[str, Any] = json.loads(line)
+            return said
+    return None
 
 
 def established_to(port: int) -> int:
