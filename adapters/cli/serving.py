@@ -84,12 +84,15 @@ def run_serve(args: argparse.Namespace) -> int:
 
     if os.environ.get("FOLDLINE_SESSION_BASE"):
         return run_front(args)
-    from adapters import sandbox
+    from adapters import sandbox, state_access
     from adapters.config import ConfigError
     from adapters.server import FoldlineServer
 
     try:
         config = _server_config(args, bind=args.bind, workers=args.workers, threads=args.threads)
+        # The anchor lives there: a directory this server cannot enter would answer every
+        # request 503 later; it stops the boot instead, with one line naming it.
+        state_access.check(config.state_dir)
     except ConfigError as ex:
         return refuse(ex)
     # Lazy activation (design.md §4.2): nothing under the workspace is created or opened here; on

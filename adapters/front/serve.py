@@ -168,12 +168,13 @@ class _Quiet(ThreadingHTTPServer):
 
 
 def prepare(config: FrontConfig) -> tuple[FrontConfig, socket.socket]:
-    """The boot's checks, before anything is served: the worker's port bound. The config with
-    that port, and its socket.
+    """The boot's checks, before anything is served: the state directory made and within the
+    worker's reach, the worker's port bound. The config with that port, and its socket.
 
     Raises:
-        ConfigError: one line naming the port, and why.
+        ConfigError: one line naming the state directory or the port, and why.
     """
+    worker.prepare_state_dir(config)
     listener = worker.reserve_port(config)
     return replace(config, worker_port=listener.getsockname()[1]), listener
 

@@ -26,6 +26,7 @@ import subprocess
 import sys
 from collections.abc import Mapping
 
+from adapters import state_access
 from adapters.config_error import ConfigError
 from adapters.front.settings import FrontConfig
 from adapters.sandbox import as_user
@@ -136,6 +137,22 @@ def worker_env(
         "FOLDLINE_FRONT_LISTEN_FD": str(listen_fd),
         **({"FOLDLINE_FRONT_NOTIFY": "1"} if config.notify else {}),
     }
+
+
+def prepare_state_dir(config: FrontConfig) -> None:
+    """At boot: the front's state directory, made if missing (on this machine's disk, never
+    the session volume), and checked: the worker must traverse it to reach its own.
+
+    Raises:
+        ConfigError: one line naming the directory the run user cannot pass, and why.
+    """
+    try:
+        config.state_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
+    except OSError as ex:
+        raise ConfigError(
+            f"state directory {config.state_dir} (FOLDLINE_STATE_DIR) cannot be made: {ex.strerror}"
+        ) from None
+    state_access.check_as(config.state_dir, config.run_user)
 
 
 def prepare_home(config: FrontConfig, sid: str) -> None:
