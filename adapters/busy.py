@@ -6,12 +6,13 @@ started it, so the answer must be the server's, not the answering worker's (ADR 
 
 The board is a small page of shared memory made by the gunicorn master before it forks: one
 slot per worker (its pid, start token and how much work it has in flight) and a header with
-the server-wide state and when it last changed. A worker counts its work in and out under
-one lock shared by every process of the server; a ping reads the slots under the same lock,
-first clearing the slot of a worker that died (a ``kill -9`` never leaves the server busy for
-good). The lock is a POSIX record lock on a file every worker inherits, which the kernel lets
-go of when its holder dies, so a worker killed inside it cannot stall the others' pings and
-dispatches. Nothing here touches the log: ``/ping`` stays lazy (design.md §4.2).
+the server-wide state and when it last changed (restamped only when it changes: AgentCore reads
+a moving stamp as activity). A worker counts its work in and out under one lock shared by
+every process of the server; a ping reads the slots under the same lock, first clearing the
+slot of a worker that died (a ``kill -9`` never leaves the server busy for good). The lock is
+a POSIX record lock on a file every worker inherits, which the kernel lets go of when its
+holder dies, so a worker killed inside it cannot stall the others' pings and dispatches.
+Nothing here touches the log: ``/ping`` stays lazy (design.md §4.2).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import struct
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from adapters.processes import is_alive, start_token
 
@@ -36,14 +37,15 @@ SLOTS = 128  # workers, respawned ones included (a dead worker's slot is taken a
 class BusyBoard:
     """Work in flight per worker process, shared by every process forked after it is made."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self._clock = clock  # the stamp's (tests give a fixed one)
         self._threads = threading.Lock()  # record locks do not exclude a process's threads
         # The lock's file: unlinked at once, its descriptor inherited by every worker.
         self._fd, name = tempfile.mkstemp(prefix="foldline-busy-")
         os.unlink(name)
         # Anonymous and MAP_SHARED: the same page in the master and every forked worker.
         self._page = mmap.mmap(-1, _HEADER.size + SLOTS * _SLOT.size)
-        _HEADER.pack_into(self._page, 0, time.time(), 0)
+        _HEADER.pack_into(self._page, 0, clock(), 0)
         self._mine: tuple[int, int] | None = None  # (pid, slot) of this process
 
     # -- counting work in and out ------------------------------------------------------------
@@ -89,7 +91,7 @@ class BusyBoard:
         changed_at, was_busy = _HEADER.unpack_from(self._page, 0)
         busy = any(_SLOT.unpack_from(self._page, _offset(slot))[2] > 0 for slot in range(SLOTS))
         if busy != bool(was_busy):
-            changed_at = max(changed_at, time.time())  # a clock stepped back cannot undo it
+            changed_at = max(changed_at, self._clock())  # a clock stepped back cannot undo it
             _HEADER.pack_into(self._page, 0, changed_at, int(busy))
         return busy, changed_at
 

@@ -5,6 +5,11 @@ States, each entered once: no id yet; an id claimed (any other is 409 from then 
 failed, or the worker was not ready in 30 s: 503 with the reason, the worker never started
 again). A base that is not a mount point yet (503) and a failed directory build (500) leave
 the state as it was: the next request tries again.
+
+``/ping`` is answered from two sources, the worker's status and the front's own notify hooks,
+and its ``time_of_last_update`` is when the status the front answers last changed: never
+restamped while the status stays (AgentCore reads a moving stamp as activity, and a session
+whose stamp keeps moving lives to its maximum lifetime).
 """
 
 from __future__ import annotations
@@ -17,18 +22,23 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from adapters.front import session_dir, worker
 from adapters.front.settings import STOP_WITHIN_S, FrontConfig
 
 log = logging.getLogger("foldline.front")
 Answer = tuple[int, str]  # status, error text
+STATUSES = ("Healthy", "HealthyBusy")
 
 
 class Front:
     def __init__(
-        self, config: FrontConfig, env: Mapping[str, str], listener: socket.socket
+        self,
+        config: FrontConfig,
+        env: Mapping[str, str],
+        listener: socket.socket,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.config = config  # its worker_port is the one ``listener`` is bound to
         self.env = dict(env)
@@ -47,7 +57,10 @@ class Front:
         self._setup = threading.Lock()
         self._work = threading.Condition()
         self._hooks = 0
-        self._changed_at = time.time()
+        self._clock = clock
+        self._stamp = threading.Lock()
+        self._answered = "Healthy"  # the status /ping last answered, and since when
+        self._changed_at = clock()
         self._stop_deadline = 0.0
 
     # -- the session id ----------------------------------------------------------------
@@ -121,7 +134,6 @@ class Front:
                 process.kill()
                 return 503, self.failed
         self.serving = True
-        self._touch()
         return None
 
     def token_ok(self, token: str) -> bool:
@@ -192,29 +204,46 @@ class Front:
     def hook_started(self) -> None:
         with self._work:
             self._hooks += 1
-        self._touch()
 
     def hook_ended(self) -> None:
         with self._work:
             self._hooks -= 1
             self._work.notify_all()
-        self._touch()
-
-    def _touch(self) -> None:
-        self._changed_at = time.time()
 
     def ping(self) -> tuple[int, bytes]:
-        """``Healthy`` until the worker is ready, then its answer (none in 5 s:
-        ``HealthyBusy``); ``HealthyBusy`` while a hook runs."""
+        """``Healthy`` until the worker is ready, then the worker's status (none in 5 s:
+        ``HealthyBusy``); ``HealthyBusy`` while a hook runs. The stamp is the front's: when the
+        status it answers last changed (a worker answer it cannot read passes as it is)."""
         with self._work:
             hooks = self._hooks
+        status = "HealthyBusy" if hooks or self.serving else "Healthy"
         if self.serving and not hooks:
             answered = worker.ping(self.config)
             if answered is not None:
-                return answered
-        busy = hooks or self.serving
-        body = {"status": "HealthyBusy" if busy else "Healthy"}
-        return 200, json.dumps({**body, "time_of_last_update": int(self._changed_at)}).encode()
+                said = _status_of(*answered)
+                if said is None:
+                    return answered
+                status = said
+        body = {"status": status, "time_of_last_update": int(self._stamped(status))}
+        return 200, json.dumps(body).encode()
+
+    def _stamped(self, status: str) -> float:
+        """When the answered status last changed, ``status`` being answered now."""
+        with self._stamp:
+            if status != self._answered:
+                self._answered = status
+                # Never back: a clock stepped back must not undo a change.
+                self._changed_at = max(self._changed_at, self._clock())
+            return self._changed_at
+
+
+def _status_of(code: int, body: bytes) -> str | None:
+    """The status of a worker's ``/ping`` answer, or None when it is not one."""
+    try:
+        said = json.loads(body).get("status") if code == 200 else None
+    except (ValueError, AttributeError):
+        return None
+    return said if said in STATUSES else None
 
 
 def forward_signals(front: Front) -> None:

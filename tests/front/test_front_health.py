@@ -1,6 +1,6 @@
 """The front's ``/ping``: the worker's answer once it serves, ``HealthyBusy`` when the worker
 does not answer in time (a loop blocked on file IO must not be reaped mid-run) and while the
-front runs a notify hook."""
+front runs a notify hook; its stamp moves only when that status changes."""
 
 from __future__ import annotations
 
@@ -9,7 +9,10 @@ import http.client
 import json
 import os
 import signal
+import threading
+import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -27,7 +30,12 @@ GATED = (
 
 
 def _status(served: Front) -> str:
-    return str(json.loads(served.request("GET", "/ping", sid=None)[2])["status"])
+    return _ping(served)[0]
+
+
+def _ping(served: Front) -> tuple[str, int]:
+    said = json.loads(served.request("GET", "/ping", sid=None)[2])
+    return str(said["status"]), int(said["time_of_last_update"])
 
 
 def _worker_status(served: Front) -> str:
@@ -96,3 +104,37 @@ def test_front_ping_is_busy_while_its_notify_hook_runs() -> None:
                 assert _status(served) == "HealthyBusy"
             (out / "go").write_text("")
             wait_until(lambda: _status(served) == "Healthy", what="hook ended")
+
+
+def test_front_ping_stamp_stays_while_busy_across_a_notify_hook_and_moves_at_idle() -> None:
+    """A job, then its hook: ``HealthyBusy`` throughout, first from the worker, then from the
+    front; the stamp is the one from when it turned busy until it turns ``Healthy``."""
+    with place() as where:
+        where.mount()
+        out = where.root / "hook"
+        out.mkdir()
+        env = {"FOLDLINE_RUNNER": GATED, "FOLDLINE_NOTIFY": held_hook(), "OUT": str(out)}
+        with front(where, env) as served:
+            answers: list[Any] = []
+            call = threading.Thread(
+                target=lambda: answers.append(served.invoke({"prompt": "go"})), daemon=True
+            )
+            call.start()
+            wait_until(lambda: _status(served) == "HealthyBusy", what="the job running")
+            _, since = _ping(served)
+            # Stamps are whole seconds: past the next one, a restamp could not go unseen.
+            wait_until(lambda: time.time() >= since + 1.2, what="a second passed")
+            assert _ping(served) == ("HealthyBusy", since)
+            (where.base / SID_A / "go").write_text("")
+            call.join(timeout=60)
+            assert answers and answers[0][0] == 200, answers
+            wait_until(lambda: (out / "started").exists(), what="hook started")
+            assert _ping(served) == ("HealthyBusy", since)  # the hook's start: no restamp
+            wait_until(lambda: time.time() >= since + 2.2, what="another second passed")
+            assert _ping(served) == ("HealthyBusy", since)
+            (out / "go").write_text("")
+            wait_until(lambda: _status(served) == "Healthy", what="the hook ended")
+            _, at = _ping(served)
+            print(f"busy since {since}, idle since {at}")
+            assert at >= since + 2  # moved with the status, not before
+            assert _ping(served) == ("Healthy", at)
