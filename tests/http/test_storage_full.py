@@ -15,9 +15,7 @@ import contextlib
 import errno
 import json
 import os
-import select
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,7 +23,7 @@ from typing import Any
 import pytest
 
 from tests.support.cli import foldline
-from tests.support.server import Server, read_events, serve
+from tests.support.server import Server, read_events, read_until, serve
 
 pytestmark = [
     pytest.mark.server,
@@ -98,19 +96,6 @@ def invoke(
 def outcome(status: int, body: dict[str, Any]) -> str:
     """What an answer says, for counting: ``200 ok``, ``507 storage_full``, ..."""
     return f"{status} {body.get('status') or body.get('code') or body.get('error')}"
-
-
-def read_until(server: Server, text: str, limit: float = 30) -> str:
-    """The server's stderr up to a line that holds ``text`` (bounded in time)."""
-    assert server.process.stderr is not None
-    fd, read, deadline = server.process.stderr.fileno(), b"", time.monotonic() + limit
-    while text.encode() not in read:
-        left = deadline - time.monotonic()
-        assert left > 0 and select.select([fd], [], [], left)[0], f"no {text!r} in {read!r}"
-        chunk = os.read(fd, 1 << 16)
-        assert chunk, f"stderr closed before {text!r}: {read!r}"
-        read += chunk
-    return read.decode()
 
 
 def final_result(server: Server, key: str) -> dict[str, Any]:

@@ -7,6 +7,7 @@ import http.client
 import json
 import os
 import random
+import select
 import signal
 import socket
 import subprocess
@@ -152,6 +153,19 @@ def serve(
         yield server
     finally:
         stop(process)
+
+
+def read_until(server: Server, text: str, limit: float = 30) -> str:
+    """The server's stderr up to a line that holds ``text`` (bounded in time)."""
+    assert server.process.stderr is not None
+    fd, read, deadline = server.process.stderr.fileno(), b"", time.monotonic() + limit
+    while text.encode() not in read:
+        left = deadline - time.monotonic()
+        assert left > 0 and select.select([fd], [], [], left)[0], f"no {text!r} in {read!r}"
+        chunk = os.read(fd, 1 << 16)
+        assert chunk, f"stderr closed before {text!r}: {read!r}"
+        read += chunk
+    return read.decode()
 
 
 def poll_invocation(server: Server, key: str, until: str, limit: float = 30) -> dict[str, Any]:
