@@ -18,6 +18,7 @@ from adapters.agents import Agents, default_agents, load_agents
 from adapters.card_file import DeployerCard, load_card
 from adapters.config_error import ConfigError
 from adapters.run_env import RunEnv, parse_run_env
+from adapters.shared_volume import TableReader, VolumeMode, decide
 from engine.audit.note import Signer, parse_signer
 from engine.domain.channel import Input
 from engine.errors import InvalidArgument
@@ -70,9 +71,12 @@ class ServerConfig:
     run_user: RunUser | None = None  # None: runs keep the server's uid (a non-root server)
     run_isolation: str = "auto"  # namespace, modes, userns or auto (the boot check decides)
     new_log: bool = False  # --new-log: start a new log where the anchor saw history
-    # FOLDLINE_SHARED_VOLUME=1 (ADR 0035): the log is opened only once this server holds the
-    # lease; a non-holder answers lease-busy to everything but /ping and the agent card.
+    # Shared-volume mode (ADR 0035): the log is opened only once this server holds the lease;
+    # a non-holder answers lease-busy to everything but /ping and the agent card. Decided by
+    # FOLDLINE_SHARED_VOLUME, else by where the log lies (ADR 0042): ``volume`` says how, and
+    # whether a process judges it again before it first opens the log.
     shared_volume: bool = False
+    volume: VolumeMode | None = None  # None: set directly (an embedding, a test)
     # FOLDLINE_PUSH_ALLOW: loopback or link-local hosts the server may call anyway (ADR 0039).
     push_allow: tuple[str, ...] = ()
     agent_card: DeployerCard | None = None  # FOLDLINE_AGENT_CARD: the deployer's card fields
@@ -178,6 +182,11 @@ def _flag(name: str, text: str) -> bool:
     raise ConfigError(f"{name}={text!r}: expected 1 or 0 (true/false, yes/no, on/off)")
 
 
+def _setting(name: str, text: str | None) -> bool | None:
+    """A yes/no setting that may be left unset (None): unset or empty decides otherwise."""
+    return None if text is None or not text.strip() else _flag(name, text)
+
+
 def _groups(text: str) -> dict[str, int]:
     """``FOLDLINE_RESOURCE_GROUPS="cpu=4,gpu=1"``."""
     groups = {}
@@ -219,7 +228,7 @@ def check_places(config: ServerConfig) -> None:
 
     Raises:
         ConfigError: the log's directory is the workspace itself, the state directory
-            lies in the workspace, or FOLDLINE_SHARED_VOLUME is set for a PostgreSQL log.
+            lies in the workspace, or FOLDLINE_SHARED_VOLUME=1 names a PostgreSQL log.
     """
     if config.db_url is None and config.db.parent == config.workspace:
         raise ConfigError(
@@ -259,8 +268,12 @@ def load_config(
     bind: str | None = None,
     workers: int | None = None,
     threads: int | None = None,
+    db: str | None = None,
+    mount_table: TableReader | None = None,
 ) -> ServerConfig:
-    """Settings from ``env`` (default: the process environment), then flags.
+    """Settings from ``env`` (default: the process environment), then flags (``db`` is
+    ``--db``). ``mount_table`` reads the mount table the shared-volume mode is decided from
+    (default: this process's).
 
     Raises:
         ConfigError: a value is invalid (the message names the setting).
@@ -269,13 +282,13 @@ def load_config(
     root = Path(workspace or env.get("FOLDLINE_WORKSPACE") or ".").resolve()
     if not root.is_dir():
         raise ConfigError(f"workspace {str(root)!r} is not a directory")
-    location = env.get("FOLDLINE_DB") or ""
+    location = db or env.get("FOLDLINE_DB") or ""
     db_url = location if parse_target(location).remote else None
-    db = Path(location) if location and db_url is None else root / ".foldline" / "foldline.db"
+    log = Path(location) if location and db_url is None else root / ".foldline" / "foldline.db"
     sync = env.get("FOLDLINE_SYNC", "full")
     if sync not in ("full", "normal"):
         raise ConfigError(f"FOLDLINE_SYNC={sync!r}: expected full or normal")
-    config = ServerConfig(workspace=root, db=db.resolve(), db_url=db_url, sync=sync)
+    config = ServerConfig(workspace=root, db=log.resolve(), db_url=db_url, sync=sync)
     updates: dict[str, object] = {
         "bind": parse_bind(bind or env.get("FOLDLINE_BIND") or config.bind),
         "runner": env.get("FOLDLINE_RUNNER") or config.runner,
@@ -287,7 +300,6 @@ def load_config(
         "state_dir": default_state_dir(env),
         "run_user": parse_run_user(env.get("FOLDLINE_RUN_USER")),
         "run_isolation": env.get("FOLDLINE_RUN_ISOLATION") or "auto",
-        "shared_volume": _flag("FOLDLINE_SHARED_VOLUME", env.get("FOLDLINE_SHARED_VOLUME", "")),
         "push_allow": _push_allow(env.get("FOLDLINE_PUSH_ALLOW", "")),
         "run_env": parse_run_env(env.get("FOLDLINE_RUN_ENV", ""), env.get("FOLDLINE_NOTIFY")),
     }
@@ -329,6 +341,9 @@ def load_config(
         config = replace(config, agent_card=load_card(env["FOLDLINE_AGENT_CARD"]))
     if env.get("FOLDLINE_CHECKPOINT_KEY"):
         config = replace(config, checkpoint_key=load_signer(env["FOLDLINE_CHECKPOINT_KEY"]))
+    setting = _setting("FOLDLINE_SHARED_VOLUME", env.get("FOLDLINE_SHARED_VOLUME"))
+    volume = decide(setting, None if config.db_url else config.db, mount_table)
+    config = replace(config, shared_volume=volume.on, volume=volume)
     check_places(config)
     if config.runner_input not in ("", "lines"):
         raise ConfigError(f"FOLDLINE_RUNNER_INPUT={config.runner_input!r}: expected lines or empty")

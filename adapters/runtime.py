@@ -16,12 +16,14 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import sys
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from adapters import checkpoints, log_anchor, recovery, sandbox
+from adapters import checkpoints, log_anchor, recovery, sandbox, shared_volume
 from adapters.busy import BusyBoard
 from adapters.config import ServerConfig
 from adapters.dispatch import Dispatcher
@@ -55,6 +57,7 @@ class Runtime:
         self._engine: DomainEngine | None = None
         self._notifier: Notifier | None = None
         self._open_lock = threading.Lock()
+        self._volume_lock = threading.Lock()
         self.shutdown = threading.Event()
         self.operator_token = OperatorToken(config)
         self.graces = recovery.Graces(config.start_grace_s, config.transition_grace_s)
@@ -201,6 +204,25 @@ class Runtime:
                 self._engine.log.close()  # type: ignore[union-attr]
             self._engine = None
             self._notifier = None
+
+    def judge_volume_again(self) -> None:
+        """A shared-volume mode the mount left off at boot (ADR 0042), judged again until this
+        process opens the log: AgentCore mounts its file system at the first invocation, after
+        the boot. A network file system under the log now turns this process's mode on, with
+        one line saying so; once the log is open here the mode stays as it is."""
+        volume = self.config.volume
+        if volume is None or not volume.is_pending or self.config.shared_volume or self.is_open:
+            return
+        with self._volume_lock:
+            if self.config.shared_volume or self.is_open:
+                return
+            now = shared_volume.judge_again(self.config.db)
+            if now is None:
+                return
+            # Only the tenure and the gate read the mode, both through these two configs.
+            self.config = replace(self.config, shared_volume=True, volume=now)
+            self.tenure.config = self.config
+        print(now.shown(), file=sys.stderr, flush=True)
 
     @contextlib.contextmanager
     def open_stream(self) -> Iterator[None]:

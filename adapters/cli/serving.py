@@ -37,15 +37,9 @@ def _server_config(args: argparse.Namespace, **flags: Any) -> ServerConfig:
     Raises:
         ConfigError: a setting is invalid (the caller answers it from ``exits.EXIT_CODES``).
     """
-    from adapters.config import check_places, load_config
+    from adapters.config import load_config
 
-    config = load_config(workspace=args.workspace, **flags)
-    if args.db and parse_target(args.db).remote:
-        config = replace(config, db_url=args.db)
-    elif args.db:
-        config = replace(config, db=Path(args.db).resolve(), db_url=None)
-    check_places(config)
-    return config
+    return load_config(workspace=args.workspace, db=args.db, **flags)
 
 
 def _warn_of_own_origin(public_url: str | None, bind: str) -> None:
@@ -108,6 +102,8 @@ def run_serve(args: argparse.Namespace) -> int:
     ):
         raise NotALog(f"{config.db} is not a SQLite database")  # main answers it from the table
     config = replace(config, new_log=args.new_log)
+    if config.volume is not None:  # which mode, and why (ADR 0042): one line
+        print(config.volume.shown(), file=sys.stderr, flush=True)
     jail = sandbox.for_server(config)
     try:
         if jail is not None:  # runs that could not be isolated are never started

@@ -55,10 +55,13 @@ class WorkerHeader:
 
 
 class SharedVolumeGate:
-    """Middleware, with ``FOLDLINE_SHARED_VOLUME=1`` only (ADR 0035): every route but ``/ping``
+    """Middleware, in shared-volume mode only (ADRs 0035, 0042): every route but ``/ping``
     and the agent card first holds the lease, so a server that does not hold it answers
     lease-busy (503, in the route's shape) without opening the log, reads included. Before
-    authentication, which may look a run token up in the log."""
+    authentication, which may look a run token up in the log.
+
+    Installed too while the mode is pending (off at boot, decided by the mount): each request
+    judges it again until this process opens the log (``Runtime.judge_volume_again``)."""
 
     OPEN = ("/ping", "/.well-known/agent-card.json")
 
@@ -70,12 +73,16 @@ class SharedVolumeGate:
     ) -> None:
         if resource is None or req.uri_template in self.OPEN:
             return
+        self.runtime.judge_volume_again()
+        if not self.runtime.config.shared_volume:
+            return
         errors.holding_lease(self.runtime.ensure_lease)
 
 
 def create_app(runtime: Runtime) -> falcon.App[falcon.Request, falcon.Response]:
     middleware: list[Any] = [errors.ErrorSurface(), WorkerHeader()]
-    if runtime.config.shared_volume:
+    volume = runtime.config.volume
+    if runtime.config.shared_volume or (volume is not None and volume.is_pending):
         middleware.append(SharedVolumeGate(runtime))
     middleware.append(auth.Authentication(runtime))
     app = falcon.App(middleware=middleware)

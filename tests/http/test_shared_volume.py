@@ -1,46 +1,48 @@
-"""``FOLDLINE_SHARED_VOLUME=1`` (ADR 0035): the lease file is judged before the log is opened,
+"""Shared-volume mode (ADRs 0035, 0042): the lease file is judged before the log is opened,
 and a server that does not hold the lease answers lease-busy for everything but ``/ping`` and
-the agent card, with no descriptor on the log or its sidecars in any of its processes."""
+the agent card, with no descriptor on the log or its sidecars in any of its processes. The
+servers here decide the mode from a mount table (``tests.support.mount_table``), as on EFS.
+
+How the mode is decided from the setting and the table: tests/unit/test_shared_volume_mode.py."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from adapters.config import LEASE_BUSY_TEXT, ConfigError, load_config
+from adapters import mounts
+from adapters.config import LEASE_BUSY_TEXT
 from adapters.leasefile import LeaseRecord
+from adapters.runtime import Runtime
 from engine.domain.errors import LeaseBusy
 from tests.http.conftest import MakeClient
-from tests.support.server import RECOVERY_RUNNER, Server, serve, stop
+from tests.support.server import RECOVERY_RUNNER, Server, read_until, serve, stop
 
 LOG_FILES = ("foldline.db", "foldline.db-wal", "foldline.db-shm")
 ENV = {"FOLDLINE_RUNNER": RECOVERY_RUNNER}  # a quick echo; the default lease timings
 CARD = "/.well-known/agent-card.json"
+LOCAL_TABLE = "27 1 254:0 / / rw,relatime - ext4 /dev/vda rw,discard\n"
 
 
-# -- the setting -------------------------------------------------------------------------------
+def nfs4_table(point: Path) -> str:
+    """The local root with EFS mounted at ``point`` as efs-utils does it (NFS 4.1 through its
+    TLS tunnel on 127.0.0.1)."""
+    return LOCAL_TABLE + (
+        f"97 27 0:52 / {point} rw,relatime shared:51 - nfs4 127.0.0.1:/ rw,vers=4.1,"
+        "rsize=1048576,wsize=1048576,hard,noresvport,proto=tcp,port=20049,addr=127.0.0.1\n"
+    )
 
 
-@pytest.mark.parametrize(("text", "on"), [("1", True), ("true", True), ("0", False), ("", False)])
-def test_shared_volume_setting_reads_yes_and_no(workspace: Path, text: str, on: bool) -> None:
-    config = load_config({"FOLDLINE_SHARED_VOLUME": text}, workspace=str(workspace))
-    assert config.shared_volume is on
-
-
-def test_shared_volume_setting_refuses_other_values_and_a_postgresql_log(
-    workspace: Path,
-) -> None:
-    with pytest.raises(ConfigError, match="FOLDLINE_SHARED_VOLUME='maybe'"):
-        load_config({"FOLDLINE_SHARED_VOLUME": "maybe"}, workspace=str(workspace))
-    with pytest.raises(ConfigError, match="PostgreSQL"):
-        load_config(
-            {"FOLDLINE_SHARED_VOLUME": "1", "FOLDLINE_DB": "postgresql://u@127.0.0.1/db"},
-            workspace=str(workspace),
-        )
+def on_table(table: Path) -> list[str]:
+    """``serve``'s prefix for a server that reads its mount table from ``table``."""
+    return [sys.executable, "-m", "tests.support.mount_table", str(table)]
 
 
 # -- the gate's order, in one process -----------------------------------------------------------
@@ -78,6 +80,51 @@ def test_shared_volume_closes_the_log_again_when_the_log_refuses_the_lease(
     with pytest.raises(LeaseBusy):
         runtime.ensure_lease()
     assert not runtime.is_open
+
+
+def _held_elsewhere(runtime: Runtime) -> None:
+    runtime.config.db.parent.mkdir(parents=True, exist_ok=True)
+    runtime.tenure.file.replace(LeaseRecord("other-server", 1, "h", 1, 0.0))
+
+
+def test_shared_volume_mode_pending_turns_on_when_a_network_mount_appears(
+    make_client: MakeClient,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Off at boot on the local disk, judged again before the log first opens: a network
+    file system mounted under the log since (AgentCore mounts at the first invocation) turns
+    the mode on, and the first request is already gated."""
+    table = tmp_path / "mountinfo"
+    table.write_text(LOCAL_TABLE)
+    monkeypatch.setattr(mounts, "MOUNTINFO", str(table))
+    client, runtime = make_client()
+    volume = runtime.config.volume
+    assert not runtime.config.shared_volume and volume is not None and volume.is_pending
+    _held_elsewhere(runtime)
+    table.write_text(nfs4_table(runtime.config.workspace))
+    answer = client.simulate_get("/v1/sessions")
+    assert answer.status_code == 503 and answer.json["error"]["code"] == "lease_busy"
+    assert runtime.config.shared_volume and runtime.tenure.config.shared_volume
+    assert not runtime.is_open
+    shown = capsys.readouterr().err
+    assert f"now lies on nfs4 (127.0.0.1:/ at {runtime.config.workspace})" in shown
+
+
+def test_shared_volume_mode_stays_off_once_the_log_opened_on_the_local_disk(
+    make_client: MakeClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The log opened while it lay on the local disk: the mode stays as it was decided."""
+    table = tmp_path / "mountinfo"
+    table.write_text(LOCAL_TABLE)
+    monkeypatch.setattr(mounts, "MOUNTINFO", str(table))
+    client, runtime = make_client()
+    assert client.simulate_get("/v1/sessions").status_code == 200
+    assert runtime.is_open
+    table.write_text(nfs4_table(runtime.config.workspace))  # too late: the log is open here
+    assert client.simulate_get("/v1/sessions").status_code == 200
+    assert not runtime.config.shared_volume
 
 
 # -- real servers: no descriptor on the log in a non-holder ------------------------------------
@@ -126,43 +173,87 @@ def _rpc(server: Server, method: str, params: dict[str, object]) -> tuple[int, b
     return status, raw
 
 
-@pytest.mark.server
-def test_shared_volume_non_holder_opens_nothing_then_takes_over_on_release(
-    tmp_path: Path,
-) -> None:
+@contextlib.contextmanager
+def holder_and_standby(
+    tmp_path: Path, table: str, workers: int = 1
+) -> Iterator[tuple[Server, Server]]:
+    """Two servers on one workspace: the first on this machine's own mount table, holding the
+    lease (job ``k1`` done); the second reading ``table``, started once the first holds it."""
     workspace = tmp_path / "ws"
     workspace.mkdir()
     with serve(workspace, ENV) as first:
         status, receipt = first.invoke({"prompt": "hello", "id": "k1"})
         assert status == 200 and receipt["status"] == "ok"
-        shared = {**ENV, "FOLDLINE_SHARED_VOLUME": "1"}
-        with serve(workspace, shared, workers=2) as second:
-            refused = [
-                second.request("GET", "/v1/sessions"),
-                second.request("GET", "/v1/events"),
-                second.request("POST", "/invocations", {"get": "k1"}),
-                second.request("GET", "/console/"),
-                second.request("GET", "/console/api/overview"),
-                second.request("GET", "/metrics"),
-            ]
-            for status, _, raw in refused:
-                assert status == 503 and LEASE_BUSY_TEXT in raw.decode(), raw
-            assert json.loads(refused[0][2])["error"]["code"] == "lease_busy"
-            status, raw = _rpc(second, "GetTask", {"id": "k1"})
-            assert status == 503 and LEASE_BUSY_TEXT in raw.decode()
-            assert second.request("GET", "/ping")[0] == 200
-            assert second.request("GET", CARD)[0] == 200
-            pids = _processes(second, workers=2)
-            assert _log_descriptors(pids, workspace) == []
+        mountinfo = tmp_path / "mountinfo"
+        mountinfo.write_text(table)
+        with serve(workspace, ENV, workers=workers, prefix=on_table(mountinfo)) as second:
+            yield first, second
 
-            stop(first.process)  # graceful: the lease is released before it exits
-            status, _, raw = second.request("GET", "/v1/sessions")
-            assert status == 200, raw
-            status, body = second.invoke({"get": "k1"})
-            assert status == 200 and body["status"] == "ok"
-            status, raw = _rpc(second, "GetTask", {"id": "no-such-task"})
-            assert status == 200 and json.loads(raw)["error"]["code"] == -32001  # read the log
-            lease = json.loads((workspace / ".foldline" / "foldline.db.lease").read_text())
-            assert lease["epoch"] == 2
-            # the probe sees a holder's descriptors: the check above was not vacuous
-            assert _log_descriptors(_processes(second, workers=2), workspace) != []
+
+@pytest.mark.server
+def test_shared_volume_server_on_nfs4_opens_nothing_then_takes_over_on_release(
+    tmp_path: Path,
+) -> None:
+    """The mode decided from the mount, and said so at boot: off on this machine's disk, on
+    where the table puts the log on nfs4 (no FOLDLINE_SHARED_VOLUME in either)."""
+    workspace = tmp_path / "ws"
+    db = workspace / ".foldline" / "foldline.db"
+    with holder_and_standby(tmp_path, nfs4_table(tmp_path), workers=2) as (first, second):
+        local = read_until(first, "shared-volume mode")
+        assert f"foldline: shared-volume mode off: the log {db} lies on " in local
+        assert "a local file system; judged again before the log first opens" in local
+        shown = read_until(second, "shared-volume mode")
+        print(next(line for line in shown.splitlines() if "shared-volume mode" in line))
+        assert (
+            f"foldline: shared-volume mode on: the log {db} lies on nfs4 (127.0.0.1:/ at"
+            f" {tmp_path}), a network file system; the log opens only under the lease"
+            " (FOLDLINE_SHARED_VOLUME=0 turns it off)"
+        ) in shown
+        refused = [
+            second.request("GET", "/v1/sessions"),
+            second.request("GET", "/v1/events"),
+            second.request("POST", "/invocations", {"get": "k1"}),
+            second.request("GET", "/console/"),
+            second.request("GET", "/console/api/overview"),
+            second.request("GET", "/metrics"),
+        ]
+        for status, _, raw in refused:
+            assert status == 503 and LEASE_BUSY_TEXT in raw.decode(), raw
+        assert json.loads(refused[0][2])["error"]["code"] == "lease_busy"
+        assert json.loads(refused[2][2]) == {"error": LEASE_BUSY_TEXT}
+        status, raw = _rpc(second, "GetTask", {"id": "k1"})
+        assert status == 503 and LEASE_BUSY_TEXT in raw.decode()
+        status, _, raw = second.request("GET", "/ping")
+        assert status == 200 and json.loads(raw)["status"] == "Healthy"
+        assert second.request("GET", CARD)[0] == 200
+        pids = _processes(second, workers=2)
+        assert _log_descriptors(pids, workspace) == []
+
+        stop(first.process)  # graceful: the lease is released before it exits
+        status, _, raw = second.request("GET", "/v1/sessions")
+        assert status == 200, raw
+        status, body = second.invoke({"get": "k1"})
+        assert status == 200 and body["status"] == "ok"
+        status, raw = _rpc(second, "GetTask", {"id": "no-such-task"})
+        assert status == 200 and json.loads(raw)["error"]["code"] == -32001  # read the log
+        lease = json.loads((workspace / ".foldline" / "foldline.db.lease").read_text())
+        assert lease["epoch"] == 2
+        # the probe sees a holder's descriptors: the check above was not vacuous
+        assert _log_descriptors(_processes(second, workers=2), workspace) != []
+
+
+@pytest.mark.server
+def test_shared_volume_server_turns_on_when_the_log_s_mount_appears_after_boot(
+    tmp_path: Path,
+) -> None:
+    """AgentCore mounts its file system at the first invocation: a server that booted off on
+    the local disk judges the mode again before its first request opens the log."""
+    workspace = tmp_path / "ws"
+    with holder_and_standby(tmp_path, LOCAL_TABLE) as (_, second):
+        assert "a local file system; judged again" in read_until(second, "shared-volume mode off")
+        (tmp_path / "mountinfo").write_text(nfs4_table(workspace))  # mounted since the boot
+        status, _, raw = second.request("GET", "/v1/sessions")
+        assert status == 503 and LEASE_BUSY_TEXT in raw.decode(), raw
+        line = read_until(second, "now lies on")
+        assert f"shared-volume mode on: the log {workspace / '.foldline' / 'foldline.db'}" in line
+        assert _log_descriptors(_processes(second, workers=1), workspace) == []
