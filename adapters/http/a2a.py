@@ -81,6 +81,38 @@ def _history_length(params: dict[str, Any]) -> int | None:
     return value
 
 
+def _envelope(req: falcon.Request) -> dict[str, Any]:
+    """The request's body, a JSON-RPC object of at most ``MAX_BODY`` bytes.
+
+    Raises:
+        RpcError: larger, not JSON, a batch, or not an object.
+    """
+    raw = req.stream.read(MAX_BODY + 1)
+    if len(raw) > MAX_BODY:
+        raise RpcError(INVALID_REQUEST, f"request exceeds {MAX_BODY} bytes")
+    try:
+        body = media.decode_any(raw)
+    except msgspec.DecodeError:
+        raise RpcError(PARSE, "Parse error") from None
+    if isinstance(body, list):
+        raise RpcError(INVALID_REQUEST, "batch requests are not supported")
+    if not isinstance(body, dict):
+        raise RpcError(INVALID_REQUEST, "the request must be a JSON-RPC object")
+    return body
+
+
+def _request_id(body: dict[str, Any]) -> str | int | None:
+    """The envelope's ``id``.
+
+    Raises:
+        RpcError: neither a string, a number nor null (the answer's id is then null).
+    """
+    request_id = body.get("id")
+    if not isinstance(request_id, (str, int, type(None))) or isinstance(request_id, bool):
+        raise RpcError(INVALID_REQUEST, "id must be a string, a number or null")
+    return request_id
+
+
 # -- the endpoint ------------------------------------------------------------------------------
 
 
@@ -101,21 +133,8 @@ class JsonRpc:
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         request_id: Any = None
         try:
-            raw = req.stream.read(MAX_BODY + 1)
-            if len(raw) > MAX_BODY:
-                raise RpcError(INVALID_REQUEST, f"request exceeds {MAX_BODY} bytes")
-            try:
-                body = media.decode_any(raw)
-            except msgspec.DecodeError:
-                raise RpcError(PARSE, "Parse error") from None
-            if isinstance(body, list):
-                raise RpcError(INVALID_REQUEST, "batch requests are not supported")
-            if not isinstance(body, dict):
-                raise RpcError(INVALID_REQUEST, "the request must be a JSON-RPC object")
-            request_id = body.get("id")
-            if not isinstance(request_id, (str, int, type(None))) or isinstance(request_id, bool):
-                request_id = None
-                raise RpcError(INVALID_REQUEST, "id must be a string, a number or null")
+            body = _envelope(req)
+            request_id = _request_id(body)
             method = body.get("method")
             if body.get("jsonrpc") != "2.0" or not isinstance(method, str):
                 raise RpcError(INVALID_REQUEST, "jsonrpc must be '2.0' and method a string")
@@ -151,6 +170,25 @@ class JsonRpc:
             self._error(resp, request_id, answer)
         except RpcError as ex:
             self._error(resp, request_id, ex)
+
+    def hold_or_answer_busy(self, req: falcon.Request, resp: falcon.Response) -> bool:
+        """In shared-volume mode (ADR 0042), before anything else: hold the lease, or answer
+        the lease-busy error of every mode, -32603 with the fixed text in HTTP 200, its ``id``
+        the request's when the body is a JSON-RPC object within the limit, else null. Nothing
+        else of the request is checked first, as in the source system; the log stays closed.
+        Returns whether the lease is held (else the answer is written)."""
+        try:
+            self.runtime.ensure_lease()
+        except LeaseBusy as busy:
+            answer = rpc_error(busy)  # the table's row for a busy workspace, anywhere
+            if answer is None:
+                raise
+            request_id = None
+            with contextlib.suppress(RpcError):
+                request_id = _request_id(_envelope(req))
+            self._error(resp, request_id, answer)
+            return False
+        return True
 
     @staticmethod
     def _error(resp: falcon.Response, request_id: Any, error: RpcError) -> None:

@@ -57,11 +57,14 @@ class WorkerHeader:
 class SharedVolumeGate:
     """Middleware, in shared-volume mode only (ADRs 0035, 0042): every route but ``/ping``
     and the agent card first holds the lease, so a server that does not hold it answers
-    lease-busy (503, in the route's shape) without opening the log, reads included. Before
-    authentication, which may look a run token up in the log.
+    lease-busy without opening the log, reads included. Before authentication, which may
+    look a run token up in the log.
 
-    Installed too while the mode is pending (off at boot, decided by the mount): each request
-    judges it again until this process opens the log (``Runtime.judge_volume_again``)."""
+    Lease-busy keeps each surface's contract: the JSON-RPC endpoint answers HTTP 200 with the
+    -32603 error and the request's ``id`` (the body is read for it, never the log), as it does
+    in every mode; the others the 503 in the route's shape. Installed too while the mode is
+    pending (off at boot, decided by the mount): each request judges it again until this
+    process opens the log (``Runtime.judge_volume_again``)."""
 
     OPEN = ("/ping", "/.well-known/agent-card.json")
 
@@ -75,6 +78,10 @@ class SharedVolumeGate:
             return
         self.runtime.judge_volume_again()
         if not self.runtime.config.shared_volume:
+            return
+        if isinstance(resource, a2a.JsonRpc) and req.method == "POST":
+            if not resource.hold_or_answer_busy(req, resp):
+                resp.complete = True  # answered: no authentication, no responder
             return
         errors.holding_lease(self.runtime.ensure_lease)
 

@@ -112,8 +112,9 @@ V1_ERRORS: dict[type[Exception], Refusal] = {
 
 def holding_lease(hold: Callable[[], None]) -> None:
     """Run ``hold`` (taking the workspace lease); a busy workspace becomes the one fixed
-    lease-busy refusal, which every surface writes in its shape (``FOLDLINE_SHARED_VOLUME``'s
-    gate, ADR 0035: A2A too answers it as HTTP 503, its body unread)."""
+    lease-busy refusal, which every surface writes in its shape (the shared-volume gate, ADRs
+    0035 and 0042). The JSON-RPC endpoint answers its own: -32603 from ``RPC_ERRORS`` in HTTP
+    200, with the request's id (``a2a.JsonRpc.hold_or_answer_busy``)."""
     try:
         hold()
     except d.LeaseBusy as ex:

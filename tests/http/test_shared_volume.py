@@ -1,28 +1,38 @@
 """Shared-volume mode (ADRs 0035, 0042): the lease file is judged before the log is opened,
 and a server that does not hold the lease answers lease-busy for everything but ``/ping`` and
-the agent card, with no descriptor on the log or its sidecars in any of its processes. The
-servers here decide the mode from a mount table (``tests.support.mount_table``), as on EFS.
+the agent card, with no descriptor on the log or its sidecars in any of its processes; its
+A2A endpoint answers lease-busy as JSON-RPC -32603 in HTTP 200, as in every mode. The servers
+here decide the mode from a mount table (``tests.support.mount_table``), as on EFS.
 
 How the mode is decided from the setting and the table: tests/unit/test_shared_volume_mode.py."""
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import contextlib
 import json
 import os
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from a2a.client import ClientConfig, create_client
+from a2a.types import GetTaskRequest
+from a2a.utils.errors import A2AError, InternalError
 
 from adapters import mounts
 from adapters.config import LEASE_BUSY_TEXT
+from adapters.http import a2a
 from adapters.leasefile import LeaseRecord
 from adapters.runtime import Runtime
 from engine.domain.errors import LeaseBusy
 from tests.http.conftest import MakeClient
+from tests.support.a2a import user_message
 from tests.support.server import RECOVERY_RUNNER, Server, read_until, serve, stop
 
 LOG_FILES = ("foldline.db", "foldline.db-wal", "foldline.db-shm")
@@ -85,6 +95,39 @@ def test_shared_volume_closes_the_log_again_when_the_log_refuses_the_lease(
 def _held_elsewhere(runtime: Runtime) -> None:
     runtime.config.db.parent.mkdir(parents=True, exist_ok=True)
     runtime.tenure.file.replace(LeaseRecord("other-server", 1, "h", 1, 0.0))
+
+
+def test_shared_volume_a2a_lease_busy_is_json_rpc_with_the_request_id(
+    make_client: MakeClient,
+) -> None:
+    """HTTP 200 and -32603 with the fixed text, as every mode answers it; the id is the
+    request's when the body is a JSON-RPC object within the limit, else null; no other check
+    comes first (an unknown method, a bad version header), as in the source system."""
+    client, runtime = make_client(shared_volume=True)
+    _held_elsewhere(runtime)
+    busy = {"code": -32603, "message": LEASE_BUSY_TEXT}
+    envelope = {"jsonrpc": "2.0", "id": "r-7", "method": "GetTask", "params": {"id": "t"}}
+    answer = client.simulate_post("/", json=envelope)
+    assert answer.status_code == 200 and answer.json == {
+        "jsonrpc": "2.0",
+        "id": "r-7",
+        "error": busy,
+    }
+    assert LEASE_BUSY_TEXT.encode() in answer.content  # the text as it is, em dash and all
+    unknown = {**envelope, "id": 8, "method": "NoSuchMethod"}
+    answer = client.simulate_post("/", json=unknown, headers={"A2A-Version": "9.9"})
+    assert answer.json == {"jsonrpc": "2.0", "id": 8, "error": busy}
+    for body in (b"{not json", b"[1, 2]", json.dumps({**envelope, "id": [1]}).encode()):
+        answer = client.simulate_post("/", body=body)
+        assert answer.status_code == 200 and answer.json == {
+            "jsonrpc": "2.0",
+            "id": None,
+            "error": busy,
+        }
+    too_large = b'{"jsonrpc": "2.0", "id": "big", "pad": "' + b"x" * a2a.MAX_BODY + b'"}'
+    assert client.simulate_post("/", body=too_large).json["id"] is None
+    assert client.simulate_get("/ping").json["status"] == "Healthy"
+    assert not runtime.is_open and not runtime.config.db.exists()
 
 
 def test_shared_volume_mode_pending_turns_on_when_a_network_mount_appears(
@@ -222,7 +265,11 @@ def test_shared_volume_server_on_nfs4_opens_nothing_then_takes_over_on_release(
         assert json.loads(refused[0][2])["error"]["code"] == "lease_busy"
         assert json.loads(refused[2][2]) == {"error": LEASE_BUSY_TEXT}
         status, raw = _rpc(second, "GetTask", {"id": "k1"})
-        assert status == 503 and LEASE_BUSY_TEXT in raw.decode()
+        assert status == 200 and json.loads(raw) == {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "error": {"code": -32603, "message": LEASE_BUSY_TEXT},
+        }
         status, _, raw = second.request("GET", "/ping")
         assert status == 200 and json.loads(raw)["status"] == "Healthy"
         assert second.request("GET", CARD)[0] == 200
@@ -257,3 +304,88 @@ def test_shared_volume_server_turns_on_when_the_log_s_mount_appears_after_boot(
         line = read_until(second, "now lies on")
         assert f"shared-volume mode on: the log {workspace / '.foldline' / 'foldline.db'}" in line
         assert _log_descriptors(_processes(second, workers=1), workspace) == []
+
+
+# -- A2A callers against a server that does not hold the lease ----------------------------------
+
+# The source's A2A caller: lease-busy is -32603 with this prefix, retried after 5, 10, 15 and
+# 20 s (50 s in all, past the 45 s stale window); a -32603 with another text is not retried.
+RETRIES_S = (5, 10, 15, 20)
+BUSY_PREFIX = "workspace is in use by another runtime session"
+
+
+async def _official_client_errors(url: str) -> list[Exception]:
+    """What the a2a-sdk client raises for a blocking send, a streaming send and a GetTask."""
+    errors: list[Exception] = []
+    blocking = await create_client(url, client_config=ClientConfig(streaming=False))
+    streaming = await create_client(url)
+    for call in (
+        lambda: anext(blocking.send_message(user_message("m-1", "hello"))),
+        lambda: anext(streaming.send_message(user_message("m-2", "hello"))),
+        lambda: blocking.get_task(GetTaskRequest(id="k1")),
+    ):
+        try:
+            await call()
+        except A2AError as error:
+            errors.append(error)
+    for client in (blocking, streaming):
+        await client.close()
+    return errors
+
+
+def _send_retrying(server: Server, refused: threading.Event) -> list[tuple[int, dict[str, Any]]]:
+    """A halo-style SendMessage: retried on lease-busy at ``RETRIES_S``, bounded by them; every
+    answer, in order."""
+    envelope = {
+        "jsonrpc": "2.0",
+        "id": "halo-1",
+        "method": "SendMessage",
+        "params": {
+            "message": {"messageId": "m-halo", "role": "ROLE_USER", "parts": [{"text": "hi"}]}
+        },
+    }
+    headers = {"Content-Type": "application/json", "A2A-Version": "1.0"}
+    answers = []
+    for pause in (*RETRIES_S, None):
+        status, _, raw = server.request("POST", "/", envelope, headers, timeout=60)
+        answer = json.loads(raw)
+        answers.append((status, answer))
+        error = answer.get("error") or {}
+        busy = error.get("code") == -32603 and error.get("message", "").startswith(BUSY_PREFIX)
+        if not busy or pause is None:
+            break
+        refused.set()
+        time.sleep(pause)  # the caller's schedule under test, not a wait for the server
+    return answers
+
+
+@pytest.mark.server
+@pytest.mark.slow
+def test_shared_volume_a2a_callers_see_lease_busy_and_retry_until_the_holder_releases(
+    tmp_path: Path,
+) -> None:
+    with holder_and_standby(tmp_path, nfs4_table(tmp_path)) as (first, second):
+        read_until(second, "shared-volume mode on")
+        errors = asyncio.run(_official_client_errors(f"http://127.0.0.1:{second.port}"))
+        for error in errors:
+            print(f"a2a-sdk client: {error!r}")
+        assert [type(error) for error in errors] == [InternalError] * 3  # -32603, in HTTP 200
+        assert all(error.message == LEASE_BUSY_TEXT for error in errors)  # type: ignore[attr-defined]
+
+        refused = threading.Event()
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            caller = pool.submit(_send_retrying, second, refused)
+            assert refused.wait(30), caller.result(0) if caller.done() else "no answer in 30 s"
+            stop(first.process)  # graceful: the lease is released before it exits
+            answers = caller.result(timeout=sum(RETRIES_S) + 60)
+    *busy, (_, last) = answers
+    assert busy and all(
+        answer
+        == {"jsonrpc": "2.0", "id": "halo-1", "error": {"code": -32603, "message": LEASE_BUSY_TEXT}}
+        for _, answer in busy
+    ), busy
+    assert all(status == 200 for status, _ in answers)
+    assert last["id"] == "halo-1" and "error" not in last, last
+    task = last["result"]["task"]
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED", task
+    print(f"halo-style caller: {len(busy)} lease-busy answer(s), then {task['status']['state']}")
