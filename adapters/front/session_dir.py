@@ -20,19 +20,13 @@ import shutil
 from pathlib import Path
 
 from adapters.config import RunUser
+from adapters.mounts import unescape
 
 log = logging.getLogger("foldline.front")
 # foldline's state in a workspace: the log, its sidecars, the lease and the operator token all
 # live in this directory, so a copy of the template starts a new log of its own.
 STATE_DIR = ".foldline"
 AT_FDCWD = -100
-
-
-def unescape(field: str) -> str:
-    """A mountinfo path field: spaces, tabs, newlines and backslashes come octal-escaped."""
-    for code, char in (("\\040", " "), ("\\011", "\t"), ("\\012", "\n"), ("\\134", "\\")):
-        field = field.replace(code, char)
-    return field
 
 
 def mount_points(mountinfo: str = "/proc/self/mountinfo") -> list[str]:
