@@ -20,6 +20,12 @@
 # FOLDLINE_WORKSPACE=/mnt/<name> where its file system is mounted). `docker run IMAGE
 # foldline serve --bind ...` works as well; flags win over the environment.
 #
+# On EFS (AgentCore's file system; FOLDLINE_WORKSPACE=/mnt/<name>) the server turns its
+# shared-volume mode on by itself: the mount table lists the log's file system as nfs4, so the
+# log is opened only under the workspace lease, reads included (ADR 0042; one line on stderr at
+# boot, or at the first request when the mount comes later, says which mode and why).
+# FOLDLINE_SHARED_VOLUME is deliberately not set here: on a Docker volume the mode stays off.
+#
 # Session dirs (docs/agentcore.md "Session dirs"): set FOLDLINE_SESSION_BASE=/mnt/<name> and
 # the same command runs `foldline front` instead: each runtime session id gets its own
 # <base>/<sid>, bound at /workspace for a worker `foldline serve` as uid 1000 (needs SYS_ADMIN).
