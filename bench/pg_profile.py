@@ -23,7 +23,7 @@ from bench.postgres import Server, raw_batches
 from bench.run import WITH_SERVER_MODELS, _event, concurrent_appends
 from engine import open_log
 from engine.storage.postgres.writer import PostgresWriter
-from engine.transaction import Transaction
+from engine.write.transaction import Transaction
 from projections import default_projections
 
 PHASES: tuple[tuple[type, str], ...] = (

@@ -8,8 +8,8 @@ Invariants:
 - a ``command_id`` is accepted once, forever; a repeat returns the first outcome.
 
 The parts, each backend-neutral unless it says otherwise:
-- ``engine.group_commit``: concurrent writers of one process share one transaction and sync;
-- ``engine.transaction``: one batch, one scope per caller, rows written once per batch;
+- ``engine.write.group_commit``: concurrent writers of one process share one transaction and sync;
+- ``engine.write.transaction``: one batch, one scope per caller, rows written once per batch;
 - ``engine.reads``: validated reads of committed events;
 - ``engine.storage``: the seam a database backend implements;
 - ``engine.storage.sqlite.storage``: the SQLite backend (the default and the reference).
@@ -23,18 +23,18 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from engine import signals
-from engine.batch import run_batch
-from engine.batch_context import BatchContext, LogStats, WriterCache
 from engine.clock import Clock, SystemClock, format_time
 from engine.errors import InvalidArgument, StorageError
 from engine.events import Event, EventCodec
-from engine.group_commit import GroupCommit
 from engine.machines import Machines, MachineSpec
 from engine.projection import Projection, ProjectionSet
 from engine.reads import MAX_POSITION, MAX_READ_LIMIT, LogReads
 from engine.storage import Storage, Sync, open_storage, translated
 from engine.streams import StreamsProjection
-from engine.transaction import MAX_COMMAND_ID, AppendResult, Transaction, check_arguments
+from engine.write.batch import run_batch
+from engine.write.context import BatchContext, LogStats, WriterCache
+from engine.write.group_commit import GroupCommit
+from engine.write.transaction import MAX_COMMAND_ID, AppendResult, Transaction, check_arguments
 
 T = TypeVar("T")
 

@@ -1,8 +1,8 @@
 """The storage seam: what the log needs from a database, and nothing more.
 
 Everything backend-neutral lives above this seam and is shared by every backend: the group
-commit (``engine.group_commit``), the machine checks, the hash chain, the command table's
-semantics and the deferred row buffers (``engine.transaction``), the projection framework
+commit (``engine.write.group_commit``), the machine checks, the hash chain, the command table's
+semantics and the deferred row buffers (``engine.write.transaction``), the projection framework
 (``engine.projection``) and the validated reads (``engine.reads``). A backend implements the
 protocols below, and nothing else: SQLite (``engine.storage.sqlite``) is the reference, PostgreSQL
 (``engine.storage.postgres``) the optional one.
@@ -58,7 +58,7 @@ class WriterCapabilities:
     saves round trips where a statement waits for a server (ADR 0026)."""
 
     # ``begin`` waits for a server: the batch's leader opens the transaction while its callers
-    # are still queueing, instead of after (``engine.batch``).
+    # are still queueing, instead of after (``engine.write.batch``).
     begins_while_gathering: bool = False
     # ``stream_heads`` reads many heads in one round trip, and ``collided`` tells the duplicate
     # key that a stream wrongly taken as new makes of the commit: a batch of appends may then

@@ -32,14 +32,14 @@ def test_adapter_reach_a_forbidden_import_is_caught(tmp_path: Path) -> None:
     probe = tmp_path / "probe.py"
     probe.write_text(
         "from engine.log import Transaction\n"
-        "from engine.transaction import Transaction as Tx\n"
+        "from engine.write.transaction import Transaction as Tx\n"
         "from projections.view import SqlDomainView\n"
         "from projections import view\n"
         "from engine.domain import usecases\n"
     )
     assert forbidden(imported_modules(probe)) == [
         "engine.log.Transaction",
-        "engine.transaction.Transaction",
+        "engine.write.transaction.Transaction",
         "projections.view",
         "projections.view.SqlDomainView",
     ]

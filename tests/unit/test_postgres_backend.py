@@ -25,8 +25,6 @@ from engine import (
     open_log,
     open_notifier,
 )
-from engine.batch import run_batch
-from engine.group_commit import Request
 from engine.log import open_log_readonly
 from engine.storage.postgres import arrays as pg_arrays
 from engine.storage.postgres.dialect import Dialect
@@ -35,6 +33,8 @@ from engine.storage.postgres.storage import PostgresStorage
 from engine.storage.postgres.url import redact, split_url
 from engine.storage.seam import Buffered
 from engine.storage.sqlite.schema import LATEST
+from engine.write.batch import run_batch
+from engine.write.group_commit import Request
 from tests.support.batches import one_batch
 from tests.support.postgres import session_cluster, with_schema
 from tests.support.tickets import MACHINES, TicketNoted, TicketOpened, TicketTitles

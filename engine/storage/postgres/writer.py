@@ -5,7 +5,7 @@ hash, epoch) and a change counter, and every write transaction starts by locking
 UPDATE``. Positions are therefore assigned gap-free and in commit order, the chain extends from
 the true tail, and the epoch check runs against the newest tenure (ADR 0026); a ``bigserial``
 would commit out of order. ``UNIQUE (stream_id, version)`` and the primary keys of ``events``
-and ``commands`` are backstops under the checks in ``engine.transaction``.
+and ``commands`` are backstops under the checks in ``engine.write.transaction``.
 
 The counter answers ``Writer.begin``'s question (has anyone else committed since my last
 commit?) the way SQLite's data version does; ``NOTIFY`` on the log's channel, sent by the
@@ -104,7 +104,7 @@ class PostgresWriter:
     """The write side on this process's writer connection (see ``engine.storage``)."""
 
     # ``begin`` waits for the server (the head row's lock): the group commit's leader takes
-    # it while the batch's callers are still queueing (``engine.batch``); and a lookup is a
+    # it while the batch's callers are still queueing (``engine.write.batch``); and a lookup is a
     # round trip, so a batch reads its streams' heads at once (``Transaction.read_heads``).
     capabilities = WriterCapabilities(begins_while_gathering=True, reads_heads_at_once=True)
 

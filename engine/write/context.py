@@ -1,10 +1,10 @@
 """What a batch of the group commit is given by its log, as one small object.
 
-``engine.batch`` (the batch runner) and ``engine.transaction`` (one batch's writes) need a
-dozen things of the log: its storage, machines, codec, projections, clock, the epoch it appends
-under, what its writer knew after the last commit, its counters, and a way to announce a
-commit. ``Log`` builds a ``BatchContext`` of exactly those and hands that over instead of
-itself, so neither module knows ``engine.log`` (which imports both).
+``engine.write.batch`` (the batch runner) and ``engine.write.transaction`` (one batch's
+writes) need a dozen things of the log: its storage, machines, codec, projections, clock, the
+epoch it appends under, what its writer knew after the last commit, its counters, and a way to
+announce a commit. ``Log`` builds a ``BatchContext`` of exactly those and hands that over
+instead of itself, so neither module knows ``engine.log`` (which imports both).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ the queue (up to ``max_batch``) and runs it as one batch through ``run_batch``, 
 the batch (``gather``) when it is ready for it; everybody in
 the batch is woken after it returns, that is after the single COMMIT. A caller that queued
 while a batch was committing is handed the leadership of the next batch. Backend-neutral: the
-batch itself (one transaction, one scope per caller) is ``engine.batch.run_batch``.
+batch itself (one transaction, one scope per caller) is ``engine.write.batch.run_batch``.
 
 Each waiter blocks on a lock of its own rather than on a shared condition, so waking a batch
 of N costs N lock releases and nothing else. A leader whose last batch had N > 1 callers
@@ -39,7 +39,7 @@ class Request:
     ) -> None:
         self.work = work
         # The stream the work appends to, when the caller knows it: the batch reads the heads
-        # of all its streams at once (``engine.batch.run_batch``).
+        # of all its streams at once (``engine.write.batch.run_batch``).
         self.stream_id = stream_id
         # Set for a plain ``Log.append`` only: its expected version. Such a work appends and
         # does nothing else, so the batch may run it again; and one at 0 says its stream is

@@ -13,9 +13,9 @@ taken after the rows of the works before it are written, so its own failure stil
 its own part.
 
 What the log knows about its tail, its stream heads and its projection checkpoints is kept
-between batches (``engine.batch_context.WriterCache``) while no other process commits
+between batches (``engine.write.context.WriterCache``) while no other process commits
 (``Writer.begin``). A transaction sees its log only through that context (``BatchContext``);
-the batch around it, one try or two, is ``engine.batch``.
+the batch around it, one try or two, is ``engine.write.batch``.
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ from engine.storage.seam import Buffered, CommandRow, EventRow, Writer
 from engine.streams import head_rows
 
 if TYPE_CHECKING:
-    from engine.batch_context import BatchContext
-    from engine.group_commit import Request
+    from engine.write.context import BatchContext
+    from engine.write.group_commit import Request
 
 MAX_COMMAND_ID = 256
 # Stream heads kept between batches. Bounded so that memory does not grow with the number of

@@ -1,8 +1,8 @@
 """One batch of the group commit, run: one transaction for its callers, tried once or twice.
 
-``engine.group_commit`` decides who leads and who is in the batch; this module opens the
+``engine.write.group_commit`` decides who leads and who is in the batch; this module opens the
 writer's transaction (early, while the callers queue, when ``begin`` waits for a server), runs
-each caller's work in its scope of one ``engine.transaction.Transaction``, commits once, and
+each caller's work in its scope of one ``engine.write.transaction.Transaction``, commits once, and
 keeps what is then true of the log for the next batch (``BatchContext.cache``). A batch that
 took streams as new on trust and was proved wrong is rolled back and run once more, reading
 (ADR 0026). It sees the log only through its ``BatchContext``.
@@ -14,10 +14,10 @@ import contextlib
 import time
 from collections.abc import Callable
 
-from engine.batch_context import BatchContext
-from engine.group_commit import Request
 from engine.storage.seam import Writer, translated
-from engine.transaction import Transaction
+from engine.write.context import BatchContext
+from engine.write.group_commit import Request
+from engine.write.transaction import Transaction
 
 
 def run_batch(context: BatchContext, gather: Callable[[], list[Request]]) -> None:
