@@ -12,7 +12,7 @@ by its own event at n + 1) and keeps the note, replaced whole, beside the log's 
 state directory, where it survives the workspace and where ``GET /v1/checkpoint`` reads it.
 
 The head and the consistency proof come from ``open_tree``, which reads the stored tree nodes
-(``engine.tree_nodes``): the runtime extends them at every renewal, key or no key, just
+(``engine.merkle.nodes``): the runtime extends them at every renewal, key or no key, just
 before it asks for a checkpoint, so a signing hashes only the last partial block and reads a
 few dozen rows instead of rehashing the log.
 """
@@ -25,11 +25,11 @@ import threading
 from datetime import datetime
 from pathlib import Path
 
-from engine.audit import merkle
+from engine import merkle
 from engine.audit.note import Signer, TreeHead, open_note, parse_checkpoint, sign_note
 from engine.audit.source import Reader
-from engine.audit.tree import LogTree, open_tree
 from engine.errors import InvalidArgument
+from engine.merkle.tree import LogTree, open_tree
 
 log = logging.getLogger("foldline.checkpoints")
 

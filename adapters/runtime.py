@@ -33,15 +33,16 @@ from adapters.operator_token import OperatorToken
 from adapters.push import Deliverer, Payload
 from adapters.tenure import Tenure
 from adapters.url_policy import UrlPolicy
-from engine import open_notifier, tree_nodes
+from engine import open_notifier
 from engine.audit.anchor import ServerAnchor
-from engine.audit.proofs import b64
 from engine.clock import Clock
 from engine.domain import commands as c
 from engine.domain.engine import DomainEngine
 from engine.domain.job import TERMINAL
 from engine.domain.rules import Settings
 from engine.errors import EngineError, LogMissing
+from engine.merkle import nodes as tree_nodes
+from engine.merkle.proofs import b64
 from engine.notifier import Notifier
 from projections import open_engine, queries
 
@@ -266,7 +267,7 @@ class Runtime:
 
     def extend_tree(self) -> None:
         """At a renewal, key or no key: store the Merkle tree nodes the new events completed
-        (``engine.tree_nodes``), so that heads and proofs never rehash history. Off the append
+        (``engine.merkle.nodes``), so that heads and proofs never rehash history. Off the append
         path, which it leaves as fast as it was; idempotent, so it needs no fencing."""
         try:
             tree_nodes.extend_tree(self.engine.log)

@@ -17,11 +17,11 @@ from bench.ready import build
 from engine.audit import reading, verify
 from engine.audit.note import TreeHead
 from engine.audit.since import verify_since
-from engine.audit.tree import open_tree
 from engine.domain import MACHINES
 from engine.domain.job import JobAccepted, JobFinished, JobStarted
 from engine.log import Transaction, open_log
-from engine.tree_nodes import extend_tree
+from engine.merkle.nodes import extend_tree
+from engine.merkle.tree import open_tree
 from projections import default_projections
 
 

@@ -5,7 +5,7 @@
   extension a renewal runs after 10^4 new events (median of rounds);
 - ``proof.inclusion_ms`` and ``proof.consistency_ms``: one proof answered as ``GET
   /v1/proofs/...`` answers it (a fresh read-only reader and ``open_tree`` per proof, the JSON
-  shape of ``engine.audit.proofs``), at a random position or old size, against the head
+  shape of ``engine.merkle.proofs``), at a random position or old size, against the head
   (median of many);
 - ``checkpoint.sign_ms``: what the holder does at a renewal when a checkpoint is due after
   10^3 new events: extend the nodes, then ``Checkpointer.sign`` (the head, a consistency
@@ -29,13 +29,14 @@ import time
 from pathlib import Path
 
 from adapters.checkpoints import Checkpointer, write_note
-from engine.audit import merkle, proofs
+from engine import merkle
 from engine.audit.note import generate_signer
 from engine.audit.source import reading
-from engine.audit.tree import LogTree, read_leaves
 from engine.clock import FixedClock
 from engine.log import Log
-from engine.tree_nodes import extend_tree
+from engine.merkle import proofs
+from engine.merkle.nodes import extend_tree
+from engine.merkle.tree import LogTree, read_leaves
 
 ROUNDS = 3  # extensions of 10^4 events, and signings after 10^3
 PROBES = 200  # proofs of each kind

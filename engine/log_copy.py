@@ -22,9 +22,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine import chain, tree_nodes
+from engine import chain
 from engine.clock import SystemClock, format_time
 from engine.errors import InvalidArgument
+from engine.merkle.nodes import SCHEMA as NODES_SCHEMA
 from engine.storage import Storage, Target, open_storage, parse_target
 
 # The tables every log has, made by the target's own migrations (``head`` is PostgreSQL's).
@@ -187,7 +188,7 @@ def copy_log(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> 
         # One read snapshot of the source for everything copied: a server appending, or
         # extending the tree nodes, meanwhile changes nothing the copy holds.
         with src.content_cursor() as read:
-            _copy(read, dst, tables, report, nodes=schema >= tree_nodes.SCHEMA)
+            _copy(read, dst, tables, report, nodes=schema >= NODES_SCHEMA)
         # The copy's chain, checked from its own rows, is the news: it must be the source's.
         report.chain_ok = not list(chain.check_rows(dst.rows_after(0), chain.GENESIS, 0))
         return report

@@ -16,10 +16,10 @@ from typing import Any
 
 from adapters.cli.exits import OK
 from adapters.log_sources import reading
-from engine.audit import proofs
 from engine.audit.note import TreeHead, generate_signer, parse_signer, sign_note
-from engine.audit.tree import open_tree
 from engine.errors import InvalidArgument
+from engine.merkle import proofs
+from engine.merkle.tree import open_tree
 
 
 def run_keygen(args: argparse.Namespace) -> int:

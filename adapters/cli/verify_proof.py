@@ -17,7 +17,7 @@ from typing import Any
 
 from adapters.cli.exits import FOUND, OK
 from adapters.cli.proofs import read_text
-from engine.audit import merkle
+from engine import merkle
 from engine.audit.note import TreeHead, Verifier, open_note, parse_checkpoint, parse_verifier
 from engine.errors import InvalidArgument
 

@@ -24,9 +24,9 @@ from adapters.http import media
 from adapters.http.errors import V1, ApiError
 from adapters.log_sources import reading
 from adapters.runtime import Runtime
-from engine.audit import proofs
 from engine.audit.source import Reader
 from engine.errors import OutOfRange
+from engine.merkle import proofs
 
 
 def _latest(runtime: Runtime) -> str | None:

@@ -2,7 +2,7 @@
 after it (docs/auditing.md, "Verifying since a checkpoint").
 
 A checkpoint of ``m`` events commits, through its tree head, to the chain hashes stored at
-positions 1..m (``engine.audit.tree``). The log passes when:
+positions 1..m (``engine.merkle.tree``). The log passes when:
 
 1. its positions are exactly 1..n, with ``n >= m``;
 2. the tree over its first ``m`` chain hashes has the checkpoint's head, a consistency proof
@@ -31,16 +31,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine import chain
-from engine.audit import merkle
+from engine import chain, merkle
 from engine.audit.note import TreeHead
 from engine.audit.replay import CONTEXT, Part, replay
 from engine.audit.source import COLUMNS, Reader, open_reader
-from engine.audit.tree import open_tree
 from engine.audit.verifier import IN_PLACE_FROM, agrees, by_entity_names, which_projections
 from engine.chain import Violation
 from engine.errors import InvalidArgument
 from engine.machines import Machines, MachineSpec
+from engine.merkle.tree import open_tree
 from engine.projection import Projection, ProjectionSet
 from engine.streams import StreamsProjection
 

@@ -42,10 +42,10 @@ from engine.chain import Violation
 from engine.errors import InvalidArgument
 from engine.log import open_log
 from engine.machines import Machines, MachineSpec
+from engine.merkle.nodes import SCHEMA as NODES_SCHEMA
+from engine.merkle.nodes import check_nodes
 from engine.projection import Projection, ProjectionSet
 from engine.streams import StreamsProjection
-from engine.tree_nodes import SCHEMA as NODES_SCHEMA
-from engine.tree_nodes import check_nodes
 
 Progress = Callable[[str, int, int], None]
 """``progress(stage, done, total)``, called now and then during long audits."""
@@ -90,7 +90,7 @@ def _check_chain(path: str, lo: int, hi: int) -> list[Violation]:
 
 
 def _check_tree_nodes(path: str) -> list[Violation]:
-    """The stored Merkle tree nodes against the chain hashes (``engine.tree_nodes``)."""
+    """The stored Merkle tree nodes against the chain hashes (``engine.merkle.nodes``)."""
     reader = open_reader(path)
     try:
         if reader.schema < NODES_SCHEMA:

@@ -14,7 +14,7 @@ from adapters.cli import main
 from adapters.log_sources import reading
 from engine import FixedClock
 from engine.domain import commands as c
-from engine.tree_nodes import extend_tree
+from engine.merkle.nodes import extend_tree
 from projections import open_engine
 from tests.cli.test_audit import make_log
 from tests.support.postgres import session_cluster

@@ -15,7 +15,7 @@ import pytest
 from engine import FixedClock, open_log
 from engine.domain import commands as c
 from engine.domain.rules import Settings
-from engine.tree_nodes import BLOCK, extend_tree
+from engine.merkle.nodes import BLOCK, extend_tree
 from projections import open_engine
 from tests.cli.test_audit import TAMPERING, forge_chain, make_log, tamper
 from tests.cli.test_audit_postgres import foldline

@@ -13,8 +13,8 @@ import pytest
 from engine import FixedClock
 from engine.audit import note
 from engine.audit.source import reading
-from engine.audit.tree import open_tree
 from engine.domain import commands as c
+from engine.merkle.tree import open_tree
 from projections import open_engine
 from tests.cli.test_audit import make_log
 from tests.cli.test_audit_postgres import foldline as foldline_here

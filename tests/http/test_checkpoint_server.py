@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from engine.audit import merkle
+from engine import merkle
 from engine.audit.note import generate_signer, open_note, parse_checkpoint
 from tests.support.cli import boot_refusal
 from tests.support.server import ROOT, Server, serve

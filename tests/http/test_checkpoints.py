@@ -15,12 +15,12 @@ import pytest
 from adapters.checkpoints import Checkpointer
 from adapters.config import ConfigError, load_config
 from adapters.runtime import Runtime
-from engine.audit import merkle
+from engine import merkle
 from engine.audit.note import TreeHead, generate_signer, open_note, parse_checkpoint, sign_note
 from engine.clock import FixedClock
 from engine.domain import commands as c
 from engine.domain.lease import LeaseCheckpointSigned
-from engine.tree_nodes import BLOCK, LOWEST_LEVEL
+from engine.merkle.nodes import BLOCK, LOWEST_LEVEL
 from tests.http.conftest import MakeClient
 
 SIGNER = generate_signer("example.com/foldline-unit")

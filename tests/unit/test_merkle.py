@@ -12,10 +12,10 @@ from pathlib import Path
 import apsw
 import pytest
 
-from engine.audit import merkle
+from engine import merkle
 from engine.audit.source import reading
-from engine.audit.tree import LogTree, open_tree, read_leaves
 from engine.errors import InvalidArgument
+from engine.merkle.tree import LogTree, open_tree, read_leaves
 from tests.cli.test_audit import make_log, tamper
 
 

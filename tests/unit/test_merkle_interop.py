@@ -22,8 +22,8 @@ import apsw
 import pymerkle
 import pytest
 
-from engine.audit import merkle
-from engine.audit.tree import LogTree
+from engine import merkle
+from engine.merkle.tree import LogTree
 from tests.cli.test_audit import make_log
 
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine.audit import merkle
-from engine.audit.tree import LogTree
+from engine import merkle
+from engine.merkle.tree import LogTree
 
 LEAVES = [bytes.fromhex(h) for h in ("", "00", "10", "2021", "3031", "40414243")] + [
     bytes.fromhex("5051525354555657"),

@@ -40,9 +40,10 @@ from tlog_scales.tlog import (
     InclusionProofInvalid,
 )
 
-from engine.audit import note, proofs
+from engine.audit import note
 from engine.audit.source import reading
 from engine.errors import InvalidArgument
+from engine.merkle import proofs
 from tests.cli.test_audit import make_log
 from tests.support.cli import foldline
 

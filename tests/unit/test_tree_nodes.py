@@ -1,4 +1,4 @@
-"""The stored interior nodes of the Merkle tree (engine.tree_nodes): proofs answered from them
+"""The stored interior nodes of the Merkle tree (engine.merkle.nodes): proofs answered from them
 equal those of the whole tree held in memory, on both backends, whether the table is empty,
 partly filled, holed or full; the extension stores each complete node once; and ``verify``
 finds a node that was edited."""
@@ -15,13 +15,12 @@ import apsw
 import pytest
 
 from adapters.log_sources import reading
-from engine import Log, log_copy, open_log
-from engine.audit import merkle
+from engine import Log, log_copy, merkle, open_log
 from engine.audit.source import Reader
-from engine.audit.tree import LogTree, StoredTree, open_tree
 from engine.audit.verifier import verify
 from engine.errors import InvalidArgument
-from engine.tree_nodes import BLOCK, LOWEST_LEVEL, extend_tree
+from engine.merkle.nodes import BLOCK, LOWEST_LEVEL, extend_tree
+from engine.merkle.tree import LogTree, StoredTree, open_tree
 from tests.support.postgres import session_cluster
 from tests.support.tickets import MACHINES, TicketNoted, TicketOpened, TicketTitles
 

@@ -59,7 +59,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         2,
         "stored interior nodes of the Merkle tree",
-        # Derived from the chain hashes (engine.tree_nodes): node (level, idx) is the head of
+        # Derived from the chain hashes (engine.merkle.nodes): node (level, idx) is the head of
         # the complete aligned subtree over leaves [idx << level, (idx + 1) << level).
         """
         CREATE TABLE tree_nodes (

@@ -3,7 +3,7 @@
 The ``tree_nodes`` table holds, for every level ``>= LOWEST_LEVEL``, the head of each
 *complete* aligned subtree: node ``(level, idx)`` covers leaves ``[idx << level,
 (idx + 1) << level)`` (leaf ``i`` is the event at position ``i + 1``, its data the stored chain
-hash, ``engine.audit.tree``). With them a tree head or a proof reads a few rows and hashes at
+hash, ``engine.merkle.tree``). With them a tree head or a proof reads a few rows and hashes at
 most a block of ``BLOCK`` leaves per edge, instead of rehashing the whole history.
 
 The rows are a pure function of the chain hashes, so they are written with insert-or-ignore
@@ -11,22 +11,19 @@ and need no fencing: two writers can only write the same bytes. They are written
 fact, never by the append path (whose cost issue 31 bounds): ``extend_tree`` reads the chain
 hashes that came since the last complete block, hashes them outside any transaction, and
 inserts the new nodes in one short write. The server calls it at each renewal of its tenure;
-a log nobody extends only makes its readers hash more (``engine.audit.tree`` falls back to
+a log nobody extends only makes its readers hash more (``engine.merkle.tree`` falls back to
 the chain hashes for whatever is not stored), and ``foldline verify`` checks every row
 against the chain (``check_nodes``).
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, TypeVar
 
 from engine.chain import Violation
 from engine.errors import InvalidArgument
-
-if TYPE_CHECKING:
-    from engine.log import Log
+from engine.merkle.rfc9162 import leaf_hashes, level_up, node_hash
 
 LOWEST_LEVEL = 8  # L0: nodes over blocks of 256 leaves and above; below, hash on demand
 BLOCK = 1 << LOWEST_LEVEL
@@ -37,11 +34,21 @@ Rows = Callable[[str, tuple[Any, ...]], Iterable[Any]]
 """``rows(sql, params)``: a read of the log (SQLite's dialect, ``?`` placeholders)."""
 Node = tuple[int, int, bytes]
 """``(level, idx, hash)``: one row of ``tree_nodes``."""
+T = TypeVar("T")
 
-# RFC 9162's hashes (``engine.audit.merkle``) written inline here: these loops run over
-# millions of leaves, where a function call per hash is a large share of the time. The tests
-# hold every stored node equal to the in-memory tree's.
-_sha256 = hashlib.sha256
+
+class WritableLog(Protocol):
+    """What ``extend_tree`` needs of a log (``engine.log.Log`` is one): reads on this thread's
+    connection, its head, and a write transaction."""
+
+    @property
+    def path(self) -> str: ...
+
+    def connection(self) -> Any: ...
+
+    def head(self) -> int: ...
+
+    def write(self, work: Callable[[Any], T]) -> T: ...
 
 
 def read_chain_hashes(rows: Rows, start: int, end: int, where: str) -> list[bytes]:
@@ -63,16 +70,6 @@ def read_chain_hashes(rows: Rows, start: int, end: int, where: str) -> list[byte
     if len(hashes) != end - start:
         raise InvalidArgument(f"{where}: the log holds fewer than {end} events")
     return hashes
-
-
-def leaf_hashes(leaf_data: Iterable[bytes]) -> list[bytes]:
-    """RFC 9162 leaf hashes, ``SHA-256(0x00 || data)`` each."""
-    return [_sha256(b"\x00" + data).digest() for data in leaf_data]
-
-
-def level_up(hashes: Sequence[bytes]) -> list[bytes]:
-    """The level above an even-length run of aligned nodes: ``SHA-256(0x01 || l || r)``."""
-    return [_sha256(b"\x01" + hashes[i] + hashes[i + 1]).digest() for i in range(0, len(hashes), 2)]
 
 
 def perfect_heads(leaf_data: Sequence[bytes], levels: int) -> list[bytes]:
@@ -128,7 +125,7 @@ def new_nodes(
             left = below.get(2 * idx)
             if left is None:
                 left = node(level - 1, 2 * idx)
-            here[idx] = _sha256(b"\x01" + left + below[2 * idx + 1]).digest()
+            here[idx] = node_hash(left, below[2 * idx + 1])
             nodes.append((level, idx, here[idx]))
         below = here
         shift += 1
@@ -172,7 +169,7 @@ def nodes_to_add(rows: Rows, head: int, where: str) -> list[Node]:
 INSERT_NODES = "INSERT OR IGNORE INTO tree_nodes (level, idx, hash) VALUES (?, ?, ?)"
 
 
-def extend_tree(log: Log) -> int:
+def extend_tree(log: WritableLog) -> int:
     """Store the nodes that the log's new complete blocks make complete; returns how many.
 
     The hashing runs on the read connection outside any transaction; only the insert joins a

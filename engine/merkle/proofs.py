@@ -1,16 +1,16 @@
-"""The JSON shapes of an inclusion and a consistency proof, read from a log through an audit
-``Reader``: what ``foldline prove`` prints and ``GET /v1/proofs/...`` answers (docs/auditing.md,
-"Proofs without the log"). Every hash is standard base64. A position or size outside the
-log raises ``refuse``: ``InvalidArgument`` for the CLI, ``OutOfRange`` (404) for HTTP."""
+"""The JSON shapes of an inclusion and a consistency proof, read from a log through a tree
+``Source`` (an audit ``Reader``): what ``foldline prove`` prints and ``GET /v1/proofs/...``
+answers (docs/auditing.md, "Proofs without the log"). Every hash is standard base64. A position
+or size outside the log raises ``refuse``: ``InvalidArgument`` for the CLI, ``OutOfRange``
+(404) for HTTP."""
 
 from __future__ import annotations
 
 import base64
 from typing import Any
 
-from engine.audit.source import Reader
-from engine.audit.tree import LogTree, open_tree, read_leaves
 from engine.errors import InvalidArgument
+from engine.merkle.tree import LogTree, Source, open_tree, read_leaves
 
 
 def b64(data: bytes) -> str:
@@ -20,7 +20,7 @@ def b64(data: bytes) -> str:
 Refusal = type[InvalidArgument]
 
 
-def _tree(reader: Reader, size: int | None, what: str, refuse: Refusal) -> LogTree:
+def _tree(reader: Source, size: int | None, what: str, refuse: Refusal) -> LogTree:
     head = reader.head()
     if size is not None and not 1 <= size <= head:
         raise refuse(f"{what} {size}: the log holds {head} events")
@@ -28,7 +28,7 @@ def _tree(reader: Reader, size: int | None, what: str, refuse: Refusal) -> LogTr
 
 
 def inclusion(
-    reader: Reader,
+    reader: Source,
     position: int,
     size: int | None,
     what: str = "size",
@@ -56,7 +56,7 @@ def inclusion(
 
 
 def consistency(
-    reader: Reader,
+    reader: Source,
     old_size: int,
     new_size: int | None,
     what: str = "new size",
