@@ -29,6 +29,7 @@ from engine.events import RecordedEvent
 from engine.log import open_log
 from engine.machines import STREAM_ID_PATTERN, Machines, stream_head
 from engine.projection import Folder, Projection
+from engine.storage.streams_table import UPSERT_SQL
 from engine.streams import StreamsProjection
 
 MMAP_BYTES = 1 << 34  # address space only: pages come from the OS cache
@@ -369,7 +370,7 @@ def _heads_folder(cursor: Any, rows: dict[str, list[Any]]) -> Folder:
     rows ``StreamsProjection.replay_folder`` would fold), compared as they are."""
     return Folder(
         lambda event: None,
-        lambda: cursor.executemany(StreamsProjection.upsert_sql, list(rows.values())),
+        lambda: cursor.executemany(UPSERT_SQL, list(rows.values())),
         frozenset(),
         lambda: {"streams": rows},
     )

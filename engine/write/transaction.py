@@ -33,7 +33,7 @@ from engine.errors import ConcurrencyError, FencedOut, InvalidArgument
 from engine.events import Event, RecordedEvent
 from engine.machines import Machine, StreamHead
 from engine.storage.seam import Buffered, CommandRow, EventRow, Writer
-from engine.streams import head_rows
+from engine.storage.streams_table import head_rows
 
 if TYPE_CHECKING:
     from engine.write.context import BatchContext

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.arch.test_merkle_leaf import foreign_imports
 from tests.arch.test_structure import imports_of, modules_of
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -19,6 +20,11 @@ WING_GETATTR_ALLOWED = {
     ("postgres/dialect.py", "self.raw"): "PgConnection proxies psycopg's connection it wraps",
     ("postgres/storage.py", "self._local"): "a thread's read connection, unset until it reads",
     ("sqlite/storage.py", "self._local"): "a thread's read connection, unset until it reads",
+}
+# What the wing may import of the engine outside it, and why: nothing that stands on a log.
+WING_MAY_IMPORT = {
+    "engine.errors": "the error tree every backend translates its failures into",
+    "engine.chain": "the chain's genesis, the writers' tail before the first event",
 }
 # The strings that name a backend by a location's scheme: only the PostgreSQL URL module.
 # (Not "postgres" alone: that is also the backend's name, ``engine.storage.Target.backend``.)
@@ -202,3 +208,26 @@ def test_wing_the_batch_and_the_backends_never_import_the_log() -> None:
         and "engine.log" in graph[name]
     ]
     assert not reaching, reaching
+
+
+def test_wing_stands_on_the_errors_and_the_chain_alone() -> None:
+    """The backends run the SQL of the log's own tables, ``streams`` among them, from the wing
+    (``engine.storage.streams_table``), not from the projection that folds it."""
+    found = foreign_imports(WING, WING_MAY_IMPORT)
+    assert not found, "\n".join(found)
+
+
+def test_wing_import_check_can_fail(tmp_path: Path) -> None:
+    """What the SQLite and PostgreSQL writers once imported for the SQL of ``streams`` (the
+    projection, over the projection framework) is caught; the errors and the chain are not."""
+    for name in ("__init__.py", "errors.py", "chain.py", "streams.py", "storage/__init__.py"):
+        (tmp_path / "engine" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "engine" / name).write_text("")
+    (tmp_path / "engine" / "storage" / "writer.py").write_text(
+        "from engine import chain\n"
+        "from engine.errors import StorageError\n"
+        "from engine.streams import StreamsProjection\n"
+    )
+    assert foreign_imports(tmp_path / "engine" / "storage", WING_MAY_IMPORT, tmp_path) == [
+        "engine.storage.writer imports engine.streams"
+    ]

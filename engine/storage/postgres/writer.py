@@ -36,7 +36,7 @@ from engine.storage.seam import (
     HeadRow,
     WriterCapabilities,
 )
-from engine.streams import StreamsProjection
+from engine.storage.streams_table import UPSERT_SQL
 
 COLUMNS = (
     "position, stream_id, version, event_type, recorded_at, epoch, command_id, state, payload, hash"
@@ -80,13 +80,13 @@ _COMMAND = (
 )
 HEAD = "SELECT version, state FROM streams WHERE stream_id = %s"
 _HEADS = "SELECT stream_id, version, state FROM streams WHERE stream_id = ANY(%s)"
-_UPSERT_HEAD = StreamsProjection.upsert_sql.replace("?", "%s")
+_UPSERT_HEAD = UPSERT_SQL.replace("?", "%s")
 # The heads of a batch's streams (one row per stream) as one statement, columns as array
 # literals: one execution on the server for all of them instead of one per row.
 _UPSERT_HEADS = (
     "INSERT INTO streams SELECT * FROM unnest(%s::text[], %s::text[], %s::bigint[],"
     " %s::text[], %s::bigint[], %s::bigint[], %s::text[], %s::text[]) ON CONFLICT "
-    + StreamsProjection.upsert_sql.partition(" ON CONFLICT ")[2]
+    + UPSERT_SQL.partition(" ON CONFLICT ")[2]
 )
 _HEAD_KINDS = (
     pg_arrays.texts,

@@ -31,7 +31,7 @@ from engine.storage.sqlite.checkpoint import Checkpointer
 from engine.storage.sqlite.files import FileIdentity, use_wal
 from engine.storage.sqlite.schema import LATEST, migrate
 from engine.storage.sqlite.writer import AFTER, COLUMNS, SqliteWriter
-from engine.streams import StreamsProjection
+from engine.storage.streams_table import HEAD_SQL
 
 # Each commit writes every page it touched to the WAL in full. Event rows are a few hundred
 # bytes and one append touches four B-trees (events, its (stream_id, version) index, streams,
@@ -203,7 +203,7 @@ class SqliteStorage:
         return int(self._query("SELECT coalesce(max(position), 0) FROM events")[0][0])
 
     def stream_head(self, stream_id: str) -> tuple[int, str] | None:
-        rows = self._query(StreamsProjection.head_sql, (stream_id,))
+        rows = self._query(HEAD_SQL, (stream_id,))
         return (rows[0][0], rows[0][1]) if rows else None
 
     def data_version(self) -> int:

@@ -28,7 +28,7 @@ from engine.storage.seam import (
 )
 from engine.storage.sqlite.checkpoint import BACKSTOP_PAGES, CHECKPOINT_PAGES, Checkpointer
 from engine.storage.sqlite.files import FileIdentity
-from engine.streams import StreamsProjection
+from engine.storage.streams_table import HEAD_SQL, UPSERT_SQL
 
 COLUMNS = (
     "position, stream_id, version, event_type, recorded_at, epoch, command_id, state, payload, hash"
@@ -131,7 +131,7 @@ class SqliteWriter:
         return position, hash_, epoch
 
     def stream_head(self, stream_id: str) -> tuple[int, str] | None:
-        rows = self._execute(StreamsProjection.head_sql, (stream_id,)).fetchall()
+        rows = self._execute(HEAD_SQL, (stream_id,)).fetchall()
         return (rows[0][0], rows[0][1]) if rows else None
 
     def stream_heads(self, stream_ids: Sequence[str]) -> dict[str, tuple[int, str]]:
@@ -157,9 +157,9 @@ class SqliteWriter:
 
     def upsert_heads(self, rows: Sequence[HeadRow]) -> None:
         if len(rows) == 1:
-            self._execute(StreamsProjection.upsert_sql, rows[0])
+            self._execute(UPSERT_SQL, rows[0])
         else:
-            self._cursor.executemany(StreamsProjection.upsert_sql, rows)
+            self._cursor.executemany(UPSERT_SQL, rows)
 
     def insert_commands(self, rows: Sequence[CommandRow]) -> None:
         self._cursor.executemany(_INSERT_COMMAND, rows)
