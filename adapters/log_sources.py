@@ -3,7 +3,7 @@
 A file is read in place, as always. A PostgreSQL log is read in place by the raw commands
 (history, state, export, tail: ``engine.audit.postgres_source``), and by the others (verify,
 checkpoint, diff) through a consistent SQLite copy in a temporary folder, made with
-``engine.log_copy`` (same rows, same chain), which they read as they read any file. So
+``engine.storage.copy`` (same rows, same chain), which they read as they read any file. So
 ``diff`` compares a PostgreSQL log with its SQLite copy, or any two logs on either backend.
 """
 
@@ -15,8 +15,8 @@ import tempfile
 from collections.abc import Iterator
 
 from engine.audit import Reader, open_reader
-from engine.log_copy import copy_log
 from engine.storage import check_target, parse_target
+from engine.storage.copy import copy_log
 
 
 @contextlib.contextmanager

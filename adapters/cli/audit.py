@@ -221,7 +221,7 @@ def run_tail(args: argparse.Namespace) -> int:
 
 def run_copy(args: argparse.Namespace) -> int:
     """Copy a log between backends with its chain; exit 1 if the copy's chain does not verify."""
-    from engine.log_copy import copy_log
+    from engine.storage.copy import copy_log
 
     report = copy_log(args.source, args.target)
     print(json.dumps(report.__dict__, indent=2))

@@ -4,7 +4,7 @@
 which the PostgreSQL backend translates (``engine.storage.postgres.dialect``), so a reader
 over a read-only ``PostgresStorage`` serves those commands unchanged. The audits that need
 SQLite itself (verify refolds into an attached scratch database; diff joins two attached logs;
-checkpoints) read a SQLite copy made by ``engine.log_copy`` instead.
+checkpoints) read a SQLite copy made by ``engine.storage.copy`` instead.
 """
 
 from __future__ import annotations

@@ -15,12 +15,13 @@ import apsw
 import pytest
 
 from adapters.log_sources import reading
-from engine import Log, log_copy, merkle, open_log
+from engine import Log, merkle, open_log
 from engine.audit.source import Reader
 from engine.audit.verifier import verify
 from engine.errors import InvalidArgument
 from engine.merkle.nodes import BLOCK, LOWEST_LEVEL, extend_tree
 from engine.merkle.tree import LogTree, StoredTree, open_tree
+from engine.storage import copy as log_copy
 from tests.support.postgres import session_cluster
 from tests.support.tickets import MACHINES, TicketNoted, TicketOpened, TicketTitles
 
