@@ -19,8 +19,8 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
+from bench.common import WITH_SERVER_MODELS, concurrent_appends, item_event
 from bench.postgres import Server, raw_batches
-from bench.run import WITH_SERVER_MODELS, _event, concurrent_appends
 from engine import open_log
 from engine.storage.postgres.writer import PostgresWriter
 from engine.write.transaction import Transaction
@@ -54,7 +54,7 @@ def profile(server: Server, n: int, threads: int = 16) -> dict[str, float]:
     wall: dict[str, float] = defaultdict(float)
     originals = [(cls, name, getattr(cls, name)) for cls, name in PHASES]
     log = open_log(server.url(), WITH_SERVER_MODELS, default_projections())
-    log.append("item:warm", 0, [_event(0, 0)])  # the schema, the prepared state: not counted
+    log.append("item:warm", 0, [item_event(0, 0)])  # the schema, the prepared state: not counted
     before = sum(log.stats.batch_sizes.values())
     for cls, name, method in originals:
         setattr(cls, name, _timed(method, name, cpu, wall))

@@ -27,13 +27,13 @@ from typing import Any
 import msgspec
 import psycopg
 
-from bench.run import (
+from bench.common import (
     STREAMS,
     WITH_SERVER_MODELS,
-    _event,
     build_log,
     concurrent_appends,
     engine_appends,
+    item_event,
 )
 from engine import open_log
 from projections import default_projections
@@ -97,7 +97,7 @@ def raw_appends(server: Server, n: int) -> float:
     for i in range(n):
         k = i % STREAMS
         stream_id = f"item:s{k}"
-        event = _event(i, versions[k])
+        event = item_event(i, versions[k])
         conn.execute("BEGIN")
         position, previous, epoch, changes = conn.execute(
             "SELECT position, hash, epoch, changes FROM head WHERE id = 1 FOR UPDATE"
@@ -158,7 +158,7 @@ def raw_batches(server: Server, n: int, per_transaction: int) -> float:
         for i in range(t * per_transaction, (t + 1) * per_transaction):
             k = i % STREAMS
             stream_id = f"item:s{k}"
-            event = _event(i, versions[k])
+            event = item_event(i, versions[k])
             payload = encode(event)
             versions[k] += 1
             position += 1

@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 from adapters.checkpoints import Checkpointer, write_note
+from bench.common import build_log, item_event
 from engine import merkle
 from engine.audit.note import generate_signer
 from engine.audit.source import reading
@@ -44,13 +45,11 @@ PROBES = 200  # proofs of each kind
 
 def _append(log: Log, first: int, count: int) -> None:
     """``count`` new events on fresh streams, in transactions of 5,000, as ``build_log``."""
-    from bench.run import _event  # bench.run imports this module: not at the top
-
     for start in range(first, first + count, 5000):
 
         def work(tx: object, start: int = start) -> None:
             for i in range(start, min(start + 5000, first + count)):
-                tx.append(f"item:p{i}", 0, [_event(i, 0)])  # type: ignore[attr-defined]
+                tx.append(f"item:p{i}", 0, [item_event(i, 0)])  # type: ignore[attr-defined]
 
         log.write(work)
 
@@ -60,8 +59,6 @@ def _ms(started: float) -> float:
 
 
 def bench_proofs(n: int) -> dict[str, float]:
-    from bench.run import build_log
-
     folder = Path(tempfile.mkdtemp(prefix="foldline-bench-proofs-"))
     path = folder / "bench.db"
     built = n - ROUNDS * 10_000 - ROUNDS * 1000

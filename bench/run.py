@@ -5,372 +5,40 @@
 Each ratio is computed inside one run (baseline and engine back to back on the same machine
 state) and the median over runs is printed, since absolute times on a shared 2-core box move by
 +-30 % while ratios hold. Output is ``name: value`` lines; ratios are ``ratio.<name>: <float>``.
+This module only composes the cases, by name and size; each is measured in its own module, with
+what they share in ``bench.common``.
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
 import os
 import platform
-import shutil
 import statistics
-import tempfile
-import threading
-import time
 from collections.abc import Callable
-from pathlib import Path
-from typing import Any
 
 import apsw
-import msgspec
 
+from bench import postgres
 from bench.audit import bench_audit
 from bench.audit_since import bench_audit_since
 from bench.channel import bench_channel
+from bench.common import Workdir
 from bench.console import bench_console
 from bench.http_load import bench_http
 from bench.invocation import bench_invocation
+from bench.log import (
+    bench_append,
+    bench_eventsourcing,
+    bench_group_commit,
+    bench_job_lifecycle,
+    bench_rebuild,
+)
 from bench.memory import bench_memory
+from bench.proofs import bench_proofs
 from bench.push import bench_push
 from bench.ready import bench_ready
 from bench.writers import bench_writers
-from engine import NEW, Event, MachineSpec, Transition, open_log
-from engine.domain import MACHINES
-from engine.log import Log, Sync
-from projections import default_projections
-
-
-class ItemCreated(Event, tag="item.created"):
-    text: str = ""
-
-
-class ItemNoted(Event, tag="item.noted"):
-    text: str = ""
-
-
-ITEM = MachineSpec(
-    kind="item",
-    states=["active"],
-    initial="active",
-    terminal=frozenset(),
-    transitions=[Transition(ItemCreated, NEW, "active"), Transition(ItemNoted, ["active"])],
-)
-# The item logs keep the server's read models, as a server does: their machines are declared
-# beside ITEM, since a projection may only handle events some machine of the log declares.
-WITH_SERVER_MODELS = [ITEM, *MACHINES]
-TEXT = "the agent wrote a line of output that is about this long, give or take a few words" * 2
-STREAMS = 1000
-
-
-class Workdir:
-    """A fresh folder per measurement, removed afterwards."""
-
-    def __init__(self) -> None:
-        self.root = Path(tempfile.mkdtemp(prefix="foldline-bench-"))
-        self.count = 0
-
-    def path(self) -> Path:
-        self.count += 1
-        return self.root / f"{self.count}" / "bench.db"
-
-    def close(self) -> None:
-        shutil.rmtree(self.root, ignore_errors=True)
-
-
-def _event(i: int, version: int) -> Event:
-    return ItemCreated(text=TEXT) if version == 0 else ItemNoted(text=f"{i} {TEXT}")
-
-
-def engine_appends(log: Log, n: int, prefix: str = "s") -> float:
-    """Events per second for ``n`` single-event appends, each its own durable commit."""
-    versions = [0] * STREAMS
-    started = time.perf_counter()
-    for i in range(n):
-        k = i % STREAMS
-        log.append(f"item:{prefix}{k}", versions[k], [_event(i, versions[k])])
-        versions[k] += 1
-    return n / (time.perf_counter() - started)
-
-
-def raw_appends(path: Path, n: int, sync: Sync) -> float:
-    """The floor: raw APSW doing BEGIN IMMEDIATE, a version check, one INSERT, COMMIT."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    conn = apsw.Connection(str(path))
-    conn.set_busy_timeout(10_000)
-    conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute(f"PRAGMA synchronous = {sync.upper()}")
-    conn.execute(
-        "CREATE TABLE events (position INTEGER PRIMARY KEY, stream_id TEXT, version INTEGER,"
-        " event_type TEXT, payload BLOB, UNIQUE (stream_id, version))"
-    )
-    encode = msgspec.json.encode
-    versions = [0] * STREAMS
-    started = time.perf_counter()
-    for i in range(n):
-        k = i % STREAMS
-        stream_id = f"item:s{k}"
-        event = _event(i, versions[k])
-        conn.execute("BEGIN IMMEDIATE")
-        head = conn.execute(
-            "SELECT coalesce(max(version), 0) FROM events WHERE stream_id = ?", (stream_id,)
-        ).fetchall()[0][0]
-        conn.execute(
-            "INSERT INTO events VALUES (NULL, ?, ?, ?, ?)",
-            (stream_id, head + 1, event.__struct_config__.tag, encode(event)),
-        )
-        conn.execute("COMMIT")
-        versions[k] += 1
-    rate = n / (time.perf_counter() - started)
-    conn.close()
-    return rate
-
-
-def bench_append(work: Workdir, n: int, sync: Sync) -> dict[str, float]:
-    # The baseline runs before and after the engine and is averaged, so that drift in the
-    # machine's speed during a run does not favour either side.
-    before = raw_appends(work.path(), n, sync)
-    log = open_log(work.path(), WITH_SERVER_MODELS, default_projections(), sync=sync)
-    ours = engine_appends(log, n)
-    log.close()
-    raw = (before + raw_appends(work.path(), n, sync)) / 2
-    return {
-        f"append_{sync}.raw_events_per_s": raw,
-        f"append_{sync}.events_per_s": ours,
-        f"ratio.append_{sync}_vs_raw": ours / raw,
-    }
-
-
-def concurrent_appends(log: Log, n: int, threads: int) -> float:
-    """Events per second for ``n`` single-event appends spread over ``threads`` threads."""
-    per_thread = max(1, n // threads)
-    start = threading.Barrier(threads + 1)
-
-    def writer(t: int) -> None:
-        start.wait()
-        versions = [0] * STREAMS
-        for i in range(per_thread):
-            k = i % STREAMS
-            log.append(f"item:t{t}-{k}", versions[k], [_event(i, versions[k])])
-            versions[k] += 1
-
-    pool = [threading.Thread(target=writer, args=(t,)) for t in range(threads)]
-    for thread in pool:
-        thread.start()
-    start.wait()
-    started = time.perf_counter()
-    for thread in pool:
-        thread.join()
-    return per_thread * threads / (time.perf_counter() - started)
-
-
-def bench_group_commit(work: Workdir, n: int, threads: int = 16) -> dict[str, float]:
-    log = open_log(work.path(), WITH_SERVER_MODELS, default_projections())
-    single = engine_appends(log, n, prefix="single")
-    concurrent = concurrent_appends(log, n, threads)
-    log.close()
-    return {
-        "group_commit.single_events_per_s": single,
-        f"group_commit.threads{threads}_events_per_s": concurrent,
-        "ratio.group_commit_vs_single": concurrent / single,
-    }
-
-
-def build_log(path: Path | str, n: int, streams: int = 10_000) -> Log:
-    """A log of ``n`` events over ``streams`` streams, written in large transactions, at a
-    SQLite path (synchronous NORMAL: the build is not what is measured) or a PostgreSQL URL."""
-    log = open_log(path, WITH_SERVER_MODELS, default_projections(), sync="normal")
-    versions = [0] * streams
-    batch = 5000
-    for start in range(0, n, batch):
-
-        def work(tx: object, start: int = start) -> None:
-            for i in range(start, min(start + batch, n)):
-                k = i % streams
-                tx.append(f"item:b{k}", versions[k], [_event(i, versions[k])])  # type: ignore[attr-defined]
-                versions[k] += 1
-
-        log.write(work)
-    return log
-
-
-def bench_rebuild(work: Workdir, n: int) -> dict[str, float]:
-    log = build_log(work.path(), n)
-    decoders = {tag: msgspec.json.Decoder(cls) for tag, cls in log.codec._classes.items()}
-    conn = log.connection()
-    started = time.perf_counter()
-    count = 0
-    for row in conn.execute(
-        "SELECT position, stream_id, version, event_type, recorded_at, epoch, command_id, state,"
-        " payload, hash FROM events ORDER BY position"
-    ):
-        decoders[row[3]].decode(row[8])
-        count += 1
-    scan = count / (time.perf_counter() - started)
-    started = time.perf_counter()
-    log.rebuild()
-    rebuild = n / (time.perf_counter() - started)
-    log.close()
-    return {
-        "rebuild.events": float(n),
-        "rebuild.scan_decode_events_per_s": scan,
-        "rebuild.events_per_s": rebuild,
-        "ratio.rebuild_vs_scan": rebuild / scan,
-    }
-
-
-def bench_job_lifecycle(work: Workdir, n: int) -> dict[str, float]:
-    """accept -> start -> finish through the command API vs the same three events appended
-    straight to the log (same machines and read models, both durable)."""
-    from engine.domain import commands as c
-    from engine.domain.job import JobAccepted, JobFinished, JobStarted
-    from projections import open_engine
-
-    log = open_log(work.path(), MACHINES, default_projections())
-    started = time.perf_counter()
-    for i in range(n):
-        stream = f"job:raw{i}"
-        log.append(stream, 0, [JobAccepted(session="s")])
-        log.append(stream, 1, [JobStarted(run_id=f"run{i}")])
-        log.append(stream, 2, [JobFinished(outcome="ok", result=TEXT)])
-    raw = n / (time.perf_counter() - started)
-    log.close()
-    engine = open_engine(work.path())
-    engine.handle(c.CreateSession(session_id="s", start_run_id="r"))
-    started = time.perf_counter()
-    for i in range(n):
-        engine.handle(c.AcceptJob(job_id=f"j{i}", session_id="s", owed=False))
-        engine.handle(c.StartJob(job_id=f"j{i}", run_id=f"run{i}"))
-        engine.handle(c.FinishJob(job_id=f"j{i}", outcome="ok", result=TEXT))
-    ours = n / (time.perf_counter() - started)
-    engine.log.close()
-    return {
-        "job_lifecycle.log_jobs_per_s": raw,
-        "job_lifecycle.jobs_per_s": ours,
-        "ratio.job_lifecycle_vs_raw": ours / raw,
-    }
-
-
-def _eventsourcing_app(path: Path) -> tuple[Any, Callable[[], None]]:
-    """An eventsourcing SQLite Application and a function that saves one new aggregate."""
-    from eventsourcing.application import Application
-
-    app = Application(
-        env={"PERSISTENCE_MODULE": "eventsourcing.sqlite", "SQLITE_DBNAME": str(path)}
-    )
-    return app, lambda: app.save(_es_ticket()(text=TEXT))
-
-
-@functools.cache
-def _es_ticket() -> Any:
-    # Defined once per process: eventsourcing refuses two classes with one topic.
-    from eventsourcing.domain import Aggregate, event
-
-    class Ticket(Aggregate):  # type: ignore[misc]
-        @event("Opened")  # type: ignore[untyped-decorator]
-        def __init__(self, text: str) -> None:
-            self.text = text
-
-    return Ticket
-
-
-class RawInserts:
-    """The ceiling of one event per durable commit: raw APSW at FULL doing BEGIN IMMEDIATE, one
-    INSERT, COMMIT, and nothing else (no version check, no envelope, no read models)."""
-
-    def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.conn = apsw.Connection(str(path))
-        self.conn.execute("PRAGMA journal_mode = WAL")
-        self.conn.execute("PRAGMA synchronous = FULL")
-        self.conn.execute(
-            "CREATE TABLE events (position INTEGER PRIMARY KEY, stream_id TEXT, version INTEGER,"
-            " event_type TEXT, payload BLOB, UNIQUE (stream_id, version))"
-        )
-        self.payload = msgspec.json.encode(ItemCreated(text=TEXT))
-        self.count = 0
-
-    def insert(self, n: int) -> None:
-        execute, payload = self.conn.execute, self.payload
-        for _ in range(n):
-            self.count += 1
-            execute("BEGIN IMMEDIATE")
-            execute(
-                "INSERT INTO events VALUES (NULL, ?, 1, 'item.created', ?)",
-                (f"item:r{self.count}", payload),
-            )
-            execute("COMMIT")
-
-
-def _threads(count: int, calls: int, call: Callable[[int, int], None]) -> float:
-    """Calls per second of ``count`` threads each making ``calls`` calls ``call(thread, i)``."""
-    start = threading.Barrier(count + 1)
-    failures: list[BaseException] = []
-
-    def run(t: int) -> None:
-        start.wait()
-        try:
-            for i in range(calls):
-                call(t, i)
-        except BaseException as ex:  # reported below: a failed run has no rate
-            failures.append(ex)
-
-    pool = [threading.Thread(target=run, args=(t,)) for t in range(count)]
-    for thread in pool:
-        thread.start()
-    start.wait()
-    started = time.perf_counter()
-    for thread in pool:
-        thread.join()
-    if failures:
-        raise RuntimeError(f"a writer thread failed: {failures[0]!r}")
-    return count * calls / (time.perf_counter() - started)
-
-
-def bench_eventsourcing(work: Workdir, n: int, threads: int = 16) -> dict[str, float]:
-    """Our durable append vs one event saved per call by eventsourcing's SQLite Application
-    (stdlib sqlite3, WAL, ``BEGIN``, one INSERT, ``COMMIT`` at SQLite's default
-    synchronous=FULL), with the ceiling of that workload measured in the same run: raw APSW
-    inserting one row per durable commit. Extra, labelled ``threads16``: both under 16
-    concurrent writers, where foldline's group commit shares one sync between callers."""
-    path = work.path()
-    path.parent.mkdir(parents=True)
-    app, save_one = _eventsourcing_app(path)
-    log = open_log(work.path(), WITH_SERVER_MODELS, default_projections())
-    raw_log = RawInserts(work.path())
-    # The three take turns in rounds, so that the disk's mood during the run (fsync moves
-    # by 10x on a shared box) falls on each of them alike.
-    rounds = 5
-    each = max(1, n // rounds)
-    seconds = {"theirs": 0.0, "ours": 0.0, "raw": 0.0}
-    for r in range(rounds):
-        started = time.perf_counter()
-        for _ in range(each):
-            save_one()
-        seconds["theirs"] += time.perf_counter() - started
-        seconds["ours"] += each / engine_appends(log, each, prefix=f"r{r}-")
-        started = time.perf_counter()
-        raw_log.insert(each)
-        seconds["raw"] += time.perf_counter() - started
-    theirs, ours, raw = (rounds * each / seconds[k] for k in ("theirs", "ours", "raw"))
-    raw_log.conn.close()
-    theirs_threads = _threads(threads, max(1, n // threads), lambda t, i: save_one())
-    app.close()
-    item = ItemCreated(text=TEXT)
-    ours_threads = _threads(
-        threads, max(1, n // threads), lambda t, i: log.append(f"item:c{t}-{i}", 0, [item])
-    )
-    log.close()
-    return {
-        "eventsourcing.save_events_per_s": theirs,
-        "eventsourcing.foldline_events_per_s": ours,
-        "eventsourcing.raw_full_events_per_s": raw,
-        "ratio.append_vs_eventsourcing": ours / theirs,
-        "ratio.raw_full_vs_eventsourcing": raw / theirs,
-        "eventsourcing.threads16_save_events_per_s": theirs_threads,
-        "eventsourcing.threads16_foldline_events_per_s": ours_threads,
-        "ratio.append_vs_eventsourcing_threads16": ours_threads / theirs_threads,
-    }
 
 
 def main() -> int:
@@ -442,13 +110,9 @@ def main() -> int:
         "writers": lambda w: bench_writers(sizes["writers"], 10),
         "channel": lambda w: bench_channel(sizes["channel"]),
         "push": lambda w: bench_push(sizes["push"]),
+        "proofs": lambda w: bench_proofs(sizes["proofs"]),
     }
-    from bench.postgres import cases as postgres_cases  # imports this module: not at the top
-    from bench.proofs import bench_proofs  # (likewise)
-
-    cases["proofs"] = lambda w: bench_proofs(sizes["proofs"])
-
-    cases.update(postgres_cases(sizes))
+    cases.update(postgres.cases(sizes))
     print(
         f"machine: {os.cpu_count()} cpus, {platform.machine()}, python "
         f"{platform.python_version()}, sqlite {apsw.sqlite_lib_version()}, apsw "

@@ -1,0 +1,112 @@
+"""What the benchmarks share: the item machine their logs append to, a fresh folder per
+measurement, a log built fast, and appends measured one commit each or from many threads.
+
+``bench.run`` composes the cases; ``bench.log``, ``bench.postgres``, ``bench.proofs`` and
+``bench.pg_profile`` measure with these, so every figure appends the same events.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from engine import NEW, Event, MachineSpec, Transition, open_log
+from engine.domain import MACHINES
+from engine.log import Log
+from projections import default_projections
+
+
+class ItemCreated(Event, tag="item.created"):
+    text: str = ""
+
+
+class ItemNoted(Event, tag="item.noted"):
+    text: str = ""
+
+
+ITEM = MachineSpec(
+    kind="item",
+    states=["active"],
+    initial="active",
+    terminal=frozenset(),
+    transitions=[Transition(ItemCreated, NEW, "active"), Transition(ItemNoted, ["active"])],
+)
+# The item logs keep the server's read models, as a server does: their machines are declared
+# beside ITEM, since a projection may only handle events some machine of the log declares.
+WITH_SERVER_MODELS = [ITEM, *MACHINES]
+TEXT = "the agent wrote a line of output that is about this long, give or take a few words" * 2
+STREAMS = 1000
+
+
+class Workdir:
+    """A fresh folder per measurement, removed afterwards."""
+
+    def __init__(self) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix="foldline-bench-"))
+        self.count = 0
+
+    def path(self) -> Path:
+        self.count += 1
+        return self.root / f"{self.count}" / "bench.db"
+
+    def close(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def item_event(i: int, version: int) -> Event:
+    return ItemCreated(text=TEXT) if version == 0 else ItemNoted(text=f"{i} {TEXT}")
+
+
+def engine_appends(log: Log, n: int, prefix: str = "s") -> float:
+    """Events per second for ``n`` single-event appends, each its own durable commit."""
+    versions = [0] * STREAMS
+    started = time.perf_counter()
+    for i in range(n):
+        k = i % STREAMS
+        log.append(f"item:{prefix}{k}", versions[k], [item_event(i, versions[k])])
+        versions[k] += 1
+    return n / (time.perf_counter() - started)
+
+
+def concurrent_appends(log: Log, n: int, threads: int) -> float:
+    """Events per second for ``n`` single-event appends spread over ``threads`` threads."""
+    per_thread = max(1, n // threads)
+    start = threading.Barrier(threads + 1)
+
+    def writer(t: int) -> None:
+        start.wait()
+        versions = [0] * STREAMS
+        for i in range(per_thread):
+            k = i % STREAMS
+            log.append(f"item:t{t}-{k}", versions[k], [item_event(i, versions[k])])
+            versions[k] += 1
+
+    pool = [threading.Thread(target=writer, args=(t,)) for t in range(threads)]
+    for thread in pool:
+        thread.start()
+    start.wait()
+    started = time.perf_counter()
+    for thread in pool:
+        thread.join()
+    return per_thread * threads / (time.perf_counter() - started)
+
+
+def build_log(path: Path | str, n: int, streams: int = 10_000) -> Log:
+    """A log of ``n`` events over ``streams`` streams, written in large transactions, at a
+    SQLite path (synchronous NORMAL: the build is not what is measured) or a PostgreSQL URL."""
+    log = open_log(path, WITH_SERVER_MODELS, default_projections(), sync="normal")
+    versions = [0] * streams
+    batch = 5000
+    for start in range(0, n, batch):
+
+        def work(tx: object, start: int = start) -> None:
+            for i in range(start, min(start + batch, n)):
+                k = i % streams
+                tx.append(f"item:b{k}", versions[k], [item_event(i, versions[k])])  # type: ignore[attr-defined]
+                versions[k] += 1
+
+        log.write(work)
+    return log
