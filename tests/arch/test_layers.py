@@ -166,7 +166,7 @@ def test_layers_packages_load_from_this_repository(package: str) -> None:
 
 def test_layers_recovery_talks_to_a_narrow_port() -> None:
     """Recovery and tenure never reach back into the runtime that drives them (no cycle in any
-    package is held by ``test_structure``)."""
+    package is held by ``test_cycles``)."""
     modules = modules_of(ROOT / "adapters")
     for name in ("adapters.recovery", "adapters.tenure"):
         assert "adapters.runtime" not in imports_of(modules[name], set(modules)), name

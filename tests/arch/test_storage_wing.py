@@ -199,7 +199,7 @@ def test_wing_sqlite_path_never_imports_psycopg(tmp_path: Path) -> None:
 
 
 def test_wing_the_batch_and_the_backends_never_import_the_log() -> None:
-    """No cycle in the core is held for every package by ``test_structure``; this names the
+    """No cycle in the core is held for every package by ``test_cycles``; this names the
     arrows that once closed it, so that a batch keeps getting a ``BatchContext``, not the Log."""
     modules = modules_of(ROOT / "engine")
     graph = {name: imports_of(path, set(modules)) for name, path in modules.items()}

@@ -1,7 +1,7 @@
-"""Limits that keep the code easy to read: small modules and no import cycle in any package.
+"""A limit that keeps the code easy to read (small modules), and how the arch tests read imports.
 
-An import inside a function or under ``TYPE_CHECKING`` still counts as an arrow: it hides a
-cycle from the interpreter, not from the reader who has to hold both modules in mind at once.
+Every import is read wherever it stands: one inside a function or under ``TYPE_CHECKING`` still
+counts as an arrow (``test_cycles`` finds the cycles such arrows close).
 """
 
 from __future__ import annotations
@@ -59,55 +59,6 @@ def imports_of(path: Path, known: set[str], root: Path = ROOT) -> set[str]:
     return found & known
 
 
-def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """The strongly connected components of more than one module (Tarjan, iterative)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    found: list[list[str]] = []
-    for root in sorted(graph):
-        if root in index:
-            continue
-        work = [(root, iter(sorted(graph[root])))]
-        index[root] = low[root] = len(index)
-        stack.append(root)
-        on_stack.add(root)
-        while work:
-            node, children = work[-1]
-            child = next(children, None)
-            if child is not None:
-                if child not in index:
-                    index[child] = low[child] = len(index)
-                    stack.append(child)
-                    on_stack.add(child)
-                    work.append((child, iter(sorted(graph[child]))))
-                elif child in on_stack:
-                    low[node] = min(low[node], index[child])
-                continue
-            work.pop()
-            if work:
-                low[work[-1][0]] = min(low[work[-1][0]], low[node])
-            if low[node] == index[node]:
-                component = []
-                while True:
-                    member = stack.pop()
-                    on_stack.discard(member)
-                    component.append(member)
-                    if member == node:
-                        break
-                if len(component) > 1:
-                    found.append(sorted(component))
-    return found
-
-
-def import_cycles(package: Path, root: Path = ROOT) -> list[list[str]]:
-    modules = modules_of(package, root)
-    known = set(modules)
-    graph = {name: imports_of(path, known, root) - {name} for name, path in modules.items()}
-    return sorted(cycles(graph))
-
-
 def oversize(package: Path, root: Path = ROOT) -> list[str]:
     return [
         f"{path.relative_to(root)}: {lines} lines"
@@ -117,33 +68,15 @@ def oversize(package: Path, root: Path = ROOT) -> list[str]:
 
 
 @pytest.mark.parametrize("package", PACKAGES)
-def test_structure_no_import_cycle(package: str) -> None:
-    found = import_cycles(ROOT / package)
-    assert not found, f"import cycles in {package}: {found}"
-
-
-@pytest.mark.parametrize("package", PACKAGES)
 def test_structure_no_module_over_the_limit(package: str) -> None:
     found = oversize(ROOT / package)
     assert not found, f"split these modules (limit {MAX_LINES} lines): {found}"
 
 
 def test_structure_the_checks_can_fail(tmp_path: Path) -> None:
-    """A cycle closed by a function-level import, one closed under TYPE_CHECKING through a
-    relative import, and an oversize module are all reported; a plain chain is not."""
+    """An oversize module is reported; one at the limit is not."""
     core = tmp_path / "core"
     core.mkdir()
-    (core / "__init__.py").write_text("from core.log import Log\n")
-    (core / "log.py").write_text("from core import batch\nclass Log: ...\n")
-    (core / "batch.py").write_text("def run():\n    from core.log import Log\n    return Log\n")
-    (core / "reads.py").write_text(
-        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .notes import Note\n"
-    )
-    (core / "notes.py").write_text("from core import reads\nclass Note: ...\n")
-    (core / "chain.py").write_text("from core import batch\n")
     (core / "big.py").write_text("x = 1\n" * (MAX_LINES + 1))
-    assert import_cycles(core, tmp_path) == [
-        ["core.batch", "core.log"],
-        ["core.notes", "core.reads"],
-    ]
+    (core / "fits.py").write_text("x = 1\n" * MAX_LINES)
     assert oversize(core, tmp_path) == [f"core/big.py: {MAX_LINES + 1} lines"]
