@@ -10,7 +10,7 @@ Where they go: ``a2a-files/<task id>/<message>/<part index>-<name>`` in the work
 directory of its own, and saving one again (a plan tried again) rewrites the same files.
 
 Limits: 5 MB per file, 10 MB per message (the source system's limits for images). A ``url``
-part is fetched only where the URL policy (``adapters.url_policy``) allows, each redirect
+part is fetched only where the URL policy (``adapters.system.url_policy``) allows, each redirect
 judged again, read within ``FETCH_TIMEOUT_S``, at most one byte over the limit.
 
 Saving never follows a link: each directory is opened relative to its parent without following
@@ -39,8 +39,8 @@ from pathlib import Path
 from typing import IO, Any
 from urllib.parse import unquote, urlsplit
 
-from adapters import outbound
-from adapters.url_policy import UrlPolicy, UrlRefused
+from adapters.system import outbound
+from adapters.system.url_policy import UrlPolicy, UrlRefused
 
 FILE_LIMIT = 5_000_000
 MESSAGE_LIMIT = 10_000_000
@@ -157,8 +157,8 @@ def fetch(
 ) -> tuple[bytes, str | None]:
     """The body at ``url`` (at most ``FILE_LIMIT`` bytes) and the media type it was served as.
 
-    The whole exchange (redirects included) has ``timeout_s`` (``adapters.outbound``): a server
-    that drips its status line or its bytes is cut off. Proxies from the environment are not
+    The whole exchange (redirects included) has ``timeout_s`` (``adapters.system.outbound``): a
+    server that drips its status line or its bytes is cut off. Proxies from the environment are not
     used: the address the policy judged is the one called.
 
     Raises:

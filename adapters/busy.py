@@ -27,7 +27,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
-from adapters.processes import is_alive, start_token
+from adapters.system.processes import is_alive, start_token
 
 _HEADER = struct.Struct("=dq")  # when the state last changed (epoch seconds), busy (0/1)
 _SLOT = struct.Struct("=qqq")  # pid, start token, work in flight

@@ -1,5 +1,6 @@
 """Starting jobs: record the job, spawn its run gated, open the gate after the commit, and
-watch it in a thread of this process (design.md §7). Prompts are read by ``adapters.prompts``.
+watch it in a thread of this process (design.md §7). Prompts are read by
+``adapters.system.prompts``.
 
 A run and its notify hook are in-flight work, counted on the server's busy board
 (``adapters.busy``): what ``/ping`` reports as HealthyBusy, whichever worker answers, without
@@ -25,9 +26,9 @@ from adapters import notify, runner, sandbox
 from adapters.busy import BusyBoard
 from adapters.config import ServerConfig
 from adapters.front import handoff
-from adapters.gitwork.runner import GitFailed
-from adapters.processes import GatedProcess, spawn_gated
-from adapters.prompts import read_prompt
+from adapters.system.gitwork.runner import GitFailed
+from adapters.system.processes import GatedProcess, spawn_gated
+from adapters.system.prompts import read_prompt
 from adapters.writers import Worktrees, WriterRun
 from engine.domain import commands as c
 from engine.domain import ids, usecases

@@ -3,9 +3,9 @@
 An applied patch is never left unrecorded, and a crash never leaves it half applied:
 
 1. The kept patch must still hash to the sha256 on record. What applying it to the working
-   tree as it is now gives is worked out aside, in a scratch index (``adapters.gitwork.apply``):
-   the tree before and the tree after, and the paths that differ. A conflict is a 409 naming
-   its paths; nothing was recorded and nothing on disk changed.
+   tree as it is now gives is worked out aside, in a scratch index
+   (``adapters.system.gitwork.apply``): the tree before and the tree after, and the paths that
+   differ. A conflict is a 409 naming its paths; nothing was recorded and nothing on disk changed.
 2. ``result.integrating`` records the intent with both trees and the paths (the rules check
    the caller, the disposition, the taint, the sha256, and that no other integration is under
    way).
@@ -28,8 +28,8 @@ import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from adapters.gitwork import apply
-from adapters.gitwork.runner import GitFailed
+from adapters.system.gitwork import apply
+from adapters.system.gitwork.runner import GitFailed
 from adapters.writers import PatchUnusable, Worktrees
 from engine.domain import commands as c
 from engine.domain.engine import DomainEngine

@@ -9,10 +9,10 @@ prompt's job is the one that notifies.
 ``FOLDLINE_NOTIFY`` runs as ``sh -c`` in its own process group with the result on stdin; the
 group is killed at the cap. Unlike a run, it gets the server's whole environment (where a
 deployer keeps the channel secrets the hook posts with, as in the source system) plus the ids;
-runs keep the allowlist (``adapters.processes.ENV_ALLOWLIST``) and the names of
+runs keep the allowlist (``adapters.system.processes.ENV_ALLOWLIST``) and the names of
 ``FOLDLINE_RUN_ENV``, which refuses at boot whatever could reach those secrets
 (``adapters.run_env``). It is spawned gated
-(``adapters.processes``): its start (pid) is recorded before it can do anything, and its end
+(``adapters.system.processes``): its start (pid) is recorded before it can do anything, and its end
 (exit code, duration, output tails) after, so a start without an end after a crash is visible
 as a lost notification and is never re-run.
 """
@@ -25,7 +25,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from adapters.processes import kill_group, spawn_gated
+from adapters.system.processes import kill_group, spawn_gated
 from engine.domain import commands as c
 from engine.domain.engine import DomainEngine
 from engine.errors import EngineError

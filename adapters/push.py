@@ -26,9 +26,9 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from adapters import outbound
 from adapters.busy import BusyBoard
-from adapters.url_policy import UrlPolicy, UrlRefused
+from adapters.system import outbound
+from adapters.system.url_policy import UrlPolicy, UrlRefused
 from engine.clock import format_time, parse_time
 from engine.domain import push as push_
 from engine.domain.engine import DomainEngine

@@ -27,7 +27,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from adapters.processes import is_alive, kill_group
+from adapters.system.processes import is_alive, kill_group
 from engine.clock import parse_time
 from engine.domain import commands as c
 from engine.domain.engine import DomainEngine

@@ -1,12 +1,12 @@
 """The agent's environment: the server's variables a run gets beyond the fixed allowlist.
 
-``FOLDLINE_RUN_ENV`` adds to ``adapters.processes.ENV_ALLOWLIST``: exact variable names and
+``FOLDLINE_RUN_ENV`` adds to ``adapters.system.processes.ENV_ALLOWLIST``: exact variable names and
 ``PREFIX_*`` patterns, separated by commas and/or whitespace. A variable of the server's
 environment that one of them matches is copied into every run's environment, under what the
 server sets for the run itself (its own ``FOLDLINE_*`` values, the sandbox's ``HOME``): those
 always win. The image sets the source system's list (the runtime role's AWS variables and the
 OTEL ones); ``foldline serve`` alone passes nothing beyond the allowlist unless told to. The
-git commands foldline runs itself (``adapters.gitwork``) and the notify hook
+git commands foldline runs itself (``adapters.system.gitwork``) and the notify hook
 (``adapters.notify``) keep their own environments.
 
 What may never pass is refused at boot, by rule rather than by what happens to be set now:
@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from adapters.config_error import ConfigError
-from adapters.processes import ENV_ALLOWLIST
+from adapters.system.processes import ENV_ALLOWLIST
 
 SETTING = "FOLDLINE_RUN_ENV"
 # The image's default (Dockerfile): what the source system's agents get on AgentCore.

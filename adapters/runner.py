@@ -24,7 +24,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from adapters.processes import GatedProcess, kill_group
 from adapters.run_channel import (
     Deliveries,
     Signals,
@@ -32,7 +31,8 @@ from adapters.run_channel import (
     record_said,
     without_signals,
 )
-from adapters.run_io import RunIO
+from adapters.system.processes import GatedProcess, kill_group
+from adapters.system.run_io import RunIO
 from adapters.writers import WriterRun
 from engine.domain import commands as c
 from engine.domain.channel import INPUT_LINES

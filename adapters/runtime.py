@@ -23,7 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from adapters import checkpoints, log_anchor, recovery, sandbox, shared_volume
+from adapters import checkpoints, recovery, sandbox, shared_volume
 from adapters.busy import BusyBoard
 from adapters.config import ServerConfig
 from adapters.dispatch import Dispatcher
@@ -31,8 +31,9 @@ from adapters.integration import Integrator
 from adapters.log_sources import reading
 from adapters.operator_token import OperatorToken
 from adapters.push import Deliverer, Payload
+from adapters.system import log_anchor
+from adapters.system.url_policy import UrlPolicy
 from adapters.tenure import Tenure
-from adapters.url_policy import UrlPolicy
 from engine import open_notifier
 from engine.audit.anchor import ServerAnchor
 from engine.clock import Clock
@@ -77,7 +78,7 @@ class Runtime:
             log_missing=self.log_missing,
             close_log=self.close_log,
         )
-        # The anchor outside the workspace (adapters.log_anchor); none for a PostgreSQL log.
+        # The anchor outside the workspace (adapters.system.log_anchor); none for a PostgreSQL log.
         self.anchor_path = (
             log_anchor.anchor_file(config.state_dir, config.db) if config.db_url is None else None
         )

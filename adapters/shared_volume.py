@@ -2,7 +2,7 @@
 
 In the mode the server opens the log only under the lease. ``FOLDLINE_SHARED_VOLUME`` decides
 when it is set, else where the log lies: unset, a SQLite log on a network file system
-(``adapters.mounts``) turns the mode on, and anything else leaves it off; a PostgreSQL log is
+(``adapters.system.mounts``) turns the mode on, and anything else leaves it off; a PostgreSQL log is
 never in it (its database server is what is shared). ``1`` forces it on; ``0`` forces it off,
 with a warning when the log lies on a network file system all the same. Every decision comes
 with the one line the boot prints.
@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from adapters import mounts
+from adapters.system import mounts
 
 SETTING = "FOLDLINE_SHARED_VOLUME"
 

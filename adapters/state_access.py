@@ -1,6 +1,6 @@
 """Whether a user can reach a state directory, checked at boot.
 
-The state directory holds the log's anchor (``adapters.log_anchor``); a server that cannot
+The state directory holds the log's anchor (``adapters.system.log_anchor``); a server that cannot
 enter it boots fine and then answers every request 503 ``anchor ... cannot be read``. So the
 boot walks the path from ``/`` and stops with one line naming the first directory in the way
 and why (``not traversable by uid 1000 (mode 0700, owner root)``).

@@ -25,8 +25,8 @@ from collections.abc import Callable
 from typing import Any
 
 from adapters.config import ServerConfig
-from adapters.leasefile import LeaseFile, LeaseRecord
-from adapters.log_lease import LogLease
+from adapters.system.leasefile import LeaseFile, LeaseRecord
+from adapters.system.log_lease import LogLease
 from engine.clock import parse_time
 from engine.domain import commands as c
 from engine.domain.engine import DomainEngine

@@ -14,8 +14,8 @@ from __future__ import annotations
 import signal
 import time
 
-from adapters.processes import is_alive, kill_group
 from adapters.runtime import Runtime
+from adapters.system.processes import is_alive, kill_group
 from engine.domain import commands as c
 from engine.domain.job import JobState as J
 from engine.domain.rows import JobRow

@@ -4,7 +4,7 @@ and the sweep that leaves no worktree foldline forgot.
 A writer gets a git worktree of its own on a branch ``foldline/<job>`` at the commit the
 workspace is at, under the run user's home (``<home>/worktrees/<job>``: outside the workspace,
 so the root's ``git clean`` or ``git status`` never meet it, and reachable by the run in every
-isolation). Every git command runs as the run user, hooks off (``adapters.gitwork``): the
+isolation). Every git command runs as the run user, hooks off (``adapters.system.gitwork``): the
 repository is the agent's, and nothing in it may run as the server.
 
 When the run ends ``ok`` or ``error``, its change against the base commit (committed or not,
@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from adapters.config import ServerConfig
-from adapters.gitwork import patches, worktrees
-from adapters.gitwork.runner import Git, GitFailed, NotARepository
 from adapters.sandbox import Sandbox
+from adapters.system.gitwork import patches, worktrees
+from adapters.system.gitwork.runner import Git, GitFailed, NotARepository
 from engine.domain.job import PatchEntry
 
 log = logging.getLogger("foldline.writers")

@@ -26,8 +26,8 @@ import apsw
 
 from adapters import sandbox
 from adapters.config import load_config
-from adapters.processes import spawn_gated
 from adapters.sandbox import Sandbox
+from adapters.system.processes import spawn_gated
 from bench.http_load import THREADS, WORKERS, free_port, server
 
 RUNNER = "cat"

@@ -24,7 +24,7 @@ import apsw
 
 from adapters.http.a2a_push import payload
 from adapters.push import Deliverer, post
-from adapters.url_policy import UrlPolicy
+from adapters.system.url_policy import UrlPolicy
 from engine.domain import commands as c
 from engine.domain import push as push_
 from projections import open_engine

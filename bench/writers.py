@@ -17,8 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from adapters.gitwork import apply, patches, worktrees
-from adapters.gitwork.runner import Git
+from adapters.system.gitwork import apply, patches, worktrees
+from adapters.system.gitwork.runner import Git
 
 EDITED = 5  # files each writer changes, and one it adds
 

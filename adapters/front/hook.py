@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from adapters.processes import kill_group
+from adapters.system.processes import kill_group
 
 log = logging.getLogger("foldline.front")
 MAX_BODY = 16 << 20

@@ -20,7 +20,7 @@ import shutil
 from pathlib import Path
 
 from adapters.config import RunUser
-from adapters.mounts import unescape
+from adapters.system.mounts import unescape
 
 log = logging.getLogger("foldline.front")
 # foldline's state in a workspace: the log, its sidecars, the lease and the operator token all

@@ -51,7 +51,7 @@ from adapters.http.errors import (
 from adapters.http.follow import follow
 from adapters.http.inbound import SEND_MESSAGE_TEXTS, SendMessageIn, refusal
 from adapters.runtime import Runtime
-from adapters.url_policy import UrlPolicy
+from adapters.system.url_policy import UrlPolicy
 from engine.domain import commands as c
 from engine.domain import ids
 from engine.domain.errors import LeaseBusy

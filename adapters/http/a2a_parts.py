@@ -21,7 +21,7 @@ from adapters import a2a_files
 from adapters.a2a_files import FetchFailed, LoadedFile
 from adapters.http import inbound
 from adapters.http.errors import CONTENT_TYPE_UNSUPPORTED, INVALID_PARAMS, RpcError
-from adapters.url_policy import UrlPolicy, UrlRefused
+from adapters.system.url_policy import UrlPolicy, UrlRefused
 
 
 def _text(value: Any, index: int, field: str) -> str | None:

@@ -5,7 +5,7 @@ delivery sends.
 and results are ``TaskPushNotificationConfig`` objects; 0.3: ``tasks/pushNotificationConfig/
 {set,get,list,delete}``, whose shapes nest the config under ``pushNotificationConfig`` and
 authenticate with a list of ``schemes``. A config is an event on its task; a URL the policy
-refuses (``adapters.url_policy``) is -32602 with the reason.
+refuses (``adapters.system.url_policy``) is -32602 with the reason.
 
 A delivery sends, in its config's dialect, what the transition that owed it says: 1.0 a
 ``StreamResponse``, the final ``{"task"}`` for a terminal state and a ``{"statusUpdate"}``
@@ -23,7 +23,7 @@ from adapters.http import a2a_v03, media
 from adapters.http.a2a_wire import STATE, FileParts, status_json, task_json
 from adapters.http.errors import INVALID_PARAMS, PUSH, TASK_NOT_FOUND, RpcError, as_rpc
 from adapters.http.inbound import PushConfigIn, refusal
-from adapters.url_policy import UrlPolicy, UrlRefused
+from adapters.system.url_policy import UrlPolicy, UrlRefused
 from engine.domain import push as push_
 from engine.domain.errors import NotFound, TaskEnded
 from engine.domain.rows import DeliveryRow, PushConfigRow

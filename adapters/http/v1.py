@@ -31,8 +31,8 @@ from adapters.http.schemas import (
     TaintIn,
     TaskOut,
 )
-from adapters.processes import is_alive
 from adapters.runtime import Runtime
+from adapters.system.processes import is_alive
 from engine import Machines
 from engine.domain import MACHINES, ids, push
 from engine.domain import commands as c

@@ -8,8 +8,8 @@ import os
 
 import pytest
 
-from adapters.processes import ENV_ALLOWLIST
 from adapters.run_env import SOURCE_LIST
+from adapters.system.processes import ENV_ALLOWLIST
 from tests.support.front import front, place
 
 pytestmark = [

@@ -26,7 +26,7 @@ from a2a.types import Message, Part, Role, SendMessageRequest, TaskState
 
 from adapters import a2a_files
 from adapters.a2a_files import FetchFailed
-from adapters.url_policy import UrlPolicy, UrlRefused
+from adapters.system.url_policy import UrlPolicy, UrlRefused
 from tests.http.conftest import MakeClient, sql
 from tests.support.channel import CHANNEL_ENV, job_events, of_type, wait_for
 from tests.support.server import Server, serve

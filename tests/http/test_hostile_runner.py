@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters.processes import ENV_ALLOWLIST
+from adapters.system.processes import ENV_ALLOWLIST
 from tests.support.cli import foldline
 from tests.support.server import serve
 

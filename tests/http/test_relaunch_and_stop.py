@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from adapters.processes import is_alive, start_token
+from adapters.system.processes import is_alive, start_token
 from tests.support.agents import python_agent, workspace_with_agents
 from tests.support.server import Server, serve
 

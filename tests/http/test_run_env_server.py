@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from adapters.processes import ENV_ALLOWLIST
 from adapters.run_env import SOURCE_LIST, parse_run_env
+from adapters.system.processes import ENV_ALLOWLIST
 from engine.audit.note import generate_signer
 from tests.support.cli import foldline
 from tests.support.server import Server, serve

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import subprocess
 
-from adapters.processes import start_token
+from adapters.system.processes import start_token
 from engine.domain import commands as c
 from tests.http.conftest import MakeClient, sql
 

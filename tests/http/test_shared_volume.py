@@ -25,11 +25,11 @@ from a2a.client import ClientConfig, create_client
 from a2a.types import GetTaskRequest
 from a2a.utils.errors import A2AError, InternalError
 
-from adapters import mounts
 from adapters.config import LEASE_BUSY_TEXT
 from adapters.http import a2a
-from adapters.leasefile import LeaseRecord
 from adapters.runtime import Runtime
+from adapters.system import mounts
+from adapters.system.leasefile import LeaseRecord
 from engine.domain.errors import LeaseBusy
 from tests.http.conftest import MakeClient
 from tests.support.a2a import user_message

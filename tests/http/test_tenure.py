@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from adapters.leasefile import LeaseRecord
+from adapters.system.leasefile import LeaseRecord
 from adapters.tenure import Tenure
 from engine.domain.errors import LeaseBusy
 from tests.http.conftest import MakeClient

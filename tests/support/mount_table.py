@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import sys
 
-from adapters import mounts
 from adapters.cli.main import main
+from adapters.system import mounts
 
 
 def run(argv: list[str]) -> int:

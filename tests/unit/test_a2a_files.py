@@ -16,7 +16,7 @@ from adapters.a2a_files import FILE_LIMIT, MESSAGE_LIMIT, LoadedFile, safe_name,
 from adapters.http import a2a_parts
 from adapters.http.errors import RpcError
 from adapters.http.inbound import PartIn
-from adapters.url_policy import UrlPolicy
+from adapters.system.url_policy import UrlPolicy
 
 
 @pytest.mark.parametrize(

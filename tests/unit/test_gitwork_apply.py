@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from adapters.gitwork.apply import Conflicts, Plan, matches, plan, write
-from adapters.gitwork.patches import capture
-from adapters.gitwork.runner import Git, GitFailed
-from adapters.gitwork.worktrees import add, head_commit
+from adapters.system.gitwork.apply import Conflicts, Plan, matches, plan, write
+from adapters.system.gitwork.patches import capture
+from adapters.system.gitwork.runner import Git, GitFailed
+from adapters.system.gitwork.worktrees import add, head_commit
 from tests.unit.test_gitwork_worktrees import GIT, Snapshot, git_cli, make_repo, snapshot
 
 FILES = {

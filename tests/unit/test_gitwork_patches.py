@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from adapters.gitwork.apply import matches, plan, write
-from adapters.gitwork.patches import Patch, capture, outside
-from adapters.gitwork.worktrees import add, head_commit
+from adapters.system.gitwork.apply import matches, plan, write
+from adapters.system.gitwork.patches import Patch, capture, outside
+from adapters.system.gitwork.worktrees import add, head_commit
 from tests.unit.test_gitwork_worktrees import GIT, git_cli, make_repo
 
 BINARY = bytes(range(256)) * 4  # NULs and every other byte

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from adapters.gitwork.runner import Git, GitFailed, NotARepository
-from adapters.gitwork.worktrees import add, branch_of, head_commit, listed, remove
+from adapters.system.gitwork.runner import Git, GitFailed, NotARepository
+from adapters.system.gitwork.worktrees import add, branch_of, head_commit, listed, remove
 
 GIT = Git(timeout_s=30)
 
@@ -206,7 +206,7 @@ def test_worktrees_a_git_dies_with_the_process_that_started_it(
         [
             sys.executable,
             "-c",
-            "import sys; from pathlib import Path; from adapters.gitwork.runner import Git;"
+            "import sys; from pathlib import Path; from adapters.system.gitwork.runner import Git;"
             f" Git(wrap={wrap}, timeout_s=60).run(['add', '-A'], Path(sys.argv[1]))",
             str(workspace),
         ],

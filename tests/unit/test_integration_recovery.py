@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from adapters.gitwork import apply
-from adapters.gitwork.runner import Git
 from adapters.integration import IntegrationFailed, Integrator
+from adapters.system.gitwork import apply
+from adapters.system.gitwork.runner import Git
 from adapters.writers import Worktrees, WriterRun
 from engine.domain import commands as c
 from engine.engine import Engine

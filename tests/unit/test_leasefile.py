@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from adapters import leasefile
-from adapters.leasefile import LeaseFile, LeaseRecord
+from adapters.system import leasefile
+from adapters.system.leasefile import LeaseFile, LeaseRecord
 
 
 def _record(holder: str, epoch: int = 1) -> LeaseRecord:

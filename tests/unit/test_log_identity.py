@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters import log_anchor
+from adapters.system import log_anchor
 from engine import LogMissing, open_log
 from engine.audit import verify_against
 from engine.audit.anchor import ServerAnchor, load

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters import mounts
+from adapters.system import mounts
 
 # Lines as /proc/self/mountinfo shows them: this machine's root and /dev/shm, an EC2 host's
 # EFS mounted over NFS 4.1 without and with efs-utils' TLS tunnel (its stunnel on 127.0.0.1

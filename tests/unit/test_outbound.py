@@ -13,7 +13,7 @@ import pytest
 
 from adapters.a2a_files import FetchFailed, fetch
 from adapters.push import post
-from adapters.url_policy import UrlPolicy
+from adapters.system.url_policy import UrlPolicy
 
 
 @contextmanager

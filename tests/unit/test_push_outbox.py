@@ -15,7 +15,7 @@ import pytest
 
 from adapters.http.a2a_push import payload
 from adapters.push import Deliverer
-from adapters.url_policy import UrlPolicy
+from adapters.system.url_policy import UrlPolicy
 from engine.clock import FixedClock
 from engine.domain import commands as c
 from engine.domain import push as p

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters.prompts import PROMPT_LIMIT, read_prompt
+from adapters.system.prompts import PROMPT_LIMIT, read_prompt
 
 
 @pytest.fixture

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from adapters.config import ConfigError, load_config
-from adapters.processes import ENV_ALLOWLIST
 from adapters.run_env import SOURCE_LIST, RunEnv, parse_run_env
+from adapters.system.processes import ENV_ALLOWLIST
 
 ROOT = Path(__file__).resolve().parents[2]
 

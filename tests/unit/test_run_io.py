@@ -1,4 +1,4 @@
-"""One thread watches a run's stdout, stderr and exit (adapters.run_io, ADR 0027)."""
+"""One thread watches a run's stdout, stderr and exit (adapters.system.run_io, ADR 0027)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import select
 import subprocess
 from pathlib import Path
 
-from adapters.processes import kill_group, spawn_gated
-from adapters.run_io import RunIO
 from adapters.runner import _open_gate
+from adapters.system.processes import kill_group, spawn_gated
+from adapters.system.run_io import RunIO
 
 
 def _run(command: str, prompt: bytes, tmp_path: Path) -> tuple[RunIO, int]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from adapters.url_policy import UrlPolicy, UrlRefused
+from adapters.system.url_policy import UrlPolicy, UrlRefused
 
 REFUSED = [
     "file:///etc/passwd",

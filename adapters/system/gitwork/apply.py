@@ -16,10 +16,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from adapters.gitwork.patches import LOG_DIR, stage_all
-from adapters.gitwork.runner import Git, GitFailed
-from adapters.gitwork.scratch import Scratch, entries, layers
-from adapters.gitwork.worktrees import head_commit
+from adapters.system.gitwork.patches import LOG_DIR, stage_all
+from adapters.system.gitwork.runner import Git, GitFailed
+from adapters.system.gitwork.scratch import Scratch, entries, layers
+from adapters.system.gitwork.worktrees import head_commit
 
 # `git apply` matches these with wildmatch without WM_PATHNAME: `*` crosses slashes.
 APPLY = (

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from adapters.gitwork.runner import Git, GitFailed, NotARepository
+from adapters.system.gitwork.runner import Git, GitFailed, NotARepository
 
 BRANCH_PREFIX = "foldline/"
 

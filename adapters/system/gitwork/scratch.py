@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
-from adapters.gitwork.runner import Git
+from adapters.system.gitwork.runner import Git
 
 
 class Scratch:

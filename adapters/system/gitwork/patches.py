@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from adapters.gitwork.runner import Git
+from adapters.system.gitwork.runner import Git
 
 # foldline's own log lives in the workspace's `.foldline/`: no change ever carries it.
 LOG_DIR = ".foldline"

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from adapters.leasefile import LeaseRecord
+from adapters.system.leasefile import LeaseRecord
 from engine.domain.engine import DomainEngine
 from projections import queries
 
