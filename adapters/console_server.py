@@ -22,9 +22,9 @@ from typing import Any
 import falcon
 from gunicorn.app.base import BaseApplication
 
-from adapters.config_error import ConfigError
 from adapters.http import app as http_app
 from adapters.http import auth, channel, console, errors, v1
+from adapters.settings.config_error import ConfigError
 from engine import open_notifier
 from engine.domain import MACHINES
 from engine.log import Log, open_log_readonly

@@ -24,8 +24,8 @@ import msgspec
 
 from adapters import notify, runner, sandbox
 from adapters.busy import BusyBoard
-from adapters.config import ServerConfig
 from adapters.front import handoff
+from adapters.settings.config import ServerConfig
 from adapters.system.gitwork.runner import GitFailed
 from adapters.system.processes import GatedProcess, spawn_gated
 from adapters.system.prompts import read_prompt
@@ -291,7 +291,7 @@ class Dispatcher:
         Each run gets ``FOLDLINE_URL`` and a fresh ``FOLDLINE_RUN_TOKEN``; only the token's
         sha256 is recorded (``job.started``), so the log never holds a usable credential. Of
         the server's environment it gets the allowlist and what ``FOLDLINE_RUN_ENV`` names
-        (``adapters.run_env``), never over the values set here.
+        (``adapters.settings.run_env``), never over the values set here.
 
         Raises:
             DispatchFailed: a run could not be started (nothing recorded).

@@ -11,7 +11,7 @@ group is killed at the cap. Unlike a run, it gets the server's whole environment
 deployer keeps the channel secrets the hook posts with, as in the source system) plus the ids;
 runs keep the allowlist (``adapters.system.processes.ENV_ALLOWLIST``) and the names of
 ``FOLDLINE_RUN_ENV``, which refuses at boot whatever could reach those secrets
-(``adapters.run_env``). It is spawned gated
+(``adapters.settings.run_env``). It is spawned gated
 (``adapters.system.processes``): its start (pid) is recorded before it can do anything, and its end
 (exit code, duration, output tails) after, so a start without an end after a crash is visible
 as a lost notification and is never re-run.

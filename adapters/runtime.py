@@ -23,14 +23,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from adapters import checkpoints, recovery, sandbox, shared_volume
+from adapters import checkpoints, recovery, sandbox
 from adapters.busy import BusyBoard
-from adapters.config import ServerConfig
 from adapters.dispatch import Dispatcher
 from adapters.integration import Integrator
-from adapters.log_sources import reading
-from adapters.operator_token import OperatorToken
 from adapters.push import Deliverer, Payload
+from adapters.settings import shared_volume
+from adapters.settings.config import ServerConfig
+from adapters.settings.log_sources import reading
+from adapters.settings.operator_token import OperatorToken
 from adapters.system import log_anchor
 from adapters.system.url_policy import UrlPolicy
 from adapters.tenure import Tenure

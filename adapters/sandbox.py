@@ -39,8 +39,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from adapters.config import RunUser, ServerConfig
-from adapters.config_error import ConfigError
+from adapters.settings.config import RunUser, ServerConfig
+from adapters.settings.config_error import ConfigError
 from engine.errors import LogMissing
 
 log = logging.getLogger("foldline.sandbox")

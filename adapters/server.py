@@ -21,10 +21,10 @@ from typing import Any
 
 from gunicorn.app.base import BaseApplication
 
-from adapters.config import ServerConfig
 from adapters.front.handoff import announce_ready, listen_fd
 from adapters.http.app import create_app
 from adapters.runtime import Runtime
+from adapters.settings.config import ServerConfig
 
 log = logging.getLogger("foldline.server")
 

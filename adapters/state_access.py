@@ -23,10 +23,10 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from adapters.config_error import ConfigError
+from adapters.settings.config_error import ConfigError
 
 if TYPE_CHECKING:
-    from adapters.config import RunUser
+    from adapters.settings.config import RunUser
 
 CHECK_WITHIN_S = 30.0
 

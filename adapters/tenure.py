@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from adapters.config import ServerConfig
+from adapters.settings.config import ServerConfig
 from adapters.system.leasefile import LeaseFile, LeaseRecord
 from adapters.system.log_lease import LogLease
 from engine.clock import parse_time

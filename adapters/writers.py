@@ -24,8 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from adapters.config import ServerConfig
 from adapters.sandbox import Sandbox
+from adapters.settings.config import ServerConfig
 from adapters.system.gitwork import patches, worktrees
 from adapters.system.gitwork.runner import Git, GitFailed, NotARepository
 from engine.domain.job import PatchEntry

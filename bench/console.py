@@ -20,10 +20,10 @@ from pathlib import Path
 
 import falcon.testing
 
-from adapters.config import load_config
 from adapters.http.app import create_app
 from adapters.http.console import asset_names
 from adapters.runtime import Runtime
+from adapters.settings.config import load_config
 from engine.domain import MACHINES
 from engine.domain.job import JobAccepted, JobFinished, JobStarted
 from engine.log import Transaction, open_log

@@ -25,8 +25,8 @@ from pathlib import Path
 import apsw
 
 from adapters import sandbox
-from adapters.config import load_config
 from adapters.sandbox import Sandbox
+from adapters.settings.config import load_config
 from adapters.system.processes import spawn_gated
 from bench.http_load import THREADS, WORKERS, free_port, server
 

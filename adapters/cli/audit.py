@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from adapters.cli.exits import FOUND, OK
-from adapters.declarations import Declarations, load_declarations
-from adapters.log_sources import as_file, open_any_reader, reading
+from adapters.settings.declarations import Declarations, load_declarations
+from adapters.settings.log_sources import as_file, open_any_reader, reading
 from engine import InvalidArgument, Machines, open_log, open_notifier
 from engine.audit import (
     diff,

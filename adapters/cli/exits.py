@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from adapters.config_error import ConfigError
+from adapters.settings.config_error import ConfigError
 from engine.errors import EngineError
 
 OK = 0

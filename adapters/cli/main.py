@@ -25,7 +25,7 @@ from adapters.cli.exits import OK, refuse
 from adapters.cli.proofs import add_commands as add_proof_commands
 from adapters.cli.serving import run_console, run_front, run_serve, run_token
 from adapters.cli.verify_proof import add_command as add_verify_proof
-from adapters.declarations import ENVIRONMENT, GROUP
+from adapters.settings.declarations import ENVIRONMENT, GROUP
 from engine import EngineError
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from adapters.cli.exits import OK
-from adapters.log_sources import reading
+from adapters.settings.log_sources import reading
 from engine.audit.note import TreeHead, generate_signer, parse_signer, sign_note
 from engine.errors import InvalidArgument
 from engine.merkle import proofs

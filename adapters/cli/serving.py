@@ -17,7 +17,7 @@ from engine.storage import check_target, parse_target
 from engine.storage.sqlite.schema import LATEST
 
 if TYPE_CHECKING:
-    from adapters.config import ServerConfig
+    from adapters.settings.config import ServerConfig
 
 
 def _looks_like_sqlite(path: Path) -> bool:
@@ -37,15 +37,15 @@ def _server_config(args: argparse.Namespace, **flags: Any) -> ServerConfig:
     Raises:
         ConfigError: a setting is invalid (the caller answers it from ``exits.EXIT_CODES``).
     """
-    from adapters.config import load_config
+    from adapters.settings.config import load_config
 
     return load_config(workspace=args.workspace, db=args.db, **flags)
 
 
 def _warn_of_own_origin(public_url: str | None, bind: str) -> None:
     """One line on stderr when the card would name the container's own origin
-    (``adapters.public_url.origin_warning``)."""
-    from adapters.public_url import origin_warning
+    (``adapters.settings.public_url.origin_warning``)."""
+    from adapters.settings.public_url import origin_warning
 
     warning = origin_warning(public_url, bind)
     if warning is not None:
@@ -56,9 +56,9 @@ def run_front(args: argparse.Namespace) -> int:
     """Run the session-dirs front (ADR 0036): blocks until its worker ends."""
     import os
 
-    from adapters.config import ConfigError
     from adapters.front import serve
     from adapters.front.settings import load_front_config
+    from adapters.settings.config import ConfigError
 
     try:
         config, listener = serve.prepare(
@@ -79,8 +79,8 @@ def run_serve(args: argparse.Namespace) -> int:
     if os.environ.get("FOLDLINE_SESSION_BASE"):
         return run_front(args)
     from adapters import sandbox, state_access
-    from adapters.config import ConfigError
     from adapters.server import FoldlineServer
+    from adapters.settings.config import ConfigError
 
     try:
         config = _server_config(args, bind=args.bind, workers=args.workers, threads=args.threads)
@@ -145,8 +145,8 @@ def run_serve(args: argparse.Namespace) -> int:
 def run_token(args: argparse.Namespace) -> int:
     """Print the operator token file's path and token, or with ``--rotate`` replace it first
     (running workers pick the new one up at their next request, no restart)."""
-    from adapters import operator_token
-    from adapters.config import ConfigError
+    from adapters.settings import operator_token
+    from adapters.settings.config import ConfigError
 
     try:
         config = _server_config(args)
@@ -174,8 +174,8 @@ def run_token(args: argparse.Namespace) -> int:
 
 def run_console(args: argparse.Namespace) -> int:
     """Serve the console read-only over a log file: no lease, no runner, no writes."""
-    from adapters.config import ConfigError, parse_bind
     from adapters.console_server import ConsoleServer, check_log, check_loopback
+    from adapters.settings.config import ConfigError, parse_bind
 
     try:
         bind = check_loopback(parse_bind(args.bind))

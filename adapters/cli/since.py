@@ -16,8 +16,8 @@ from typing import Any
 from adapters.cli.exits import FOUND, OK
 from adapters.cli.proofs import read_text
 from adapters.cli.verify_proof import verifier_key
-from adapters.declarations import load_declarations
-from adapters.log_sources import as_file
+from adapters.settings.declarations import load_declarations
+from adapters.settings.log_sources import as_file
 from engine.audit.note import TreeHead, open_note, parse_checkpoint
 from engine.audit.since import verify_since
 from engine.errors import InvalidArgument

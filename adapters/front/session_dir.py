@@ -19,7 +19,7 @@ import secrets
 import shutil
 from pathlib import Path
 
-from adapters.config import RunUser
+from adapters.settings.config import RunUser
 from adapters.system.mounts import unescape
 
 log = logging.getLogger("foldline.front")

@@ -13,9 +13,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from adapters.config import RunUser, default_state_dir, parse_bind, parse_number, parse_run_user
-from adapters.config_error import ConfigError
-from adapters.run_env import RunEnv, parse_run_env
+from adapters.settings.config import (
+    RunUser,
+    default_state_dir,
+    parse_bind,
+    parse_number,
+    parse_run_user,
+)
+from adapters.settings.config_error import ConfigError
+from adapters.settings.run_env import RunEnv, parse_run_env
 
 SESSION_HEADER = "X-Amzn-Bedrock-AgentCore-Runtime-Session-Id"
 # 33 to 255 characters: the id is a directory name (NAME_MAX 255), and a leading dot cannot

@@ -27,9 +27,9 @@ import sys
 from collections.abc import Mapping
 
 from adapters import state_access
-from adapters.config_error import ConfigError
 from adapters.front.settings import FrontConfig
 from adapters.sandbox import as_user
+from adapters.settings.config_error import ConfigError
 
 NAMED = (
     "PATH",
@@ -116,7 +116,7 @@ def worker_env(
 ) -> dict[str, str]:
     """The worker's whole environment (nothing else of the front's passes). What
     ``FOLDLINE_RUN_ENV`` names passes too, for the worker's runs: the front refused at boot
-    every entry that could reach its own secrets (``adapters.run_env``)."""
+    every entry that could reach its own secrets (``adapters.settings.run_env``)."""
     kept = {
         name: value
         for name, value in env.items()

@@ -1,6 +1,6 @@
 """The A2A agent card (design.md §5.2): what this endpoint says it is, served without the lease;
-the deployer's fields (``FOLDLINE_AGENT_CARD``, ``adapters.card_file``) merged over foldline's,
-and the extended card ``GetExtendedAgentCard`` gives the operator."""
+the deployer's fields (``FOLDLINE_AGENT_CARD``, ``adapters.settings.card_file``) merged over
+foldline's, and the extended card ``GetExtendedAgentCard`` gives the operator."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from typing import Any
 
 import falcon
 
-from adapters.card_file import DeployerCard
 from adapters.http import media
 from adapters.http.errors import EXTENDED_CARD_NOT_CONFIGURED, UNAUTHENTICATED, RpcError
 from adapters.runtime import Runtime
+from adapters.settings.card_file import DeployerCard
 
 
 def agent_card(

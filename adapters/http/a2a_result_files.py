@@ -1,7 +1,7 @@
 """The files of an A2A task's result: the job's ``MEDIA:`` files as parts of the result
 artifact, and the read-only route that serves them (``GET /a2a/tasks/{task_id}/files/{n}``).
 
-Where a caller can reach the route (``adapters.public_url.file_route_base``: a
+Where a caller can reach the route (``adapters.settings.public_url.file_route_base``: a
 ``FOLDLINE_PUBLIC_URL`` that is not AgentCore's invoke URL), a small file travels inline
 (``raw``, base64) within ``WITH_ROUTE`` and any other file is a ``url`` part naming the route.
 Where it cannot (AgentCore forwards only its protocol's paths), every file travels inline within
@@ -31,8 +31,8 @@ from urllib.parse import quote
 import falcon
 
 from adapters.http.errors import V1, ApiError
-from adapters.public_url import file_route_base
 from adapters.runtime import Runtime
+from adapters.settings.public_url import file_route_base
 from engine.domain.job import FileEntry
 from engine.domain.rows import TaskRow
 from projections import queries
@@ -139,7 +139,7 @@ def description(name: str, size: int, reason: str, message: str) -> dict[str, An
 @dataclass(frozen=True)
 class Parts:
     """A task's file parts for one answer. ``base_url``: where callers reach the file route
-    (ends in ``/``), None when they cannot (``adapters.public_url.file_route_base``); with
+    (ends in ``/``), None when they cannot (``adapters.settings.public_url.file_route_base``); with
     ``inline`` False (a listing) no bytes are read: URL parts, or descriptions without a URL."""
 
     base_url: str | None

@@ -16,10 +16,10 @@ from typing import Any
 
 import falcon
 
-from adapters.config import LEASE_BUSY_TEXT
 from adapters.dispatch import DispatchFailed
 from adapters.http import media
 from adapters.recovery import RecoveryFailed
+from adapters.settings.config import LEASE_BUSY_TEXT
 from engine import errors as e
 from engine.domain import errors as d
 from projections.console_queries import QueryError

@@ -22,8 +22,8 @@ import falcon
 from adapters import checkpoints
 from adapters.http import media
 from adapters.http.errors import V1, ApiError
-from adapters.log_sources import reading
 from adapters.runtime import Runtime
+from adapters.settings.log_sources import reading
 from engine.audit.source import Reader
 from engine.errors import OutOfRange
 from engine.merkle import proofs

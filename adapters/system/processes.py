@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 # Copied from the server's environment into every run; everything else is left out, but for
-# the names FOLDLINE_RUN_ENV adds (``adapters.run_env``). A notify hook gets it all (its
+# the names FOLDLINE_RUN_ENV adds (``adapters.settings.run_env``). A notify hook gets it all (its
 # caller passes the whole environment as ``base``).
 ENV_ALLOWLIST = (
     "PATH",

@@ -175,7 +175,7 @@ def test_wing_sqlite_path_never_imports_psycopg(tmp_path: Path) -> None:
     log load no PostgreSQL module."""
     script = (
         "import sys\n"
-        "import adapters.cli, adapters.log_sources, engine.storage.copy\n"
+        "import adapters.cli, adapters.settings.log_sources, engine.storage.copy\n"
         "from engine import open_log, open_notifier\n"
         "from engine.storage import check_target, parse_target\n"
         "from tests.support.tickets import MACHINES, TicketOpened\n"

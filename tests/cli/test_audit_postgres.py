@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from adapters.cli import main
-from adapters.log_sources import reading
+from adapters.settings.log_sources import reading
 from engine import FixedClock
 from engine.domain import commands as c
 from engine.merkle.nodes import extend_tree

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from adapters.config import LEASE_BUSY_TEXT
+from adapters.settings.config import LEASE_BUSY_TEXT
 from engine import open_log
 from engine.domain import MACHINES
 from engine.storage.postgres.storage import PostgresStorage

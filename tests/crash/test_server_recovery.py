@@ -14,7 +14,7 @@ from typing import Any
 import apsw
 import pytest
 
-from adapters.config import LEASE_BUSY_TEXT
+from adapters.settings.config import LEASE_BUSY_TEXT
 from engine import open_log
 from engine.domain import MACHINES
 from projections import default_projections

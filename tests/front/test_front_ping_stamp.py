@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from adapters.config import RunUser
 from adapters.front import worker
 from adapters.front.lifecycle import Front
 from adapters.front.settings import FrontConfig
+from adapters.settings.config import RunUser
 
 Answer = tuple[int, bytes] | None
 

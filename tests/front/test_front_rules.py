@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from adapters.config_error import ConfigError
 from adapters.front import session_dir, worker
 from adapters.front.settings import load_front_config, served, session_id_ok
+from adapters.settings.config_error import ConfigError
 from tests.support.front import SID_A, SID_B
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the front's settings need root")

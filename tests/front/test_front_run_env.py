@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from adapters.run_env import SOURCE_LIST
+from adapters.settings.run_env import SOURCE_LIST
 from adapters.system.processes import ENV_ALLOWLIST
 from tests.support.front import front, place
 

@@ -25,7 +25,7 @@ pytestmark = [
 BUILD = """
 import sys
 from pathlib import Path
-from adapters.config import RunUser
+from adapters.settings.config import RunUser
 from adapters.front import session_dir
 real, said = session_dir.rename_noreplace, []
 def rename(source, target):

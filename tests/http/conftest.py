@@ -8,9 +8,9 @@ from typing import Any
 import falcon.testing
 import pytest
 
-from adapters.config import ServerConfig, load_config
 from adapters.http.app import create_app
 from adapters.runtime import Runtime
+from adapters.settings.config import ServerConfig, load_config
 from engine.clock import Clock
 from tests.support.server import OPERATOR_TOKEN
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from adapters.config import LEASE_BUSY_TEXT
+from adapters.settings.config import LEASE_BUSY_TEXT
 from tests.http.conftest import MakeClient, sql
 
 ECHO = 'read -r p; echo "echo: $p"'

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from adapters.agents import Agents
-from adapters.config import LEASE_BUSY_TEXT
+from adapters.settings.agents import Agents
+from adapters.settings.config import LEASE_BUSY_TEXT
 from engine.domain import commands as c
 from engine.domain.agents import DEFAULT_AGENT, AgentPolicy
 from engine.errors import ChainBroken, EngineError, LogMissing, StorageError, StorageFull

@@ -13,8 +13,8 @@ import falcon.testing
 import pytest
 
 from adapters.checkpoints import Checkpointer
-from adapters.config import ConfigError, load_config
 from adapters.runtime import Runtime
+from adapters.settings.config import ConfigError, load_config
 from engine import merkle
 from engine.audit.note import TreeHead, generate_signer, open_note, parse_checkpoint, sign_note
 from engine.clock import FixedClock

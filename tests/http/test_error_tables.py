@@ -7,9 +7,9 @@ from typing import Any
 
 import falcon
 
-from adapters.config import LEASE_BUSY_TEXT
 from adapters.dispatch import DispatchFailed
 from adapters.http import errors
+from adapters.settings.config import LEASE_BUSY_TEXT
 from engine.domain import errors as d
 from engine.errors import InvalidArgument, StorageFull
 from projections.console_queries import QueryError

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from adapters.run_env import SOURCE_LIST, parse_run_env
+from adapters.settings.run_env import SOURCE_LIST, parse_run_env
 from adapters.system.processes import ENV_ALLOWLIST
 from engine.audit.note import generate_signer
 from tests.support.cli import foldline

@@ -14,7 +14,7 @@ from typing import Any
 import apsw
 import pytest
 
-from adapters.config import LEASE_BUSY_TEXT
+from adapters.settings.config import LEASE_BUSY_TEXT
 from tests.support.server import Server, read_events, serve
 
 pytestmark = pytest.mark.server

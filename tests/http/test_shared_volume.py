@@ -25,9 +25,9 @@ from a2a.client import ClientConfig, create_client
 from a2a.types import GetTaskRequest
 from a2a.utils.errors import A2AError, InternalError
 
-from adapters.config import LEASE_BUSY_TEXT
 from adapters.http import a2a
 from adapters.runtime import Runtime
+from adapters.settings.config import LEASE_BUSY_TEXT
 from adapters.system import mounts
 from adapters.system.leasefile import LeaseRecord
 from engine.domain.errors import LeaseBusy

@@ -8,9 +8,9 @@ import threading
 from dataclasses import replace
 from pathlib import Path
 
-from adapters import operator_token
-from adapters.config import load_config
-from adapters.operator_token import OperatorToken
+from adapters.settings import operator_token
+from adapters.settings.config import load_config
+from adapters.settings.operator_token import OperatorToken
 
 
 def test_operator_token_racing_creators_agree_on_one_token(tmp_path: Path) -> None:

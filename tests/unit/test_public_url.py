@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from adapters.public_url import file_route_base, is_loopback_bind, origin_warning
+from adapters.settings.public_url import file_route_base, is_loopback_bind, origin_warning
 
 INVOKE = (
     "https://bedrock-agentcore.us-east-1.amazonaws.com/runtimes/"

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from adapters.config import ConfigError, load_config
-from adapters.run_env import SOURCE_LIST, RunEnv, parse_run_env
+from adapters.settings.config import ConfigError, load_config
+from adapters.settings.run_env import SOURCE_LIST, RunEnv, parse_run_env
 from adapters.system.processes import ENV_ALLOWLIST
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from adapters import sandbox
-from adapters.config import ConfigError, RunUser, load_config
+from adapters.settings.config import ConfigError, RunUser, load_config
 from engine.errors import LogMissing
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="switches users only as root")

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from adapters.config import ConfigError, ServerConfig, load_config
-from adapters.shared_volume import VolumeMode, judge_again
+from adapters.settings.config import ConfigError, ServerConfig, load_config
+from adapters.settings.shared_volume import VolumeMode, judge_again
 
 LOCAL = "27 1 254:0 / / rw,relatime - ext4 /dev/vda rw,discard\n"
 PG = "postgresql://u@127.0.0.1/db"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters.config_error import ConfigError
+from adapters.settings.config_error import ConfigError
 from adapters.state_access import barrier, check
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import apsw
 import pytest
 
-from adapters.log_sources import reading
+from adapters.settings.log_sources import reading
 from engine import Log, merkle, open_log
 from engine.audit.source import Reader
 from engine.audit.verifier import verify

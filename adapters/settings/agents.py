@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from adapters.config_error import ConfigError
+from adapters.settings.config_error import ConfigError
 from engine.domain.agents import DEFAULT_AGENT, AgentPolicy, Mode
 
 NAME = r"[A-Za-z0-9_.-]{1,64}"

@@ -34,7 +34,7 @@ from typing import Annotated, Any
 import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
-from adapters.config_error import ConfigError
+from adapters.settings.config_error import ConfigError
 
 Text = Annotated[str, Meta(min_length=1, max_length=2000)]
 Url = Annotated[str, Meta(pattern=r"^https?://\S+$", max_length=2000)]

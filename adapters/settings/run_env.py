@@ -29,7 +29,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from adapters.config_error import ConfigError
+from adapters.settings.config_error import ConfigError
 from adapters.system.processes import ENV_ALLOWLIST
 
 SETTING = "FOLDLINE_RUN_ENV"

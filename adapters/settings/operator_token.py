@@ -17,7 +17,7 @@ import secrets
 import threading
 from pathlib import Path
 
-from adapters.config import ServerConfig
+from adapters.settings.config import ServerConfig
 
 
 class OperatorToken:

@@ -13,12 +13,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from adapters import demo_agent
-from adapters.agents import Agents, default_agents, load_agents
-from adapters.card_file import DeployerCard, load_card
-from adapters.config_error import ConfigError
-from adapters.run_env import RunEnv, parse_run_env
-from adapters.shared_volume import TableReader, VolumeMode, decide
+from adapters.settings import demo_agent
+from adapters.settings.agents import Agents, default_agents, load_agents
+from adapters.settings.card_file import DeployerCard, load_card
+from adapters.settings.config_error import ConfigError
+from adapters.settings.run_env import RunEnv, parse_run_env
+from adapters.settings.shared_volume import TableReader, VolumeMode, decide
 from engine.audit.note import Signer, parse_signer
 from engine.domain.channel import Input
 from engine.errors import InvalidArgument
