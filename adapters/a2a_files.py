@@ -17,7 +17,7 @@ Saving never follows a link: each directory is opened relative to its parent wit
 links, so a run that put a link where a directory goes makes the save fail, not write elsewhere.
 Each file is written under a temporary name, synced and renamed, so a crash never leaves a
 half file under its final name. Files are 0644 in 0755 directories, and the run user's when
-the server runs as root (the workspace is theirs, ``adapters.sandbox``).
+the server runs as root (the workspace is theirs, ``adapters.services.sandbox``).
 """
 
 from __future__ import annotations

@@ -44,7 +44,7 @@ class _Engine:
 
 
 class ReadOnlyRuntime:
-    """What the read resources use of ``adapters.runtime.Runtime``, over a read-only log.
+    """What the read resources use of ``adapters.services.runtime.Runtime``, over a read-only log.
 
     Opened per process on first use (never before gunicorn forks), with a notifier so that the
     events feed follows commits made by a server writing the same file.

@@ -21,9 +21,9 @@ from typing import Any
 
 from gunicorn.app.base import BaseApplication
 
-from adapters.front.handoff import announce_ready, listen_fd
 from adapters.http.app import create_app
-from adapters.runtime import Runtime
+from adapters.services.front_handoff import announce_ready, listen_fd
+from adapters.services.runtime import Runtime
 from adapters.settings.config import ServerConfig
 
 log = logging.getLogger("foldline.server")

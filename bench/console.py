@@ -22,7 +22,7 @@ import falcon.testing
 
 from adapters.http.app import create_app
 from adapters.http.console import asset_names
-from adapters.runtime import Runtime
+from adapters.services.runtime import Runtime
 from adapters.settings.config import load_config
 from engine.domain import MACHINES
 from engine.domain.job import JobAccepted, JobFinished, JobStarted

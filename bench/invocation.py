@@ -24,8 +24,8 @@ from pathlib import Path
 
 import apsw
 
-from adapters import sandbox
-from adapters.sandbox import Sandbox
+from adapters.services import sandbox
+from adapters.services.sandbox import Sandbox
 from adapters.settings.config import load_config
 from adapters.system.processes import spawn_gated
 from bench.http_load import THREADS, WORKERS, free_port, server

@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from adapters.checkpoints import Checkpointer, write_note
+from adapters.services.checkpoints import Checkpointer, write_note
 from bench.common import build_log, item_event
 from engine import merkle
 from engine.audit.note import generate_signer

@@ -78,8 +78,8 @@ def run_serve(args: argparse.Namespace) -> int:
 
     if os.environ.get("FOLDLINE_SESSION_BASE"):
         return run_front(args)
-    from adapters import sandbox, state_access
     from adapters.server import FoldlineServer
+    from adapters.services import sandbox, state_access
     from adapters.settings.config import ConfigError
 
     try:

@@ -26,9 +26,9 @@ import subprocess
 import sys
 from collections.abc import Mapping
 
-from adapters import state_access
 from adapters.front.settings import FrontConfig
-from adapters.sandbox import as_user
+from adapters.services import state_access
+from adapters.services.sandbox import as_user
 from adapters.settings.config_error import ConfigError
 
 NAMED = (
@@ -125,7 +125,7 @@ def worker_env(
     kept.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
     return {
         **kept,
-        # Its home is its state directory, which its runs see covered (adapters.sandbox).
+        # Its home is its state directory, which its runs see covered (adapters.services.sandbox).
         "HOME": str(config.worker_state(sid)),
         "FOLDLINE_STATE_DIR": str(config.worker_state(sid)),
         "FOLDLINE_WORKSPACE": str(config.workspace),

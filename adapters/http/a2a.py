@@ -50,7 +50,7 @@ from adapters.http.errors import (
 )
 from adapters.http.follow import follow
 from adapters.http.inbound import SEND_MESSAGE_TEXTS, SendMessageIn, refusal
-from adapters.runtime import Runtime
+from adapters.services.runtime import Runtime
 from adapters.system.url_policy import UrlPolicy
 from engine.domain import commands as c
 from engine.domain import ids

@@ -26,10 +26,10 @@ from dataclasses import dataclass, field, replace
 
 from adapters import a2a_files
 from adapters.a2a_files import LoadedFile
-from adapters.dispatch import DispatchFailed, new_id
 from adapters.http.errors import AGENT, INTERNAL, LAUNCH, MESSAGE, RpcError, as_rpc
 from adapters.http.inbound import MessageIn
-from adapters.runtime import Runtime
+from adapters.services.dispatch import DispatchFailed, new_id
+from adapters.services.runtime import Runtime
 from engine.domain import usecases
 from engine.domain.errors import NoChannel, SessionNotFound, TaskEnded, TaskMoved, TaskNotFound
 from engine.domain.push import PushConfig

@@ -13,7 +13,7 @@ import falcon
 
 from adapters.http import media
 from adapters.http.errors import EXTENDED_CARD_NOT_CONFIGURED, UNAUTHENTICATED, RpcError
-from adapters.runtime import Runtime
+from adapters.services.runtime import Runtime
 from adapters.settings.card_file import DeployerCard
 
 

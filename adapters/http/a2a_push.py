@@ -18,11 +18,11 @@ from typing import Any
 
 import msgspec
 
-from adapters.dispatch import new_id
 from adapters.http import a2a_v03, media
 from adapters.http.a2a_wire import STATE, FileParts, status_json, task_json
 from adapters.http.errors import INVALID_PARAMS, PUSH, TASK_NOT_FOUND, RpcError, as_rpc
 from adapters.http.inbound import PushConfigIn, refusal
+from adapters.services.dispatch import new_id
 from adapters.system.url_policy import UrlPolicy, UrlRefused
 from engine.domain import push as push_
 from engine.domain.errors import NotFound, TaskEnded

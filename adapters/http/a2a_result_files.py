@@ -31,7 +31,7 @@ from urllib.parse import quote
 import falcon
 
 from adapters.http.errors import V1, ApiError
-from adapters.runtime import Runtime
+from adapters.services.runtime import Runtime
 from adapters.settings.public_url import file_route_base
 from engine.domain.job import FileEntry
 from engine.domain.rows import TaskRow

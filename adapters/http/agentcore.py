@@ -21,7 +21,7 @@ from adapters.http import media, sse
 from adapters.http.errors import INVOCATIONS, ApiError
 from adapters.http.follow import follow
 from adapters.http.inbound import INVOCATION_TEXTS, InvocationIn, refusal
-from adapters.runtime import Runtime
+from adapters.services.runtime import Runtime
 from engine.domain import ids
 from engine.domain.errors import LeaseBusy
 from engine.domain.job import TERMINAL as JOB_TERMINAL

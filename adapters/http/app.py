@@ -30,7 +30,7 @@ from adapters.http import (
     proofs,
     v1,
 )
-from adapters.runtime import Runtime
+from adapters.services.runtime import Runtime
 
 log = logging.getLogger("foldline.http")
 

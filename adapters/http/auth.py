@@ -23,8 +23,8 @@ from typing import Any
 
 import falcon
 
-from adapters.dispatch import token_digest
 from adapters.http.errors import ApiError
+from adapters.services.dispatch import token_digest
 from projections import queries
 
 GUARDED = ("/v1/", "/console/api/")

@@ -15,7 +15,6 @@ import time
 
 import falcon
 
-from adapters.dispatch import Spawn
 from adapters.http import auth, media
 from adapters.http.errors import ApiError
 from adapters.http.schemas import (
@@ -28,8 +27,9 @@ from adapters.http.schemas import (
     WaitOut,
 )
 from adapters.http.v1 import Control, JobItem, Reads, job_out
-from adapters.integration import IntegrationFailed
-from adapters.writers import PatchUnusable
+from adapters.services.dispatch import Spawn
+from adapters.services.integration import IntegrationFailed
+from adapters.services.writers import PatchUnusable
 from engine.domain import commands as c
 from engine.domain.job import TERMINAL
 from engine.domain.result import UNREAD
@@ -186,7 +186,7 @@ class Result(CoordinationControl):
 class Disposition(CoordinationControl):
     """``POST /v1/jobs/{id}/result/accept|reject`` (``reason``) and ``.../integrate`` (or its
     old name ``integrated``; ``sha256`` optional, checked when given), which applies the kept
-    patch to the workspace (``adapters.integration``): by an ancestor's live run or the
+    patch to the workspace (``adapters.services.integration``): by an ancestor's live run or the
     operator; answers the job row."""
 
     def on_post(

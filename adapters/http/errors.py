@@ -16,9 +16,9 @@ from typing import Any
 
 import falcon
 
-from adapters.dispatch import DispatchFailed
 from adapters.http import media
-from adapters.recovery import RecoveryFailed
+from adapters.services.dispatch import DispatchFailed
+from adapters.services.recovery import RecoveryFailed
 from adapters.settings.config import LEASE_BUSY_TEXT
 from engine import errors as e
 from engine.domain import errors as d

@@ -11,8 +11,8 @@ import os
 
 import falcon
 
-from adapters.runtime import Runtime
-from adapters.tenure import LEASE
+from adapters.services.runtime import Runtime
+from adapters.services.tenure import LEASE
 from engine.domain.lease import LeaseState
 from engine.errors import LogMissing
 from projections import queries

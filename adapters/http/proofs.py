@@ -3,9 +3,9 @@ monitor, a witness or an auditor polls. Open, without a token: a checkpoint is p
 proof holds only hashes and sizes.
 
 The checkpoint is the latest signed note the lease holder keeps beside its anchor
-(``adapters.checkpoints``), read from that file: a server that never activated opens nothing.
-A proof reads the log read-only, on a connection of its own, and builds the tree per request
-from the stored chain hashes (a fraction of a second at 10^5 events); its answer is the JSON
+(``adapters.services.checkpoints``), read from that file: a server that never activated opens
+nothing. A proof reads the log read-only, on a connection of its own, and builds the tree per
+request from the stored chain hashes (a fraction of a second at 10^5 events); its answer is the JSON
 ``foldline prove`` prints. ``size`` and ``new`` default to the latest checkpoint's size, so a
 proof answers against what was signed, else to the log's head. A malformed or missing number
 is a 400 ``invalid_argument``; a position or size the log does not hold a 404 ``out_of_range``.
@@ -19,10 +19,10 @@ from typing import Any
 
 import falcon
 
-from adapters import checkpoints
 from adapters.http import media
 from adapters.http.errors import V1, ApiError
-from adapters.runtime import Runtime
+from adapters.services import checkpoints
+from adapters.services.runtime import Runtime
 from adapters.settings.log_sources import reading
 from engine.audit.source import Reader
 from engine.errors import OutOfRange

@@ -14,7 +14,6 @@ from typing import Any, TypeVar
 import falcon
 import msgspec
 
-from adapters import winddown
 from adapters.http import auth, media, sse
 from adapters.http.errors import V1, ApiError
 from adapters.http.follow import follow
@@ -31,7 +30,8 @@ from adapters.http.schemas import (
     TaintIn,
     TaskOut,
 )
-from adapters.runtime import Runtime
+from adapters.services import winddown
+from adapters.services.runtime import Runtime
 from adapters.system.processes import is_alive
 from engine import Machines
 from engine.domain import MACHINES, ids, push

@@ -3,7 +3,7 @@
 It is what ``foldline serve`` runs when ``FOLDLINE_RUNNER`` is unset, so that a fresh server
 shows a whole job lifecycle (accepted, live deltas, result) without any agent installed.
 ``FOLDLINE_DEMO_DELAY_S`` sets the pause between words (default 0.2 s). It is a POSIX shell
-program, not Python: a run executes as another user (``adapters.sandbox``), who may not be
+program, not Python: a run executes as another user (``adapters.services.sandbox``), who may not be
 allowed to reach the server's own Python and its packages.
 """
 

@@ -7,7 +7,7 @@ server sets for the run itself (its own ``FOLDLINE_*`` values, the sandbox's ``H
 always win. The image sets the source system's list (the runtime role's AWS variables and the
 OTEL ones); ``foldline serve`` alone passes nothing beyond the allowlist unless told to. The
 git commands foldline runs itself (``adapters.system.gitwork``) and the notify hook
-(``adapters.notify``) keep their own environments.
+(``adapters.services.notify``) keep their own environments.
 
 What may never pass is refused at boot, by rule rather than by what happens to be set now:
 

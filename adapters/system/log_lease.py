@@ -6,7 +6,8 @@ writes through, one transaction at a time under the head row's lock, so the leas
 the gate as well: ``AcquireLease`` and ``TakeOverLease`` are judged and recorded atomically
 there, a takeover raises the epoch that the head row carries, and every write of an older
 epoch is refused under the same lock. There is nothing to claim, confirm or put right on the
-side: this gate answers ``adapters.tenure`` from the lease row, with ``LeaseFile``'s methods.
+side: this gate answers ``adapters.services.tenure`` from the lease row, with ``LeaseFile``'s
+methods.
 """
 
 from __future__ import annotations

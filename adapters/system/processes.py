@@ -122,9 +122,9 @@ def spawn_gated(
     """Start ``sh -c command`` stopped at its gate (see the module docstring), in its own
     process group, every stdio piped, with ``base`` (default: the allowlisted environment; a
     run's adds ``FOLDLINE_RUN_ENV``'s names, a notify hook's is the whole) plus ``env``.
-    ``wrap`` turns the argv into the one that runs it as another user (``adapters.sandbox``);
-    every program it puts in front execs the next, so the pid and the start token recorded are
-    the run's own.
+    ``wrap`` turns the argv into the one that runs it as another user
+    (``adapters.services.sandbox``); every program it puts in front execs the next, so the pid and
+    the start token recorded are the run's own.
 
     Raises:
         OSError: the child could not be created.

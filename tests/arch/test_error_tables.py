@@ -14,7 +14,7 @@ import ast
 import inspect
 from pathlib import Path
 
-from adapters import dispatch, recovery
+from adapters.services import dispatch, recovery
 from engine import errors as engine_errors
 from engine.domain import errors as domain_errors
 from projections import console_queries

@@ -168,8 +168,8 @@ def test_layers_recovery_talks_to_a_narrow_port() -> None:
     """Recovery and tenure never reach back into the runtime that drives them (no cycle in any
     package is held by ``test_cycles``)."""
     modules = modules_of(ROOT / "adapters")
-    for name in ("adapters.recovery", "adapters.tenure"):
-        assert "adapters.runtime" not in imports_of(modules[name], set(modules)), name
+    for name in ("adapters.services.recovery", "adapters.services.tenure"):
+        assert "adapters.services.runtime" not in imports_of(modules[name], set(modules)), name
 
 
 SQL = re.compile(r"\b(SELECT|INSERT INTO|UPDATE \w+ SET|DELETE FROM)\b|\.execute\(")

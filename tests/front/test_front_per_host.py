@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from adapters.front.settings import session_key
-from adapters.sandbox import as_user
+from adapters.services.sandbox import as_user
 from adapters.settings.config import RunUser
 from tests.support.front import SID_A, SID_B, Front, front, place
 from tests.support.server import ROOT, free_port

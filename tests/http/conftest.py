@@ -9,7 +9,7 @@ import falcon.testing
 import pytest
 
 from adapters.http.app import create_app
-from adapters.runtime import Runtime
+from adapters.services.runtime import Runtime
 from adapters.settings.config import ServerConfig, load_config
 from engine.clock import Clock
 from tests.support.server import OPERATOR_TOKEN

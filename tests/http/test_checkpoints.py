@@ -1,5 +1,5 @@
-"""The holder's signed checkpoints (``adapters.checkpoints``, ADR 0040) in process, on a fixed
-clock: when one is due (N events, T seconds), the event it records, the note kept beside the
+"""The holder's signed checkpoints (``adapters.services.checkpoints``, ADR 0040) in process, on a
+fixed clock: when one is due (N events, T seconds), the event it records, the note kept beside the
 anchor, the refusal of a tree that does not extend the last one, and the open routes."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from typing import Any
 import falcon.testing
 import pytest
 
-from adapters.checkpoints import Checkpointer
-from adapters.runtime import Runtime
+from adapters.services.checkpoints import Checkpointer
+from adapters.services.runtime import Runtime
 from adapters.settings.config import ConfigError, load_config
 from engine import merkle
 from engine.audit.note import TreeHead, generate_signer, open_note, parse_checkpoint, sign_note

@@ -7,8 +7,8 @@ from typing import Any
 
 import falcon
 
-from adapters.dispatch import DispatchFailed
 from adapters.http import errors
+from adapters.services.dispatch import DispatchFailed
 from adapters.settings.config import LEASE_BUSY_TEXT
 from engine.domain import errors as d
 from engine.errors import InvalidArgument, StorageFull

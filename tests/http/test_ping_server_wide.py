@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters.busy import BusyBoard
+from adapters.services.busy import BusyBoard
 from tests.support.server import Server, poll_invocation, serve
 
 pytestmark = pytest.mark.server

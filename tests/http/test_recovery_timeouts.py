@@ -5,8 +5,8 @@ The runtime's clock is injected: the graces are crossed by moving it, not by sle
 
 from __future__ import annotations
 
-from adapters import recovery
-from adapters.runtime import Runtime
+from adapters.services import recovery
+from adapters.services.runtime import Runtime
 from engine.clock import FixedClock
 from engine.domain import commands as c
 from tests.http.conftest import MakeClient, sql

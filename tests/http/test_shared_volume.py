@@ -26,7 +26,7 @@ from a2a.types import GetTaskRequest
 from a2a.utils.errors import A2AError, InternalError
 
 from adapters.http import a2a
-from adapters.runtime import Runtime
+from adapters.services.runtime import Runtime
 from adapters.settings.config import LEASE_BUSY_TEXT
 from adapters.system import mounts
 from adapters.system.leasefile import LeaseRecord

@@ -8,8 +8,8 @@ from dataclasses import replace
 
 import pytest
 
+from adapters.services.tenure import Tenure
 from adapters.system.leasefile import LeaseRecord
-from adapters.tenure import Tenure
 from engine.domain.errors import LeaseBusy
 from tests.http.conftest import MakeClient
 

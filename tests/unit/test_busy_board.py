@@ -4,7 +4,7 @@ where it was (AgentCore reads a moving stamp as activity)."""
 
 from __future__ import annotations
 
-from adapters.busy import BusyBoard
+from adapters.services.busy import BusyBoard
 
 
 def test_busy_board_stamp_moves_only_when_the_state_changes() -> None:

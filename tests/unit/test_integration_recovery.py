@@ -1,6 +1,6 @@
-"""The integrate protocol's compensations (adapters.integration, issue 28) on a real log file and a
-real git repository: an intent whose files were all written is confirmed by recovery, a half
-written one is written back and undone, a confirmation that fails is undone at once, and a
+"""The integrate protocol's compensations (adapters.services.integration, issue 28) on a real log
+file and a real git repository: an intent whose files were all written is confirmed by recovery, a
+half written one is written back and undone, a confirmation that fails is undone at once, and a
 write-back that fails too taints the session by an event."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from adapters.integration import IntegrationFailed, Integrator
+from adapters.services.integration import IntegrationFailed, Integrator
+from adapters.services.writers import Worktrees, WriterRun
 from adapters.system.gitwork import apply
 from adapters.system.gitwork.runner import Git
-from adapters.writers import Worktrees, WriterRun
 from engine.domain import commands as c
 from engine.engine import Engine
 from engine.errors import StorageError

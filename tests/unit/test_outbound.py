@@ -12,7 +12,7 @@ from contextlib import contextmanager
 import pytest
 
 from adapters.a2a_files import FetchFailed, fetch
-from adapters.push import post
+from adapters.services.push import post
 from adapters.system.url_policy import UrlPolicy
 
 

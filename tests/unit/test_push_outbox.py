@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from adapters.http.a2a_push import payload
-from adapters.push import Deliverer
+from adapters.services.push import Deliverer
 from adapters.system.url_policy import UrlPolicy
 from engine.clock import FixedClock
 from engine.domain import commands as c

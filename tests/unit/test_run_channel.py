@@ -1,5 +1,5 @@
-"""The server's side of a run's live channel (adapters.run_channel, ADR 0038) on a real log file
-and a real pipe: a control is delivered only once its whole line is in the pipe, exactly once;
+"""The server's side of a run's live channel (adapters.services.run_channel, ADR 0038) on a real log
+file and a real pipe: a control is delivered only once its whole line is in the pipe, exactly once;
 a closed pipe loses what was on its way; ``FOLDLINE:`` lines become signals, in order."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from adapters.run_channel import (
+from adapters.services.run_channel import (
     Deliveries,
     Signals,
     prompt_line,

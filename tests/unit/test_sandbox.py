@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters import sandbox
+from adapters.services import sandbox
 from adapters.settings.config import ConfigError, RunUser, load_config
 from engine.errors import LogMissing
 

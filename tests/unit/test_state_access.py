@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from adapters.services.state_access import barrier, check
 from adapters.settings.config_error import ConfigError
-from adapters.state_access import barrier, check
 
 
 def test_state_access_takes_a_directory_or_one_it_can_make(tmp_path: Path) -> None:

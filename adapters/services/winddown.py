@@ -14,7 +14,7 @@ from __future__ import annotations
 import signal
 import time
 
-from adapters.runtime import Runtime
+from adapters.services.runtime import Runtime
 from adapters.system.processes import is_alive, kill_group
 from engine.domain import commands as c
 from engine.domain.job import JobState as J

@@ -28,9 +28,9 @@ import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from adapters.services.writers import PatchUnusable, Worktrees
 from adapters.system.gitwork import apply
 from adapters.system.gitwork.runner import GitFailed
-from adapters.writers import PatchUnusable, Worktrees
 from engine.domain import commands as c
 from engine.domain.engine import DomainEngine
 from engine.domain.errors import Conflict, NotFound

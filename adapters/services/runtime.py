@@ -5,10 +5,10 @@ Each gunicorn worker builds its own engine on first need (never before fork, nev
 holder name, so the lease belongs to the server instance: the first request that writes takes
 it, and the others of the same instance find it theirs.
 
-- ``tenure`` (adapters.tenure): the lease, and the epoch writes carry;
-- ``jobs`` (adapters.dispatch): starting runs, and this process's in-flight work;
-- recovery (adapters.recovery) runs when the tenure is taken, through a narrow port;
-- ``pushes`` (adapters.push): the outbox's deliveries, sent while the lease is held here.
+- ``tenure`` (adapters.services.tenure): the lease, and the epoch writes carry;
+- ``jobs`` (adapters.services.dispatch): starting runs, and this process's in-flight work;
+- recovery (adapters.services.recovery) runs when the tenure is taken, through a narrow port;
+- ``pushes`` (adapters.services.push): the outbox's deliveries, sent while the lease is held here.
 """
 
 from __future__ import annotations
@@ -23,18 +23,18 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from adapters import checkpoints, recovery, sandbox
-from adapters.busy import BusyBoard
-from adapters.dispatch import Dispatcher
-from adapters.integration import Integrator
-from adapters.push import Deliverer, Payload
+from adapters.services import checkpoints, recovery, sandbox
+from adapters.services.busy import BusyBoard
+from adapters.services.dispatch import Dispatcher
+from adapters.services.integration import Integrator
+from adapters.services.push import Deliverer, Payload
+from adapters.services.tenure import Tenure
 from adapters.settings import shared_volume
 from adapters.settings.config import ServerConfig
 from adapters.settings.log_sources import reading
 from adapters.settings.operator_token import OperatorToken
 from adapters.system import log_anchor
 from adapters.system.url_policy import UrlPolicy
-from adapters.tenure import Tenure
 from engine import open_notifier
 from engine.audit.anchor import ServerAnchor
 from engine.clock import Clock
@@ -87,7 +87,7 @@ class Runtime:
         self._replaceable = (
             log_anchor.read(self.anchor_path) if config.new_log and self.anchor_path else None
         )
-        # The latest signed checkpoint, beside the anchor (adapters.checkpoints); a signer
+        # The latest signed checkpoint, beside the anchor (adapters.services.checkpoints); a signer
         # only with FOLDLINE_CHECKPOINT_KEY.
         self.checkpoint_path = checkpoints.checkpoint_file(
             log_anchor.anchor_file(config.state_dir, Path(str(config.log_target)))

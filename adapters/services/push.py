@@ -9,7 +9,7 @@ a delivery) and when the next retry falls due, on the engine's clock; ``step`` i
 which tests drive by hand on an injected clock.
 
 While anything is owed, the worker counts one piece of work on the busy board, so ``/ping``
-says ``HealthyBusy`` without reading the log (``adapters.busy``).
+says ``HealthyBusy`` without reading the log (``adapters.services.busy``).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from adapters.busy import BusyBoard
+from adapters.services.busy import BusyBoard
 from adapters.system import outbound
 from adapters.system.url_policy import UrlPolicy, UrlRefused
 from engine.clock import format_time, parse_time

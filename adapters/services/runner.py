@@ -24,16 +24,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from adapters.run_channel import (
+from adapters.services.run_channel import (
     Deliveries,
     Signals,
     prompt_line,
     record_said,
     without_signals,
 )
+from adapters.services.writers import WriterRun
 from adapters.system.processes import GatedProcess, kill_group
 from adapters.system.run_io import RunIO
-from adapters.writers import WriterRun
 from engine.domain import commands as c
 from engine.domain.channel import INPUT_LINES
 from engine.domain.engine import DomainEngine
@@ -58,7 +58,8 @@ class Run:
     prompt: bytes
     process: GatedProcess
     writer: WriterRun | None = None  # a writer's worktree: its patch is taken at the end
-    input: str = ""  # "lines": the run takes controls while it runs (``adapters.run_channel``)
+    # "lines": the run takes controls while it runs (``adapters.services.run_channel``)
+    input: str = ""
     resumed: bool = False
 
 

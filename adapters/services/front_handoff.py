@@ -68,7 +68,7 @@ def notify_front(
     """Hand a finished job to the front's hook, recording its start before the hand-off and
     its end from the front's answer: at most once, and a hand-off cut off (the front or this
     worker gone) leaves a start without an end, reported as a lost notification. Called for
-    the same jobs as ``adapters.notify``: an owed ``/invocations`` reply only."""
+    the same jobs as ``adapters.services.notify``: an owed ``/invocations`` reply only."""
     front = front_of()
     assert front is not None
     url, token = front

@@ -3,8 +3,8 @@ watch it in a thread of this process (design.md §7). Prompts are read by
 ``adapters.system.prompts``.
 
 A run and its notify hook are in-flight work, counted on the server's busy board
-(``adapters.busy``): what ``/ping`` reports as HealthyBusy, whichever worker answers, without
-opening the log.
+(``adapters.services.busy``): what ``/ping`` reports as HealthyBusy, whichever worker answers,
+without opening the log.
 """
 
 from __future__ import annotations
@@ -22,14 +22,13 @@ from typing import Any
 
 import msgspec
 
-from adapters import notify, runner, sandbox
-from adapters.busy import BusyBoard
-from adapters.front import handoff
+from adapters.services import front_handoff, notify, runner, sandbox
+from adapters.services.busy import BusyBoard
+from adapters.services.writers import Worktrees, WriterRun
 from adapters.settings.config import ServerConfig
 from adapters.system.gitwork.runner import GitFailed
 from adapters.system.processes import GatedProcess, spawn_gated
 from adapters.system.prompts import read_prompt
-from adapters.writers import Worktrees, WriterRun
 from engine.domain import commands as c
 from engine.domain import ids, usecases
 from engine.domain.engine import DomainEngine
@@ -419,7 +418,7 @@ class Dispatcher:
     def _notify(self, job_id: str, status: str, result: str) -> None:
         """Run the notify hook (or hand it to the front's) for a job whose end was the reply an
         ``/invocations`` caller was owed: the runner calls this for that end only."""
-        in_front = handoff.hook_in_front()  # under a front, the hook is the front's to run
+        in_front = front_handoff.hook_in_front()  # under a front, the hook is the front's to run
         if not self.config.notify and not in_front:
             return
         engine = self._engine()
@@ -429,7 +428,7 @@ class Dispatcher:
         self.busy.enter()
         try:
             if in_front:
-                handoff.notify_front(
+                front_handoff.notify_front(
                     engine, job_id, session_id, status, result, self.config.notify_timeout_s
                 )
                 return

@@ -9,7 +9,7 @@ The kernel decides, not a reading of mode bits: the check asks ``faccessat(2)`` 
 effective ids and capabilities (``AT_EACCESS``), so ACLs, a capability such as
 ``CAP_DAC_READ_SEARCH``, a root-squashing NFS server and security modules count as they will
 for the server. ``foldline serve`` checks as itself; the front (root) checks as its worker's user,
-through the worker's own ``setpriv`` chain (``python -m adapters.state_access PATH`` prints
+through the worker's own ``setpriv`` chain (``python -m adapters.services.state_access PATH`` prints
 the line, exit 1, or nothing, exit 0).
 """
 
@@ -95,11 +95,11 @@ def check_as(path: Path, user: RunUser) -> None:
         ConfigError: one line naming the directory in the way and why, or that the check
             could not run as ``user`` (then neither could the worker).
     """
-    from adapters.sandbox import as_user  # here: the child imports this module, kept light
+    from adapters.services.sandbox import as_user  # here: the child imports this module, kept light
 
     try:
         done = subprocess.run(
-            as_user(user, [sys.executable, "-m", "adapters.state_access", str(path)]),
+            as_user(user, [sys.executable, "-m", "adapters.services.state_access", str(path)]),
             cwd="/",
             env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
             capture_output=True,

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from adapters.sandbox import Sandbox
+from adapters.services.sandbox import Sandbox
 from adapters.settings.config import ServerConfig
 from adapters.system.gitwork import patches, worktrees
 from adapters.system.gitwork.runner import Git, GitFailed, NotARepository
