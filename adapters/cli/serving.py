@@ -78,7 +78,7 @@ def run_serve(args: argparse.Namespace) -> int:
 
     if os.environ.get("FOLDLINE_SESSION_BASE"):
         return run_front(args)
-    from adapters.server import FoldlineServer
+    from adapters.programs.server import FoldlineServer
     from adapters.services import sandbox, state_access
     from adapters.settings.config import ConfigError
 
@@ -174,7 +174,7 @@ def run_token(args: argparse.Namespace) -> int:
 
 def run_console(args: argparse.Namespace) -> int:
     """Serve the console read-only over a log file: no lease, no runner, no writes."""
-    from adapters.console_server import ConsoleServer, check_log, check_loopback
+    from adapters.programs.console_server import ConsoleServer, check_log, check_loopback
     from adapters.settings.config import ConfigError, parse_bind
 
     try:

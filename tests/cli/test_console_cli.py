@@ -116,7 +116,7 @@ def test_console_cli_asks_no_token_so_it_refuses_a_non_loopback_bind(
 
 
 def test_console_cli_loopback_binds_are_accepted() -> None:
-    from adapters.console_server import check_loopback
+    from adapters.programs.console_server import check_loopback
 
     for bind in ("127.0.0.1:8081", "127.0.0.2:1", "[::1]:8081", "localhost:8081"):
         assert check_loopback(bind) == bind

@@ -1,6 +1,6 @@
 """A2A follow-ups reach a running agent that takes input (ADR 0038), on a real gunicorn with the
-example agent (``adapters.channel_agent``): the answer to its question, or a message into the
-same run; no supersede, no new run. A run without input keeps ADR 0024's supersede."""
+example agent (``adapters.programs.channel_agent``): the answer to its question, or a message into
+the same run; no supersede, no new run. A run without input keeps ADR 0024's supersede."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Controls into a run's live channel over ``/v1`` (ADR 0038), through a real ``foldline serve``
-whose default agent is the example channel agent (``adapters.channel_agent``): a control is
+whose default agent is the example channel agent (``adapters.programs.channel_agent``): a control is
 recorded, then delivered into the run, and the run's output says it took it; every refusal
 records nothing. Waits are on recorded events (``tests.support.channel.wait_for``)."""
 

@@ -1,5 +1,5 @@
 """``/invocations`` with ``deliver: true`` (ADR 0038), on a real gunicorn with the example agent
-(``adapters.channel_agent``): the prompt goes into the session's running job when its run
+(``adapters.programs.channel_agent``): the prompt goes into the session's running job when its run
 takes input, as a message; otherwise, and without ``deliver``, a new job as before."""
 
 from __future__ import annotations

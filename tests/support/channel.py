@@ -10,7 +10,7 @@ from typing import Any
 from tests.support.server import Server
 
 # The example agent of the repository, run by the venv's Python (installed in editable mode).
-CHANNEL_RUNNER = f"{sys.executable} -m adapters.channel_agent"
+CHANNEL_RUNNER = f"{sys.executable} -m adapters.programs.channel_agent"
 CHANNEL_ENV = {"FOLDLINE_RUNNER": CHANNEL_RUNNER, "FOLDLINE_RUNNER_INPUT": "lines"}
 
 

@@ -1,5 +1,5 @@
 """An example agent that speaks the live channel (ADR 0038), small enough to read in one go:
-``FOLDLINE_RUNNER="<venv>/bin/python -m adapters.channel_agent"`` with
+``FOLDLINE_RUNNER="<venv>/bin/python -m adapters.programs.channel_agent"`` with
 ``FOLDLINE_RUNNER_INPUT=lines`` (or ``input = "lines"`` for an agent of ``FOLDLINE_AGENTS_FILE``).
 
 Its first stdin line is the prompt, ``{"type": "prompt", "text": ..., "resumed": ...}``; every
