@@ -22,7 +22,7 @@ from pathlib import Path
 
 import apsw
 
-from adapters.http.a2a_push import payload
+from adapters.http.a2a.push import payload
 from adapters.services.push import Deliverer, post
 from adapters.system.url_policy import UrlPolicy
 from engine.domain import commands as c

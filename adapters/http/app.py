@@ -14,10 +14,6 @@ from typing import Any
 import falcon
 
 from adapters.http import (
-    a2a,
-    a2a_card,
-    a2a_push,
-    a2a_result_files,
     agentcore,
     auth,
     channel,
@@ -30,6 +26,7 @@ from adapters.http import (
     proofs,
     v1,
 )
+from adapters.http.a2a import card, jsonrpc, push, result_files
 from adapters.services.runtime import Runtime
 
 log = logging.getLogger("foldline.http")
@@ -79,7 +76,7 @@ class SharedVolumeGate:
         self.runtime.judge_volume_again()
         if not self.runtime.config.shared_volume:
             return
-        if isinstance(resource, a2a.JsonRpc) and req.method == "POST":
+        if isinstance(resource, jsonrpc.JsonRpc) and req.method == "POST":
             if not resource.hold_or_answer_busy(req, resp):
                 resp.complete = True  # answered: no authentication, no responder
             return
@@ -96,14 +93,14 @@ def create_app(runtime: Runtime) -> falcon.App[falcon.Request, falcon.Response]:
     # What the outbox's deliveries send (ADR 0039): a result's files as parts, as every other
     # answer sends them (inline, or URLs on FOLDLINE_PUBLIC_URL; never this server's bind
     # address, which no receiver elsewhere reaches).
-    files = a2a_result_files.parts_for(runtime)
-    runtime.push_payload = partial(a2a_push.payload, files=files)
+    files = result_files.parts_for(runtime)
+    runtime.push_payload = partial(push.payload, files=files)
     media.install(app)  # resp.media and req.get_media() go through the one msgspec codec
     app.add_route("/ping", agentcore.Ping(runtime))
     app.add_route("/invocations", agentcore.Invocations(runtime))
-    app.add_route("/", a2a.JsonRpc(runtime))
-    app.add_route("/.well-known/agent-card.json", a2a_card.AgentCard(runtime))
-    app.add_route("/a2a/tasks/{task_id}/files/{n}", a2a_result_files.TaskFile(runtime))
+    app.add_route("/", jsonrpc.JsonRpc(runtime))
+    app.add_route("/.well-known/agent-card.json", card.AgentCard(runtime))
+    app.add_route("/a2a/tasks/{task_id}/files/{n}", result_files.TaskFile(runtime))
     app.add_route("/v1/sessions", v1.SessionsCollection(runtime))
     app.add_route("/v1/sessions/{session_id}", v1.SessionItem(runtime))
     app.add_route("/v1/sessions/{session_id}/taint", v1.SessionTaint(runtime))

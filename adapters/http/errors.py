@@ -178,11 +178,11 @@ class RpcError(ApiError):
 # Where in a JSON-RPC method an error was caught: anywhere (``None``: the method's handler let
 # it through), or one step of a method, whose code passes what it caught to ``rpc_error`` with
 # the step's name; a step's row comes before the row for anywhere of the same class.
-MESSAGE = "message"  # where an A2A message goes: its context, its task (a2a_accept.accept)
+MESSAGE = "message"  # where an A2A message goes: its context, its task (a2a.accept.accept)
 AGENT = "agent"  # the agent the message names
 LAUNCH = "launch"  # starting the message's run
 CANCEL = "cancel"  # CancelTask's command
-PUSH = "push"  # a push config's command (a2a_push)
+PUSH = "push"  # a push config's command (a2a.push)
 
 RpcAnswer = Callable[[Any], RpcError]
 
@@ -201,7 +201,7 @@ RPC_ERRORS: dict[tuple[type[Exception], str | None], RpcAnswer] = {
     (d.TaskEnded, MESSAGE): lambda ex: RpcError(
         UNSUPPORTED, f"Task {ex.fields['task_id']} is in terminal state"
     ),
-    # Raised again after every retry the message had (a2a_accept.RETRIES).
+    # Raised again after every retry the message had (a2a.accept.RETRIES).
     (d.TaskMoved, MESSAGE): lambda ex: RpcError(
         INTERNAL, "the task kept changing under this message; send it again"
     ),

@@ -39,7 +39,7 @@ from projections import queries
 log = logging.getLogger("foldline.push")
 
 Payload = Callable[[Any, DeliveryRow], bytes]
-"""The body a delivery sends, built from the read models (``adapters.http.a2a_push``)."""
+"""The body a delivery sends, built from the read models (``adapters.http.a2a.push``)."""
 
 EVENT_ID_HEADER = "X-Foldline-Event-Id"  # the delivery id: what a receiver dedupes by
 MAX_WAIT_S = 5.0  # a pass at least this often: a claim run out needs no commit to be seen

@@ -105,7 +105,7 @@ class Runtime:
         self._lost: ServerAnchor | None = None  # to record as lease.new_log once we hold it
         self._anchored_epoch: int | None = None
         self._anchor_lock = threading.RLock()
-        # Set by the HTTP app: the body each push delivery sends (adapters.http.a2a_push).
+        # Set by the HTTP app: the body each push delivery sends (adapters.http.a2a.push).
         self.push_payload: Payload | None = None
         self._pushes: Deliverer | None = None
         self.refused: str | None = None  # why the last open was refused (log_missing)

@@ -47,7 +47,7 @@ def is_agentcore_invoke_url(url: str) -> bool:
 def file_route_base(public_url: str | None) -> str | None:
     """The base (ending in ``/``) on which a caller reaches the file route, or None when no
     caller can be relied on to: no ``FOLDLINE_PUBLIC_URL``, or one that is AgentCore's invoke
-    URL. Result files then travel inline only (``adapters.http.a2a_result_files``)."""
+    URL. Result files then travel inline only (``adapters.http.a2a.result_files``)."""
     if not public_url or is_agentcore_invoke_url(public_url):
         return None
     return public_url.rstrip("/") + "/"

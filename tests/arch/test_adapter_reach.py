@@ -28,7 +28,7 @@ def forbidden(modules: set[str]) -> list[str]:
 
 
 def test_adapter_reach_a_forbidden_import_is_caught(tmp_path: Path) -> None:
-    """The check itself can fail: what dispatch.py and a2a_accept.py once imported."""
+    """The check itself can fail: what dispatch.py and http/a2a/accept.py once imported."""
     probe = tmp_path / "probe.py"
     probe.write_text(
         "from engine.log import Transaction\n"

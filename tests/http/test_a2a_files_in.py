@@ -24,8 +24,8 @@ import pytest
 from a2a.client import ClientConfig, create_client
 from a2a.types import Message, Part, Role, SendMessageRequest, TaskState
 
-from adapters import a2a_files
-from adapters.a2a_files import FetchFailed
+from adapters.http.a2a import message_files
+from adapters.http.a2a.message_files import FetchFailed
 from adapters.system.url_policy import UrlPolicy, UrlRefused
 from tests.http.conftest import MakeClient, sql
 from tests.support.channel import CHANNEL_ENV, job_events, of_type, wait_for
@@ -367,9 +367,9 @@ def test_a2a_files_fetch_judges_each_redirect_by_the_policy() -> None:
     policy = UrlPolicy(["127.0.0.1"])
     with _file_server() as (base, seen):
         port = base.rsplit(":", 1)[1]
-        body, served = a2a_files.fetch(f"{base}/to/127.0.0.1:{port}/4/a.jpg", policy)
+        body, served = message_files.fetch(f"{base}/to/127.0.0.1:{port}/4/a.jpg", policy)
         with pytest.raises(UrlRefused, match="loopback"):
-            a2a_files.fetch(f"{base}/to/localhost:{port}/4/a.jpg", policy)
+            message_files.fetch(f"{base}/to/localhost:{port}/4/a.jpg", policy)
     assert (body, served) == (PNG[:4], "image/jpeg")
     assert seen == [f"/to/127.0.0.1:{port}/4/a.jpg", "/4/a.jpg", f"/to/localhost:{port}/4/a.jpg"]
 
@@ -380,7 +380,7 @@ def test_a2a_files_fetch_gives_up_on_a_server_that_does_not_answer() -> None:
         silent.listen()
         url = f"http://127.0.0.1:{silent.getsockname()[1]}/a.png"
         with pytest.raises(FetchFailed, match=r"took over 0\.5 s"):
-            a2a_files.fetch(url, UrlPolicy(["127.0.0.1"]), timeout_s=0.5)
+            message_files.fetch(url, UrlPolicy(["127.0.0.1"]), timeout_s=0.5)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="runs as another user only under a root server")

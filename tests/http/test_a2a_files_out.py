@@ -20,7 +20,7 @@ from a2a.compat.v0_3 import types as v03
 from a2a.types import GetTaskRequest, ListTasksRequest, Part, TaskState
 from google.protobuf.json_format import MessageToDict
 
-from adapters.http.a2a_result_files import INLINE_ONLY, WITH_ROUTE
+from adapters.http.a2a.result_files import INLINE_ONLY, WITH_ROUTE
 from tests.support.a2a import user_message
 from tests.support.receiver import receiver
 from tests.support.server import Server, free_port, serve

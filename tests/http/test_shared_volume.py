@@ -25,7 +25,7 @@ from a2a.client import ClientConfig, create_client
 from a2a.types import GetTaskRequest
 from a2a.utils.errors import A2AError, InternalError
 
-from adapters.http import a2a
+from adapters.http.a2a import jsonrpc
 from adapters.services.runtime import Runtime
 from adapters.settings.config import LEASE_BUSY_TEXT
 from adapters.system import mounts
@@ -124,7 +124,7 @@ def test_shared_volume_a2a_lease_busy_is_json_rpc_with_the_request_id(
             "id": None,
             "error": busy,
         }
-    too_large = b'{"jsonrpc": "2.0", "id": "big", "pad": "' + b"x" * a2a.MAX_BODY + b'"}'
+    too_large = b'{"jsonrpc": "2.0", "id": "big", "pad": "' + b"x" * jsonrpc.MAX_BODY + b'"}'
     assert client.simulate_post("/", body=too_large).json["id"] is None
     assert client.simulate_get("/ping").json["status"] == "Healthy"
     assert not runtime.is_open and not runtime.config.db.exists()

@@ -1,5 +1,5 @@
-"""The files of an inbound A2A message (adapters.a2a_files, adapters.http.a2a_parts): names,
-limits and saving."""
+"""The files of an inbound A2A message (adapters.http.a2a.message_files, adapters.http.a2a.parts):
+names, limits and saving."""
 
 from __future__ import annotations
 
@@ -11,9 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from adapters import a2a_files
-from adapters.a2a_files import FILE_LIMIT, MESSAGE_LIMIT, LoadedFile, safe_name, segment
-from adapters.http import a2a_parts
+from adapters.http.a2a import message_files
+from adapters.http.a2a import parts as a2a_parts
+from adapters.http.a2a.message_files import (
+    FILE_LIMIT,
+    MESSAGE_LIMIT,
+    LoadedFile,
+    safe_name,
+    segment,
+)
 from adapters.http.errors import RpcError
 from adapters.http.inbound import PartIn
 from adapters.system.url_policy import UrlPolicy
@@ -41,8 +47,8 @@ def test_a2a_files_safe_name_keeps_a_plain_last_segment(
 
 def test_a2a_files_safe_name_is_bounded_and_keeps_its_extension() -> None:
     name = safe_name("x" * 500 + ".tar", "application/x-tar", 0)
-    assert len(name) == a2a_files.NAME_MAX and name.endswith(".tar")
-    assert len(safe_name("y" * 500, "text/plain", 0)) == a2a_files.NAME_MAX
+    assert len(name) == message_files.NAME_MAX and name.endswith(".tar")
+    assert len(safe_name("y" * 500, "text/plain", 0)) == message_files.NAME_MAX
 
 
 def test_a2a_files_segment_is_the_id_when_safe_else_a_hash() -> None:
@@ -53,11 +59,11 @@ def test_a2a_files_segment_is_the_id_when_safe_else_a_hash() -> None:
 
 
 def test_a2a_files_check_size_names_the_limit() -> None:
-    a2a_files.check_size(0, FILE_LIMIT, MESSAGE_LIMIT)
+    message_files.check_size(0, FILE_LIMIT, MESSAGE_LIMIT)
     with pytest.raises(ValueError, match="5 MB limit per file"):
-        a2a_files.check_size(2, FILE_LIMIT + 1, FILE_LIMIT + 1)
+        message_files.check_size(2, FILE_LIMIT + 1, FILE_LIMIT + 1)
     with pytest.raises(ValueError, match="10 MB limit per message"):
-        a2a_files.check_size(2, 1, MESSAGE_LIMIT + 1)
+        message_files.check_size(2, 1, MESSAGE_LIMIT + 1)
 
 
 def _raw(content: bytes, **named: object) -> PartIn:
@@ -108,7 +114,7 @@ def _files() -> list[LoadedFile]:
 
 
 def test_a2a_files_save_writes_files_and_manifest_readable_by_all(tmp_path: Path) -> None:
-    saved = a2a_files.save(tmp_path, "task-1", "msg/1", _files())
+    saved = message_files.save(tmp_path, "task-1", "msg/1", _files())
     folder = f"a2a-files/task-1/{segment('msg/1')}"
     assert saved.lines == (  # absolute: a run may start in a worktree
         f"FILE: {tmp_path / folder}/0-a.png (image/png, 3 bytes)",
@@ -129,13 +135,13 @@ def test_a2a_files_save_writes_files_and_manifest_readable_by_all(tmp_path: Path
         assert stat.S_IMODE(path.stat().st_mode) == 0o644
     for path in (tmp_path / "a2a-files", tmp_path / "a2a-files/task-1", tmp_path / folder):
         assert stat.S_IMODE(path.stat().st_mode) == 0o755
-    assert a2a_files.prompt("look", saved) == "look\n" + "\n".join(saved.lines)
-    assert a2a_files.prompt("", saved) == "\n".join(saved.lines)
+    assert message_files.prompt("look", saved) == "look\n" + "\n".join(saved.lines)
+    assert message_files.prompt("", saved) == "\n".join(saved.lines)
 
 
 def test_a2a_files_save_again_rewrites_the_same_files(tmp_path: Path) -> None:
-    first = a2a_files.save(tmp_path, "task-1", "m", _files())
-    again = a2a_files.save(tmp_path, "task-1", "m", _files())
+    first = message_files.save(tmp_path, "task-1", "m", _files())
+    again = message_files.save(tmp_path, "task-1", "m", _files())
     assert first == again and len(list(first.manifest.parent.iterdir())) == 3
 
 
@@ -145,7 +151,7 @@ def test_a2a_files_save_never_follows_a_link_the_run_left(tmp_path: Path) -> Non
     elsewhere.mkdir()
     (workspace / "a2a-files").symlink_to(elsewhere)
     with pytest.raises(OSError):
-        a2a_files.save(workspace, "task-1", "m", _files())
+        message_files.save(workspace, "task-1", "m", _files())
     assert list(elsewhere.iterdir()) == []
 
 
@@ -154,13 +160,13 @@ def test_a2a_files_save_leaves_no_half_file_when_a_write_fails(tmp_path: Path) -
     folder.mkdir(parents=True)
     (folder / "2-file-2.txt").mkdir()  # the final name is taken: the rename fails
     with pytest.raises(OSError):
-        a2a_files.save(tmp_path, "task-1", "m", _files())
+        message_files.save(tmp_path, "task-1", "m", _files())
     assert sorted(p.name for p in folder.iterdir()) == ["0-a.png", "2-file-2.txt"]
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="giving files to another user needs root")
 def test_a2a_files_save_gives_the_files_to_the_run_user(tmp_path: Path) -> None:
-    saved = a2a_files.save(tmp_path, "task-1", "m", _files(), owner=(1000, 1000))
+    saved = message_files.save(tmp_path, "task-1", "m", _files(), owner=(1000, 1000))
     folder = saved.manifest.parent
     for path in (*folder.iterdir(), folder, folder.parent, folder.parent.parent):
         assert (path.stat().st_uid, path.stat().st_gid) == (1000, 1000)

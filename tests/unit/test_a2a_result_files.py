@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters.http.a2a_result_files import INLINE_ONLY, WITH_ROUTE, Parts, open_recorded
+from adapters.http.a2a.result_files import INLINE_ONLY, WITH_ROUTE, Parts, open_recorded
 from adapters.http.errors import ApiError
 from engine.domain.job import FileEntry
 from engine.domain.rows import TaskRow

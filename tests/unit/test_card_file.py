@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from a2a.client.card_resolver import parse_agent_card
 
-from adapters.http.a2a_card import agent_card, card_etag
+from adapters.http.a2a.card import agent_card, card_etag
 from adapters.settings.card_file import load_card
 from adapters.settings.config import ConfigError, load_config
 

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from adapters.a2a_files import FetchFailed, fetch
+from adapters.http.a2a.message_files import FetchFailed, fetch
 from adapters.services.push import post
 from adapters.system.url_policy import UrlPolicy
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from adapters.http.a2a_push import payload
+from adapters.http.a2a.push import payload
 from adapters.services.push import Deliverer
 from adapters.system.url_policy import UrlPolicy
 from engine.clock import FixedClock

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from adapters.http import sse
-from adapters.http.a2a_wire import FileParts, artifact_update, status_update, task_json
+from adapters.http.a2a.wire import FileParts, artifact_update, status_update, task_json
 from adapters.http.follow import follow
 from engine.domain import ids
 from engine.domain.job import JobAccepted, JobOutput

@@ -7,8 +7,8 @@ as the answer to the run's pending question, else as a message (``halo/interrupt
 its metadata interrupts the active turn first). Otherwise the task's live run is superseded
 and a new run starts with all the task's messages in order on stdin, one per line, and
 ``FOLDLINE_TASK_MESSAGES`` = their count; the task stays working and completes once, with the
-last run's result. The message's files (``adapters.a2a_files``) are saved once its task is
-known, before the run is told of them: one line per file in the message's text, and for a new
+last run's result. The message's files (``adapters.http.a2a.message_files``) are saved once its task
+is known, before the run is told of them: one line per file in the message's text, and for a new
 run ``FOLDLINE_A2A_FILES`` naming their manifest. The run is spawned (with its stdin and
 environment) before the transaction that records it, so the plan is read from the committed
 log first and checked again inside the transaction against the task's version: a message that
@@ -24,8 +24,8 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from adapters import a2a_files
-from adapters.a2a_files import LoadedFile
+from adapters.http.a2a import message_files
+from adapters.http.a2a.message_files import LoadedFile
 from adapters.http.errors import AGENT, INTERNAL, LAUNCH, MESSAGE, RpcError, as_rpc
 from adapters.http.inbound import MessageIn
 from adapters.services.dispatch import DispatchFailed, new_id
@@ -55,7 +55,7 @@ class _Files:
 
     runtime: Runtime
     loaded: Sequence[LoadedFile]
-    saved: dict[str, a2a_files.Saved] = field(default_factory=dict)
+    saved: dict[str, message_files.Saved] = field(default_factory=dict)
 
     def told(self, request: usecases.TaskMessage, task_id: str) -> tuple[str, dict[str, str]]:
         """The message's text with a line per file, and the run's environment naming the
@@ -69,9 +69,9 @@ class _Files:
         if task_id not in self.saved:
             self.saved[task_id] = self._save(request.message_id, task_id)
         saved = self.saved[task_id]
-        return a2a_files.prompt(request.text, saved), {a2a_files.ENV: str(saved.manifest)}
+        return message_files.prompt(request.text, saved), {message_files.ENV: str(saved.manifest)}
 
-    def _save(self, message_id: str, task_id: str) -> a2a_files.Saved:
+    def _save(self, message_id: str, task_id: str) -> message_files.Saved:
         config, sandbox = self.runtime.config, self.runtime.jobs.sandbox
         workspace = config.workspace
         owner = None
@@ -79,10 +79,10 @@ class _Files:
             owner = (sandbox.user.uid, sandbox.user.gid)
         try:
             if config.db_url is None and config.db.parent.is_relative_to(
-                workspace / a2a_files.ROOT
+                workspace / message_files.ROOT
             ):  # the log's private directory: never written into for a caller
-                raise OSError(f"the log's directory {config.db.parent} is in {a2a_files.ROOT}")
-            return a2a_files.save(workspace, task_id, message_id, self.loaded, owner)
+                raise OSError(f"the log's directory {config.db.parent} is in {message_files.ROOT}")
+            return message_files.save(workspace, task_id, message_id, self.loaded, owner)
         except OSError as ex:
             raise RpcError(INTERNAL, f"the message's files could not be saved: {ex}") from None
 

@@ -16,7 +16,7 @@ from typing import Any
 import falcon
 
 from adapters.http import media, sse
-from adapters.http.a2a_wire import STATE
+from adapters.http.a2a.wire import STATE
 from engine.domain.task import TERMINAL
 from engine.domain.task import TaskState as T
 

@@ -31,7 +31,7 @@ def artifact_id(task_id: str) -> str:
 
 
 def artifact(task_id: str, text: str, files: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """The result artifact: its text, then one part per ``MEDIA:`` file (``a2a_result_files``)."""
+    """The result artifact: its text, then one part per ``MEDIA:`` file (``result_files``)."""
     parts = [{"text": text}, *(files or ())]
     return {"artifactId": artifact_id(task_id), "name": "result", "parts": parts}
 
@@ -46,7 +46,7 @@ def status_json(
     return status
 
 
-# A completed task's file parts (``a2a_result_files.Parts``): inline bytes, URLs, or descriptions
+# A completed task's file parts (``result_files.Parts``): inline bytes, URLs, or descriptions
 # of files not sent, per answer.
 FileParts = Callable[[TaskRow], list[dict[str, Any]]]
 

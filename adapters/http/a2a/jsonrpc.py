@@ -22,18 +22,9 @@ from typing import Any
 import falcon
 import msgspec
 
-from adapters.http import (
-    a2a_accept,
-    a2a_card,
-    a2a_parts,
-    a2a_push,
-    a2a_result_files,
-    a2a_stream,
-    a2a_v03,
-    inbound,
-    media,
-)
-from adapters.http.a2a_wire import STATE, STATE_BY_NAME, task_json
+from adapters.http import inbound, media
+from adapters.http.a2a import accept, card, parts, push, result_files, stream, v03
+from adapters.http.a2a.wire import STATE, STATE_BY_NAME, task_json
 from adapters.http.errors import (
     CANCEL,
     INVALID_PARAMS,
@@ -128,7 +119,7 @@ class JsonRpc:
             "SubscribeToTask": self.subscribe,
             "GetExtendedAgentCard": self.get_extended_card,
         }
-        self.push = a2a_push.PushMethods(runtime, self._write)
+        self.push = push.PushMethods(runtime, self._write)
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         request_id: Any = None
@@ -139,12 +130,12 @@ class JsonRpc:
             if body.get("jsonrpc") != "2.0" or not isinstance(method, str):
                 raise RpcError(INVALID_REQUEST, "jsonrpc must be '2.0' and method a string")
             version = req.get_header("A2A-Version")
-            if version and not a2a_v03.is_supported_version(version):
+            if version and not v03.is_supported_version(version):
                 raise RpcError(VERSION_UNSUPPORTED, f"A2A version {version!r} is not supported")
             # The two sets of names do not collide: the method says which shapes to speak.
-            legacy = a2a_v03.METHODS.get(method)
+            legacy = v03.METHODS.get(method)
             handler = self.methods.get(legacy or method)
-            pushes = method in a2a_push.METHODS or method in a2a_v03.PUSH_METHODS
+            pushes = method in push.METHODS or method in v03.PUSH_METHODS
             if handler is None and not pushes:
                 raise RpcError(NO_METHOD, "Method not found")
             params = body.get("params", {})
@@ -155,11 +146,11 @@ class JsonRpc:
                 return
             assert handler is not None
             if legacy is not None:
-                params = a2a_v03.params_in(legacy, params)
+                params = v03.params_in(legacy, params)
             resp.context.request = req  # for what a method reads of it (its origin, its token)
             handler(params, request_id, resp)
             if legacy is not None:
-                a2a_v03.reshape(resp, legacy)
+                v03.reshape(resp, legacy)
         except EngineError as ex:
             # The server's fault (a full disk, ...) or a busy workspace, not the request's: a
             # JSON-RPC error from the one table, and HTTP 200 still, or the client would lose
@@ -205,10 +196,10 @@ class JsonRpc:
             raise RpcError(TASK_NOT_FOUND, f"Task {task_id} not found")
         return record
 
-    def _files(self, *, inline: bool = True) -> a2a_result_files.Parts:
-        """The result's file parts in an answer (``a2a_result_files``): inline, or URLs on
+    def _files(self, *, inline: bool = True) -> result_files.Parts:
+        """The result's file parts in an answer (``result_files``): inline, or URLs on
         ``FOLDLINE_PUBLIC_URL`` where that reaches the file route."""
-        return a2a_result_files.parts_for(self.runtime, inline=inline)
+        return result_files.parts_for(self.runtime, inline=inline)
 
     def _task_id(self, params: dict[str, Any]) -> str:
         task_id = params.get("id")
@@ -242,15 +233,15 @@ class JsonRpc:
             raise RpcError(INVALID_PARAMS, refusal(ex, SEND_MESSAGE_TEXTS)) from None
 
     def _accept(self, send: SendMessageIn) -> str:
-        """Record the message's work and start it (``a2a_accept``). Returns the task id."""
+        """Record the message's work and start it (``accept``). Returns the task id."""
         policy = UrlPolicy(self.runtime.config.push_allow)
-        text, files = a2a_parts.read(send.message.parts, policy)  # before any lease or task
+        text, files = parts.read(send.message.parts, policy)  # before any lease or task
         config = send.configuration or inbound.ConfigurationIn()
-        push = None
+        push_config = None
         if config.task_push_notification_config is not None:
-            push = a2a_push.push_config(policy, config.task_push_notification_config)
+            push_config = push.push_config(policy, config.task_push_notification_config)
         self._write()
-        return a2a_accept.accept(self.runtime, send.message, text, files, push)
+        return accept.accept(self.runtime, send.message, text, files, push_config)
 
     def send_message(self, params: dict[str, Any], request_id: Any, resp: falcon.Response) -> None:
         send = self._send_params(params)
@@ -264,7 +255,7 @@ class JsonRpc:
         resp.stream = self._blocking(task_id, request_id, history, self._files())
 
     def _blocking(
-        self, task_id: str, request_id: Any, history: int | None, files: a2a_result_files.Parts
+        self, task_id: str, request_id: Any, history: int | None, files: result_files.Parts
     ) -> Iterator[bytes]:
         """Headers at once, then a space every keep-alive interval (leading whitespace is
         valid JSON and resets the client's read timeout), then the answer. At the cap
@@ -316,11 +307,9 @@ class JsonRpc:
         resp.set_header("Cache-Control", "no-store")
         resp.stream = self._events(task_id, request_id, self._files())
 
-    def _events(
-        self, task_id: str, request_id: Any, files: a2a_result_files.Parts
-    ) -> Iterator[bytes]:
+    def _events(self, task_id: str, request_id: Any, files: result_files.Parts) -> Iterator[bytes]:
         runtime = self.runtime
-        for frame in a2a_stream.task_events(
+        for frame in stream.task_events(
             runtime.engine.log,
             task_id,
             request_id,
@@ -328,7 +317,7 @@ class JsonRpc:
             keepalive_s=runtime.config.a2a_keepalive_s,
             files=files,
         ):  # no deadline: the sync cap is for blocking SendMessage only
-            if frame is a2a_stream.KEEPALIVE:
+            if frame is stream.KEEPALIVE:
                 # After a kill, a subscriber may be the only caller: with no cap to end its
                 # stream and make it ask again, the stream itself keeps waking the takeover
                 # that finishes the task (design.md §8), as a poller's reads do. Free once held.
@@ -414,5 +403,5 @@ class JsonRpc:
     def get_extended_card(
         self, params: dict[str, Any], request_id: Any, resp: falcon.Response
     ) -> None:
-        card = a2a_card.extended_card(self.runtime, resp.context.request)
-        self._result(resp, request_id, card)
+        extended = card.extended_card(self.runtime, resp.context.request)
+        self._result(resp, request_id, extended)

@@ -1,7 +1,7 @@
 """The parts of an inbound A2A message: the prompt's text, and the files, loaded and checked.
 
 Text and data parts are read into the run's prompt (design.md §5.2); file parts (``raw`` bytes
-or a ``url``) are loaded and checked by ``adapters.a2a_files``.
+or a ``url``) are loaded and checked by ``adapters.http.a2a.message_files``.
 
 Everything is read here, before the lease is taken and before any task exists: a part over its
 limit, a refused URL or a failed fetch is -32602 and nothing is stored. A ``raw`` part is always
@@ -17,9 +17,9 @@ from typing import Any
 
 import msgspec
 
-from adapters import a2a_files
-from adapters.a2a_files import FetchFailed, LoadedFile
 from adapters.http import inbound
+from adapters.http.a2a import message_files
+from adapters.http.a2a.message_files import FetchFailed, LoadedFile
 from adapters.http.errors import CONTENT_TYPE_UNSUPPORTED, INVALID_PARAMS, RpcError
 from adapters.system.url_policy import UrlPolicy, UrlRefused
 
@@ -38,19 +38,21 @@ def _raw(part: inbound.PartIn, index: int) -> LoadedFile:
     except ValueError:
         raise RpcError(INVALID_PARAMS, "raw parts must be base64") from None
     filename = _text(part.filename, index, "filename")
-    media_type = a2a_files.media_type_of(_text(part.media_type, index, "mediaType"), filename)
+    media_type = message_files.media_type_of(_text(part.media_type, index, "mediaType"), filename)
     return LoadedFile(index, filename, media_type, content)
 
 
 def _fetched(part: inbound.PartIn, index: int, policy: UrlPolicy) -> LoadedFile:
     url = part.url
     try:
-        content, served = a2a_files.fetch(url, policy)
+        content, served = message_files.fetch(url, policy)
     except (UrlRefused, FetchFailed) as ex:
         raise RpcError(INVALID_PARAMS, f"part {index}: {ex}") from None
-    filename = _text(part.filename, index, "filename") or a2a_files.file_name_of(url)
+    filename = _text(part.filename, index, "filename") or message_files.file_name_of(url)
     given = _text(part.media_type, index, "mediaType")
-    return LoadedFile(index, filename, a2a_files.media_type_of(given, filename, served), content)
+    return LoadedFile(
+        index, filename, message_files.media_type_of(given, filename, served), content
+    )
 
 
 def read(parts: list[inbound.PartIn], policy: UrlPolicy) -> tuple[str, list[LoadedFile]]:
@@ -80,10 +82,10 @@ def read(parts: list[inbound.PartIn], policy: UrlPolicy) -> tuple[str, list[Load
             raise RpcError(
                 CONTENT_TYPE_UNSUPPORTED, "only text, data, raw and url parts are supported"
             )
-    if len(urls) > a2a_files.URL_PARTS:  # each fetch may take its whole timeout
+    if len(urls) > message_files.URL_PARTS:  # each fetch may take its whole timeout
         raise RpcError(
             INVALID_PARAMS,
-            f"a message may carry at most {a2a_files.URL_PARTS} url parts (it has {len(urls)})",
+            f"a message may carry at most {message_files.URL_PARTS} url parts (it has {len(urls)})",
         )
     for index, part in urls:  # every URL's text first: a refused one costs no fetch
         try:
@@ -100,6 +102,6 @@ def read(parts: list[inbound.PartIn], policy: UrlPolicy) -> tuple[str, list[Load
 
 def _check(index: int, size: int, total: int) -> None:
     try:
-        a2a_files.check_size(index, size, total)
+        message_files.check_size(index, size, total)
     except ValueError as ex:
         raise RpcError(INVALID_PARAMS, str(ex)) from None

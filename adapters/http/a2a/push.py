@@ -18,8 +18,9 @@ from typing import Any
 
 import msgspec
 
-from adapters.http import a2a_v03, media
-from adapters.http.a2a_wire import STATE, FileParts, status_json, task_json
+from adapters.http import media
+from adapters.http.a2a import v03
+from adapters.http.a2a.wire import STATE, FileParts, status_json, task_json
 from adapters.http.errors import INVALID_PARAMS, PUSH, TASK_NOT_FOUND, RpcError, as_rpc
 from adapters.http.inbound import PushConfigIn, refusal
 from adapters.services.dispatch import new_id
@@ -106,7 +107,7 @@ def params_v03(method: str, params: dict[str, Any]) -> dict[str, Any]:
         config = params.get("pushNotificationConfig")
         if not isinstance(config, dict):
             raise RpcError(INVALID_PARAMS, "pushNotificationConfig must be an object")
-        return {**a2a_v03.push_config_in(config), "taskId": _string(params, "taskId")}
+        return {**v03.push_config_in(config), "taskId": _string(params, "taskId")}
     config_id = params.get("pushNotificationConfigId")
     if method.endswith("/delete"):
         config_id = _string(params, "pushNotificationConfigId")
@@ -178,7 +179,7 @@ class PushMethods:
 
     def answer(self, method: str, params: dict[str, Any]) -> Any:
         """The result of a config method of either dialect."""
-        if method in a2a_v03.PUSH_METHODS:
+        if method in v03.PUSH_METHODS:
             return self._answer_v03(method, params)
         if method == "CreateTaskPushNotificationConfig":
             return config_json(self.create(params))
@@ -217,7 +218,7 @@ METHODS = frozenset(
 
 def payload(conn: Any, delivery: DeliveryRow, files: FileParts | None = None) -> bytes:
     """The body of ``delivery``, in its config's dialect (see the module's docstring), with
-    the result's ``files`` parts (``a2a_result_files``) when given."""
+    the result's ``files`` parts (``result_files``) when given."""
     record = queries.task(conn, delivery.task_id)
     if record is None:
         raise LookupError(f"task {delivery.task_id} is gone")
@@ -226,7 +227,7 @@ def payload(conn: Any, delivery: DeliveryRow, files: FileParts | None = None) ->
         record.task_id, record.session_id, state, delivery.status_text, delivery.at
     )
     if delivery.dialect == "0.3":
-        return media.encode(a2a_v03.task({**task_json(record, files=files), "status": status}))
+        return media.encode(v03.task({**task_json(record, files=files), "status": status}))
     if state in TERMINAL:
         return media.encode({"task": task_json(record, files=files)})
     update = {"taskId": record.task_id, "contextId": record.session_id, "status": status}
