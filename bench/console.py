@@ -123,7 +123,7 @@ def bench_console(jobs: int, runs: int) -> dict[str, float]:
             figures["ratio.console_list_vs_v1_jobs"] = slowest / baseline
         finally:
             runtime.close()
-    console = ROOT / "adapters" / "console"
+    console = ROOT / "adapters" / "http" / "console_pages"
     figures["console.assets_kb"] = sum((console / n).stat().st_size for n in asset_names()) / 1024
     return figures
 

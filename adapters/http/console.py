@@ -1,8 +1,8 @@
 """The operator console: its static pages and the JSON they need beyond ``/v1``.
 
-Reads only, no lease. The pages are package data (``adapters/console/``), served with a strict
-``Content-Security-Policy``: scripts and styles from this origin only, no inline code, requests
-to this origin only. The pages themselves are open; their JSON (``/console/api/``) is the
+Reads only, no lease. The pages are package data (``adapters/http/console_pages/``), served with a
+strict ``Content-Security-Policy``: scripts and styles from this origin only, no inline code,
+requests to this origin only. The pages themselves are open; their JSON (``/console/api/``) is the
 operator's, like the whole log it shows, and the page sends the bearer token it asked for
 (never in a URL). Controls go through ``/v1`` as they are (If-Match, bearer token). The
 queries live in ``projections.console_queries``.
@@ -32,8 +32,8 @@ _TYPES = {
 
 
 def asset_names() -> list[str]:
-    """The files the console serves: every page asset shipped in ``adapters/console``."""
-    root = resources.files("adapters") / "console"
+    """The files the console serves: every page asset shipped in ``adapters/http/console_pages``."""
+    root = resources.files("adapters.http") / "console_pages"
     return sorted(p.name for p in root.iterdir() if p.name.endswith(tuple(_TYPES)))
 
 
@@ -65,7 +65,7 @@ class Assets:
     errors = CONSOLE
 
     def __init__(self) -> None:
-        root = resources.files("adapters") / "console"
+        root = resources.files("adapters.http") / "console_pages"
         self.files = {name: (root / name).read_bytes() for name in asset_names()}
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, name: str = "index.html") -> None:

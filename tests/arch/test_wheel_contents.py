@@ -23,8 +23,10 @@ def test_wheel_lists_every_python_package() -> None:
 
 
 def test_wheel_carries_every_console_page_file() -> None:
-    assert "adapters.console" in SETUPTOOLS["packages"]
-    patterns = SETUPTOOLS["package-data"]["adapters.console"]
-    files = sorted(p.name for p in (ROOT / "adapters" / "console").iterdir() if p.is_file())
+    assert "adapters.http.console_pages" in SETUPTOOLS["packages"]
+    patterns = SETUPTOOLS["package-data"]["adapters.http.console_pages"]
+    files = sorted(
+        p.name for p in (ROOT / "adapters" / "http" / "console_pages").iterdir() if p.is_file()
+    )
     assert files == asset_names()  # nothing in the folder that is not served, and back
     assert all(any(fnmatch.fnmatch(name, p) for p in patterns) for name in files)

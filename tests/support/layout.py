@@ -17,7 +17,9 @@ TARGET = ROOT / "docs" / "layout.md"
 COMMAND = "python -m tests.support.layout"
 TOP = ("engine", "projections", "adapters")
 # Folders of a package that hold data files only (no Python), described here.
-DATA_DIRS = {"adapters/console": "the console's page files (HTML, JavaScript, CSS): data only"}
+DATA_DIRS = {
+    "adapters/http/console_pages": "the console's page files (HTML, JavaScript, CSS): data only"
+}
 
 HEADER = f"""# Layout
 
