@@ -1,1 +1,6 @@
-"""Entry points at the edge: the command line now; HTTP, the runner and gunicorn later."""
+"""The edge of foldline, in seven wings that import only the wings below them (ADR 0045).
+
+From the top: ``cli``; ``programs`` beside ``front``; ``http``; ``services``; ``settings``;
+``system`` (``tests/arch/test_wings.py`` checks the order). This root holds nothing else and
+imports nothing.
+"""
