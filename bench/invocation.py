@@ -5,9 +5,9 @@ A sync invocation spawns the runner (as the run user, its mount namespace hiding
 the server is root: ADR 0029), records the job (accepted, started, finished: three
 durable commits at least) and answers once the job has left ``running``. Its floor is built from
 the same parts with nothing of foldline in between: one run of the runner command exactly as
-the runtime starts it (``adapters.processes.spawn_gated``: ``sh -c`` behind its start gate, the
-prompt on stdin, output read to the end), three raw durable APSW appends, and two trivial GETs
-(``/ping``) on the same server for the HTTP round trips. One client measures
+the runtime starts it (``adapters.system.processes.spawn_gated``: ``sh -c`` behind its start
+gate, the prompt on stdin, output read to the end), three raw durable APSW appends, and two
+trivial GETs (``/ping``) on the same server for the HTTP round trips. One client measures
 the round trip; then 16 clients measure latency percentiles and throughput.
 """
 

@@ -33,8 +33,8 @@ class Checkpoint(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 
 class ServerAnchor(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """What a server last saw of its log, kept outside the workspace (``adapters.log_anchor``):
-    a checkpoint of its head, plus the file it was read from."""
+    """What a server last saw of its log, kept outside the workspace
+    (``adapters.system.log_anchor``): a checkpoint of its head, plus the file it was read from."""
 
     format: str
     position: int

@@ -3,8 +3,8 @@
 Leaf ``i`` (from 0) is the event at position ``i + 1``, and its leaf data is that event's stored
 ``hash`` (32 raw bytes), so the tree commits to the chain, and the chain to every row. The
 leaves are read through a ``Source``, such as an audit ``Reader`` (``engine.audit.source``; a
-PostgreSQL log through the reader ``adapters.log_sources`` opens), read-only: nothing is ever
-written here.
+PostgreSQL log through the reader ``adapters.settings.log_sources`` opens), read-only: nothing
+is ever written here.
 
 Proofs ask one oracle, ``subtree(start, end)`` (``engine.merkle.rfc9162``), and two classes
 answer it:

@@ -120,8 +120,9 @@ def test_wing_uses_getattr_only_where_it_says_why() -> None:
 
 
 def test_wing_probe_checks_can_fail(tmp_path: Path) -> None:
-    """What engine/write/transaction.py, engine/notifier.py and adapters/services/runtime.py once did is
-    caught; a cursor proxy that reaches through a writer to its cursor is not a probe."""
+    """What engine/write/transaction.py, engine/notifier.py and adapters/services/runtime.py
+    once did is caught; a cursor proxy that reaches through a writer to its cursor is not a
+    probe."""
     probe = tmp_path / "probe.py"
     probe.write_text(
         "read = getattr(self.writer, 'stream_heads', None)\n"
