@@ -1,6 +1,8 @@
-"""Starting jobs: record the job, spawn its run gated, open the gate after the commit, and
-watch it in a thread of this process (design.md §7). Prompts are read by
-``adapters.system.prompts``.
+"""Starting jobs: spawn each run gated, record its job started, give the run a thread.
+
+A run belongs to its owner (``adapters.services.run``) from its spawn on: in a thread of this
+process, after the commit, the owner opens the gate and watches the run to its end (design.md
+§7). Prompts are read by ``adapters.system.prompts``.
 
 A run and its notify hook are in-flight work, counted on the server's busy board
 (``adapters.services.busy``): what ``/ping`` reports as HealthyBusy, whichever worker answers,
@@ -22,18 +24,17 @@ from typing import Any
 
 import msgspec
 
-from adapters.services import front_handoff, notify, runner, sandbox
+from adapters.services import front_handoff, notify, sandbox
 from adapters.services.busy import BusyBoard
-from adapters.services.writers import Worktrees, WriterRun
+from adapters.services.run import Run, RunSettings
+from adapters.services.writers import Worktrees
 from adapters.settings.config import ServerConfig
 from adapters.system.gitwork.runner import GitFailed
-from adapters.system.processes import GatedProcess, spawn_gated
+from adapters.system.processes import spawn_gated
 from adapters.system.prompts import read_prompt
 from engine.domain import commands as c
 from engine.domain import ids, usecases
 from engine.domain.engine import DomainEngine
-from engine.domain.job import TERMINAL
-from engine.errors import LogMissing
 from projections import queries
 
 log = logging.getLogger("foldline.dispatch")
@@ -106,6 +107,13 @@ class Dispatcher:
         # What a run may never have read to it: the log's directory (its token beside it).
         self.private = config.db.parent if config.db_url is None else config.state_dir
         self.worktrees = Worktrees.for_server(config, self.sandbox, self.private)
+        self._run_settings = RunSettings(
+            config.workspace,
+            config.job_timeout_s,
+            config.output_flush_s,
+            stopping,
+            on_reply=self._notify,
+        )
 
     def join(self, timeout_s: float) -> None:
         """Wait for this process's runs to stop (they stay recorded as running, for recovery)."""
@@ -297,8 +305,7 @@ class Dispatcher:
             EngineError: the domain refused (nothing recorded, the processes are abandoned).
         """
         engine = self._engine()
-        started: list[tuple[Launch, str, str, str, GatedProcess]] = []
-        writers: dict[str, WriterRun] = {}
+        started: list[tuple[Launch, str, Run]] = []
         made: list[str] = []  # the worktrees this launch made: gone again if it fails
         try:
             for launch in launches:
@@ -316,7 +323,6 @@ class Dispatcher:
                     "FOLDLINE_RUN_TOKEN": token,
                 }
                 if writer is not None:
-                    writers[job_id] = writer
                     cwd = writer.worktree
                     env.update(FOLDLINE_WORKTREE=str(cwd), FOLDLINE_BASE_COMMIT=writer.base)
                 command = self.config.command_of(launch.agent)
@@ -329,26 +335,37 @@ class Dispatcher:
                 # The allowlist and FOLDLINE_RUN_ENV's names, under the run's own values.
                 base = self.config.run_env.base(os.environ)
                 process = spawn_gated(command, cwd, env, base, wrap=jail.wrap if jail else None)
-                started.append((launch, job_id, run_id, token_digest(token), process))
+                run = Run(
+                    engine,
+                    self._run_settings,
+                    job_id,
+                    run_id,
+                    launch.stdin,
+                    process,
+                    writer=writer,
+                    input=self.config.input_of(launch.agent),
+                    resumed=launch.job_id is not None,
+                )
+                started.append((launch, token_digest(token), run))
         except (OSError, GitFailed) as ex:
             self._abandon(started, made)
             raise DispatchFailed(f"runner could not start: {ex}") from ex
 
-        job_ids = [job_id for _, job_id, *_ in started]
+        job_ids = [run.job_id for *_, run in started]
         try:
             starts = [
                 c.StartJob(
-                    job_id=job_id,
-                    run_id=run_id,
-                    pid=process.pid,
-                    start_token=process.token,
+                    job_id=run.job_id,
+                    run_id=run.run_id,
+                    pid=run.pid,
+                    start_token=run.process.token,
                     resumed=launch.job_id is not None,
                     token_digest=digest,
-                    worktree=str(writers[job_id].worktree) if job_id in writers else "",
-                    base_commit=writers[job_id].base if job_id in writers else "",
+                    worktree=str(run.writer.worktree) if run.writer is not None else "",
+                    base_commit=run.writer.base if run.writer is not None else "",
                     input=self.config.input_of(launch.agent),
                 )
-                for launch, job_id, run_id, digest, process in started
+                for launch, digest, run in started
             ]
             outcome = usecases.start(engine, admit(job_ids), starts)
         except BaseException:
@@ -357,73 +374,41 @@ class Dispatcher:
         if outcome.duplicate:  # nothing was recorded: these runs are not wanted
             self._abandon(started, made)
             return job_ids, outcome
-        for launch, job_id, run_id, _, process in started:
-            run = runner.Run(
-                job_id,
-                launch.session_id,
-                run_id,
-                launch.stdin,
-                process,
-                writers.get(job_id),
-                input=self.config.input_of(launch.agent),
-                resumed=launch.job_id is not None,
-            )
+        for *_, run in started:
             thread = threading.Thread(
-                target=self._run, args=(run,), name=f"run-{job_id}", daemon=True
+                target=self._run, args=(run,), name=f"run-{run.job_id}", daemon=True
             )
             with self._lock:
-                self._runs[job_id] = thread
+                self._runs[run.job_id] = thread
             self.busy.enter()
             thread.start()
         return job_ids, outcome
 
-    def _abandon(self, started: list[tuple[Any, ...]], made: list[str]) -> None:
-        """A launch that failed: its processes go, and the worktrees it made."""
-        for *_, process in started:
-            process.abandon()
+    def _abandon(self, started: list[tuple[Launch, str, Run]], made: list[str]) -> None:
+        """A launch that failed: its runs never start, and the worktrees it made go."""
+        for *_, run in started:
+            run.abandon()
         for job_id in made:
             self.worktrees.drop(job_id)
 
-    def _run(self, run: runner.Run) -> None:
+    def _run(self, run: Run) -> None:
+        """A run's thread: the run to its end (``Run.to_end``), in-flight work meanwhile."""
         try:
-            runner.run_to_end(
-                self._engine(),
-                run,
-                self.config.workspace,
-                timeout_s=self.config.job_timeout_s,
-                flush_s=self.config.output_flush_s,
-                on_reply=self._notify,
-                stopping=self._stopping,
-            )
-        except LogMissing as ex:  # said once by the storage; the job's end cannot be recorded
-            log.error("run of %s ended unrecorded: %s", run.job_id, ex)
-        except Exception:  # a bug here must not kill the worker; the job stays running
-            log.exception("run of %s failed", run.job_id)
-        else:
-            self._release_if_ended(run)
+            run.to_end()
         finally:
             with self._lock:
                 self._runs.pop(run.job_id, None)
             self.busy.leave()
 
-    def _release_if_ended(self, run: runner.Run) -> None:
-        """A writer's worktree goes once its job is over (its patch, if any, is kept); a run
-        cut off by a stop keeps it for the resumed run."""
-        if run.writer is None or self._stopping.is_set():
-            return
-        state = queries.job_state(self._engine().log.connection(), run.job_id)
-        if state in TERMINAL:
-            run.writer.release()
-
     def _notify(self, job_id: str, status: str, result: str) -> None:
         """Run the notify hook (or hand it to the front's) for a job whose end was the reply an
-        ``/invocations`` caller was owed: the runner calls this for that end only."""
+        ``/invocations`` caller was owed: its ``Run`` hands that end, and only that, on here."""
         in_front = front_handoff.hook_in_front()  # under a front, the hook is the front's to run
         if not self.config.notify and not in_front:
             return
         engine = self._engine()
         session_id = queries.job_session(engine.log.connection(), job_id)
-        if session_id is None:  # the runner just recorded this job's end: a bug if missing
+        if session_id is None:  # its run just recorded this job's end: a bug if missing
             raise LookupError(f"no job {job_id}")
         self.busy.enter()
         try:

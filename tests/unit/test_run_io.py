@@ -6,7 +6,7 @@ import select
 import subprocess
 from pathlib import Path
 
-from adapters.services.runner import _open_gate
+from adapters.services.run import _open_gate
 from adapters.system.processes import kill_group, spawn_gated
 from adapters.system.run_io import RunIO
 
