@@ -98,7 +98,6 @@ class Dispatcher:
     ) -> None:
         self.config = config
         self._engine = engine
-        self._stopping = stopping
         self.busy = busy  # the server's, shared by its workers
         self._runs: dict[str, threading.Thread] = {}
         self._lock = threading.Lock()
@@ -107,6 +106,7 @@ class Dispatcher:
         # What a run may never have read to it: the log's directory (its token beside it).
         self.private = config.db.parent if config.db_url is None else config.state_dir
         self.worktrees = Worktrees.for_server(config, self.sandbox, self.private)
+        # What every run shares; a run cut off by ``stopping`` records nothing (recovery's).
         self._run_settings = RunSettings(
             config.workspace,
             config.job_timeout_s,
