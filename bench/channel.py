@@ -21,7 +21,7 @@ from pathlib import Path
 
 import apsw
 
-from adapters.services.run_channel import Deliveries
+from adapters.services.run import Deliveries
 from engine.domain import channel as ch
 from engine.domain import commands as c
 from projections import open_engine

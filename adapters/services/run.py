@@ -3,9 +3,9 @@
 A ``Run`` holds the run's process, its live channel (ADR 0038) and every event the run records
 for its job: the output, the signals (turns, questions, progress), the controls delivered into
 it or lost, the finish or the confirmed cancel. Nothing else appends them. The dispatcher
-spawns the process gated, hands it to a ``Run`` at once, records the job started, then gives the
-run a thread (``adapters.services.dispatch``); recovery resumes a cut-off job through the dispatcher, as
-a new run. ``Run.to_end`` reads top-down:
+spawns the process gated, hands it to a ``Run`` at once, records the job started, then gives
+the run a thread (``adapters.services.dispatch``); recovery resumes a cut-off job through the
+dispatcher, as a new run. ``Run.to_end`` reads top-down:
 
 1. start: the gate opens with the prompt on stdin (a channel run's as one JSON line, its stdin
    kept open for controls);

@@ -1,7 +1,7 @@
 """What a run's result says beyond its text: its warnings and the files it names.
 
-Read from the final stdout when the run's finish is recorded (``adapters.services.run``); nothing here
-records or runs anything.
+Read from the final stdout when the run's finish is recorded (``adapters.services.run``);
+nothing here records or runs anything.
 """
 
 from __future__ import annotations
