@@ -69,7 +69,9 @@ def unplaced(root: Path = ROOT) -> list[str]:
     """Folders of ``adapters/`` that are no wing of the order, wings that are missing, and
     modules in the root beyond ``ROOT_FILES``."""
     top = root / PACKAGE
-    folders = {p.name for p in top.iterdir() if p.is_dir() and p.name != "__pycache__"}
+    # A folder that holds no source (the bytecode a moved package left behind) is no folder of
+    # the tree: git does not know it, and a fresh checkout does not have it.
+    folders = {p.name for p in top.iterdir() if p.is_dir() and any(p.rglob("*.py"))}
     wings = {wing for tier in WINGS for wing in tier}
     files = {p.name for p in top.glob("*.py")}
     return sorted(
