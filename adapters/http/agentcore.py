@@ -18,7 +18,7 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from adapters.http import media, sse
-from adapters.http.errors import INVOCATIONS, ApiError
+from adapters.http.errors import ApiError
 from adapters.http.follow import follow
 from adapters.http.inbound import INVOCATION_TEXTS, InvocationIn, refusal
 from adapters.services.runtime import Runtime
@@ -142,8 +142,6 @@ class Ping:
 
 
 class Invocations:
-    errors = INVOCATIONS
-
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
         self.config = runtime.config

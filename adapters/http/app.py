@@ -1,8 +1,9 @@
 """The Falcon WSGI application factory. No IO at import or construction: the runtime opens
 the log lazily, per process, on the first request that needs it; ``/ping``, the agent card,
 ``/openapi.json``, ``/v1/machines`` with the operator token and any refused request without
-a token never do (design.md §4.2, lazy activation). ``auth.Authentication`` guards ``/v1`` and
-``/console/api``."""
+a token never do (design.md §4.2, lazy activation). The routes, and what the middlewares decide
+for each (its error surface, the lease in shared-volume mode, its access), come from the one
+route table, ``adapters.http.routes``."""
 
 from __future__ import annotations
 
@@ -13,20 +14,10 @@ from typing import Any
 
 import falcon
 
-from adapters.http import (
-    agentcore,
-    auth,
-    channel,
-    console,
-    coordination,
-    errors,
-    media,
-    metrics,
-    openapi,
-    proofs,
-    v1,
-)
-from adapters.http.a2a import card, jsonrpc, push, result_files
+from adapters.http import auth, errors, media
+from adapters.http.a2a import push, result_files
+from adapters.http.routes import ROUTES
+from adapters.http.routing import Routes
 from adapters.services.runtime import Runtime
 
 log = logging.getLogger("foldline.http")
@@ -52,10 +43,10 @@ class WorkerHeader:
 
 
 class SharedVolumeGate:
-    """Middleware, in shared-volume mode only (ADRs 0035, 0042): every route but ``/ping``
-    and the agent card first holds the lease, so a server that does not hold it answers
-    lease-busy without opening the log, reads included. Before authentication, which may
-    look a run token up in the log.
+    """Middleware, in shared-volume mode only (ADRs 0035, 0042): every route but those the
+    table lets answer without the lease (``/ping`` and the agent card) first holds the lease,
+    so a server that does not hold it answers lease-busy without opening the log, reads
+    included. Before authentication, which may look a run token up in the log.
 
     Lease-busy keeps each surface's contract: the JSON-RPC endpoint answers HTTP 200 with the
     -32603 error and the request's ``id`` (the body is read for it, never the log), as it does
@@ -63,32 +54,37 @@ class SharedVolumeGate:
     pending (off at boot, decided by the mount): each request judges it again until this
     process opens the log (``Runtime.judge_volume_again``)."""
 
-    OPEN = ("/ping", "/.well-known/agent-card.json")
-
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: Runtime, routes: Routes) -> None:
         self.runtime = runtime
+        self.routes = routes
 
     def process_resource(
         self, req: falcon.Request, resp: falcon.Response, resource: Any, params: dict[str, Any]
     ) -> None:
-        if resource is None or req.uri_template in self.OPEN:
+        route = self.routes.get(req.uri_template or "")
+        if resource is None or (route is not None and not route.holds_lease):
             return
         self.runtime.judge_volume_again()
         if not self.runtime.config.shared_volume:
             return
-        if isinstance(resource, jsonrpc.JsonRpc) and req.method == "POST":
+        if route is not None and route.errors is errors.JSON_RPC and req.method == "POST":
+            # The JSON-RPC endpoint answers lease-busy itself, in its shape.
             if not resource.hold_or_answer_busy(req, resp):
                 resp.complete = True  # answered: no authentication, no responder
             return
         errors.holding_lease(self.runtime.ensure_lease)
 
 
-def create_app(runtime: Runtime) -> falcon.App[falcon.Request, falcon.Response]:
-    middleware: list[Any] = [errors.ErrorSurface(), WorkerHeader()]
+def create_app(
+    runtime: Runtime, routes: Routes = ROUTES
+) -> falcon.App[falcon.Request, falcon.Response]:
+    """The server's app: ``routes`` (the table; a test may pass its own) behind the error
+    surface, the shared-volume gate (when the mode is on or pending) and authentication."""
+    middleware: list[Any] = [errors.ErrorSurface(routes.surfaces()), WorkerHeader()]
     volume = runtime.config.volume
     if runtime.config.shared_volume or (volume is not None and volume.is_pending):
-        middleware.append(SharedVolumeGate(runtime))
-    middleware.append(auth.Authentication(runtime))
+        middleware.append(SharedVolumeGate(runtime, routes))
+    middleware.append(auth.Authentication(runtime, routes.access()))
     app = falcon.App(middleware=middleware)
     # What the outbox's deliveries send (ADR 0039): a result's files as parts, as every other
     # answer sends them (inline, or URLs on FOLDLINE_PUBLIC_URL; never this server's bind
@@ -96,34 +92,7 @@ def create_app(runtime: Runtime) -> falcon.App[falcon.Request, falcon.Response]:
     files = result_files.parts_for(runtime)
     runtime.push_payload = partial(push.payload, files=files)
     media.install(app)  # resp.media and req.get_media() go through the one msgspec codec
-    app.add_route("/ping", agentcore.Ping(runtime))
-    app.add_route("/invocations", agentcore.Invocations(runtime))
-    app.add_route("/", jsonrpc.JsonRpc(runtime))
-    app.add_route("/.well-known/agent-card.json", card.AgentCard(runtime))
-    app.add_route("/a2a/tasks/{task_id}/files/{n}", result_files.TaskFile(runtime))
-    app.add_route("/v1/sessions", v1.SessionsCollection(runtime))
-    app.add_route("/v1/sessions/{session_id}", v1.SessionItem(runtime))
-    app.add_route("/v1/sessions/{session_id}/taint", v1.SessionTaint(runtime))
-    app.add_route("/v1/sessions/{session_id}/{action}", v1.SessionControl(runtime))
-    app.add_route("/v1/jobs", Jobs(runtime))
-    app.add_route("/v1/jobs/wait", coordination.Waiting(runtime))
-    app.add_route("/v1/jobs/{job_id}", v1.JobItem(runtime))
-    app.add_route("/v1/jobs/{job_id}/result", coordination.Result(runtime))
-    app.add_route("/v1/jobs/{job_id}/result/{disposition}", coordination.Disposition(runtime))
-    app.add_route("/v1/jobs/{job_id}/patch", coordination.Patch(runtime))
-    channel.mount(app, runtime)  # literal segments: steer, ... win over {action}
-    app.add_route("/v1/jobs/{job_id}/{action}", v1.JobControl(runtime))
-    app.add_route("/v1/tasks/{task_id}", v1.TaskItem(runtime))
-    app.add_route("/v1/leases", v1.Leases(runtime))
-    app.add_route("/v1/streams/{stream_id}/events", v1.StreamEvents(runtime))
-    app.add_route("/v1/events", v1.Events(runtime))
-    app.add_route("/v1/machines", v1.MachinesResource())
-    app.add_route("/v1/checkpoint", proofs.Checkpoint(runtime))
-    app.add_route("/v1/proofs/inclusion", proofs.InclusionProof(runtime))
-    app.add_route("/v1/proofs/consistency", proofs.ConsistencyProof(runtime))
-    app.add_route("/openapi.json", OpenApi(sorted(runtime.config.agents.commands)))
-    app.add_route("/metrics", metrics.Metrics(runtime))
-    console.mount(app, runtime)
+    routes.mount(app, runtime)
     app.set_error_serializer(_falcon_error)
     app.add_error_handler(Exception, _unexpected)
     app.add_error_handler(errors.HANDLED, errors.handle)  # in the shape of the route's surface
@@ -140,15 +109,3 @@ def _falcon_error(req: falcon.Request, resp: falcon.Response, ex: falcon.HTTPErr
     media.json_response(
         resp, {"error": {"code": code, "message": ex.description or ex.title or ""}}
     )
-
-
-class Jobs(v1.JobsCollection, coordination.Spawning):
-    """``/v1/jobs``: GET lists (``?session=``, ``?state=``, ``?parent=``), POST spawns."""
-
-
-class OpenApi:
-    def __init__(self, agents: list[str]) -> None:
-        self.agents = agents
-
-    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        resp.media = openapi.document(self.agents)

@@ -1,4 +1,5 @@
-"""Who is calling: every ``/v1`` and ``/console/api`` request needs a bearer token.
+"""Who is calling: every route the table (``adapters.http.routes``) does not mark ``OPEN``
+needs a bearer token.
 
 Two kinds of caller. The operator holds the operator token (``FOLDLINE_TOKEN``, or the file
 the server made at first activation) and may do everything. A running job holds the
@@ -7,18 +8,20 @@ while that run is live) and reads only its own session: its jobs, streams, tasks
 it spawns children there and judges its descendants (the rules check those again inside the
 write transaction). Anything else is a 401.
 
-``Authentication`` (falcon middleware) turns the request into a ``Caller`` and refuses what a
-resource marks ``operator_only`` (the whole log, leases, controls, the console's JSON); the
-resources that know an entity's session check a run's scope with ``require_session``.
-``/ping``, ``/invocations``, A2A, the agent card, ``/openapi.json``, ``/metrics`` and the
-console's static pages are outside both prefixes and stay as their contracts want them;
-``/v1/checkpoint`` and ``/v1/proofs/...`` are open (``OPEN``): an auditor needs no token.
+``Authentication`` (falcon middleware) turns the request into a ``Caller`` and refuses a run
+on what the table marks ``OPERATOR`` (the whole log, leases, controls, the console's JSON);
+the resources that know an entity's session check a run's scope with ``require_session``.
+The table keeps ``/ping``, ``/invocations``, A2A, the agent card, ``/openapi.json``,
+``/metrics`` and the console's static pages open, as their contracts want them, and
+``/v1/checkpoint`` and ``/v1/proofs/...`` too: an auditor needs no token.
 """
 
 from __future__ import annotations
 
 import hmac
+from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 import falcon
@@ -27,9 +30,13 @@ from adapters.http.errors import ApiError
 from adapters.services.dispatch import token_digest
 from projections import queries
 
-GUARDED = ("/v1/", "/console/api/")
-# Public by design (ADR 0040): a signed checkpoint, and proofs that hold only hashes and sizes.
-OPEN = frozenset({"/v1/checkpoint", "/v1/proofs/inclusion", "/v1/proofs/consistency"})
+
+class Access(Enum):
+    """Who may call a route (each route's is in ``adapters.http.routes``)."""
+
+    OPEN = "open"  # no token: a contract that authenticates elsewhere, a page, an audit
+    RUN = "run"  # the operator, or a live run (the resource checks the run's session)
+    OPERATOR = "operator"  # the operator token only
 
 
 @dataclass(frozen=True)
@@ -53,24 +60,27 @@ def _unauthorized() -> ApiError:
 
 
 class Authentication:
-    """Middleware: ``req.context.caller`` for every guarded route, or a 401/403 before it runs.
+    """Middleware: ``req.context.caller`` for every route that needs a token, or a 401/403
+    before it runs. ``access`` is each route's, by its URI template; a template it does not
+    know is the operator's (closed unless the table opens it).
 
     ``runtime`` needs ``operator_token.current()`` and ``engine`` (for a run token's lookup).
     """
 
-    def __init__(self, runtime: Any) -> None:
+    def __init__(self, runtime: Any, access: Mapping[str, Access]) -> None:
         self.runtime = runtime
+        self.access = access
 
     def process_resource(
         self, req: falcon.Request, resp: falcon.Response, resource: Any, params: dict[str, Any]
     ) -> None:
         # The route's template, not the raw path: the router also matches "//v1/..." (it
-        # strips leading slashes), which a prefix test of the path would wave through.
-        template = req.uri_template or ""
-        if resource is None or not template.startswith(GUARDED) or template in OPEN:
+        # strips leading slashes), which a look at the path would have to undo.
+        access = self.access.get(req.uri_template or "", Access.OPERATOR)
+        if resource is None or access is Access.OPEN:
             return
         caller = self.authenticate(req)
-        if getattr(resource, "operator_only", False) and not caller.is_operator:
+        if access is Access.OPERATOR and not caller.is_operator:
             raise ApiError(
                 falcon.HTTP_403,
                 "forbidden",

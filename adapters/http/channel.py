@@ -118,10 +118,3 @@ class Controls(Reads):
                 ],
             ),
         )
-
-
-def mount(app: falcon.App[falcon.Request, falcon.Response], runtime: Any) -> None:
-    """The channel's routes: literal segments, so they win over ``/v1/jobs/{job_id}/{action}``."""
-    for action in BODIES:
-        app.add_route(f"/v1/jobs/{{job_id}}/{action}", ControlAction(runtime, action))
-    app.add_route("/v1/jobs/{job_id}/controls", Controls(runtime))

@@ -16,7 +16,7 @@ from typing import Any
 import falcon
 import msgspec
 
-from adapters.http.errors import CONSOLE, ApiError
+from adapters.http.errors import ApiError
 from engine.audit import export_line
 from projections import console_queries as q
 
@@ -62,8 +62,6 @@ def _int(req: falcon.Request, name: str, default: int | None) -> int | None:
 class Assets:
     """``/console/`` is the page; ``/console/{name}`` its scripts and styles; nothing else."""
 
-    errors = CONSOLE
-
     def __init__(self) -> None:
         root = resources.files("adapters.http") / "console_pages"
         self.files = {name: (root / name).read_bytes() for name in asset_names()}
@@ -78,16 +76,11 @@ class Assets:
 
 
 class ToSlash:
-    errors = CONSOLE
-
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         raise falcon.HTTPMovedPermanently("/console/")
 
 
 class Reads:
-    errors = CONSOLE
-    operator_only = True  # the console shows every session: a run token has no business here
-
     def __init__(self, runtime: Any, read_only: bool) -> None:
         self.runtime = runtime
         self.read_only = read_only
@@ -159,18 +152,3 @@ class ExportApi(Reads):
             "Content-Disposition", f'attachment; filename="foldline-{first}-{last}.jsonl"'
         )
         resp.stream = (export_line(row) + b"\n" for row in rows)
-
-
-def mount(
-    app: falcon.App[falcon.Request, falcon.Response], runtime: Any, read_only: bool = False
-) -> None:
-    """Add the console's routes to ``app``; ``runtime`` needs ``engine.log`` and ``config``."""
-    assets = Assets()
-    app.add_route("/console", ToSlash())
-    app.add_route("/console/", assets)
-    app.add_route("/console/{name}", assets)
-    app.add_route("/console/api/overview", OverviewApi(runtime, read_only))
-    app.add_route("/console/api/lists/{table}", ListApi(runtime, read_only))
-    app.add_route("/console/api/entities/{kind}/{entity_id}", EntityApi(runtime, read_only))
-    app.add_route("/console/api/log", LogApi(runtime, read_only))
-    app.add_route("/console/api/export", ExportApi(runtime, read_only))

@@ -26,7 +26,7 @@ from adapters.http.schemas import (
     SpawnItemIn,
     WaitOut,
 )
-from adapters.http.v1 import Control, JobItem, Reads, job_out
+from adapters.http.v1 import Control, JobItem, JobsCollection, Reads, job_out
 from adapters.services.dispatch import Spawn
 from adapters.services.integration import IntegrationFailed
 from adapters.services.writers import PatchUnusable
@@ -93,6 +93,10 @@ class Spawning(CoordinationControl):
         records = queries.jobs_by_id(self.runtime.engine.log.connection(), job_ids)
         resp.status = falcon.HTTP_201
         media.json_response(resp, JobsOut(jobs=[job_out(r) for r in records]))
+
+
+class Jobs(JobsCollection, Spawning):
+    """``/v1/jobs``: GET lists (``?session=``, ``?state=``, ``?parent=``), POST spawns."""
 
 
 class Waiting(Control):

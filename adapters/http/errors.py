@@ -2,15 +2,15 @@
 from each error class to an HTTP status (and, for A2A, to a JSON-RPC error code), and the
 surfaces that write them.
 
-A route's resource names its ``Surface`` (``errors = V1``); the ``ErrorSurface`` middleware
-records it for the request and ``handle`` writes whatever escaped the responder in that shape,
-so no handler looks at the path to decide. A test asserts that no ``EngineError`` class is
-missing from ``STATUS``.
+The route table (``adapters.http.routes``) names each route's ``Surface``; the
+``ErrorSurface`` middleware records it for the request and ``handle`` writes whatever escaped
+the responder in that shape, so no handler looks at the path to decide. A test asserts that no
+``EngineError`` class is missing from ``STATUS``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -309,20 +309,27 @@ INVOCATIONS = Surface("invocations", _agentcore_refusal, _invocation_failure)
 # The console's reads refuse in the /v1 shape; an engine error under them keeps the AgentCore
 # shape every route outside /v1 has always answered.
 CONSOLE = Surface("console", _v1_refusal, _console_failure)
+# The JSON-RPC endpoint answers its own errors (``RPC_ERRORS``, HTTP 200), a busy workspace
+# included, even before it holds the lease (the shared-volume gate leaves that to it); what
+# it lets through keeps the AgentCore shape.
+JSON_RPC = Surface("json-rpc", _agentcore_refusal, _agentcore_failure)
 
 HANDLED = (ApiError, e.EngineError, DispatchFailed, QueryError)
 """What ``handle`` answers; anything else is the application's ``500``."""
 
 
 class ErrorSurface:
-    """Middleware: records the matched resource's ``errors`` surface (``AGENTCORE`` when it
-    names none) for ``handle``. First in the chain, so a refusal by the authentication
-    middleware is written in its route's shape too."""
+    """Middleware: records the matched route's surface (``surfaces``, by URI template;
+    ``AGENTCORE`` for one it does not know) for ``handle``. First in the chain, so a refusal
+    by the authentication middleware is written in its route's shape too."""
+
+    def __init__(self, surfaces: Mapping[str, Surface]) -> None:
+        self.surfaces = surfaces
 
     def process_resource(
         self, req: falcon.Request, resp: falcon.Response, resource: Any, params: dict[str, Any]
     ) -> None:
-        req.context.errors = getattr(resource, "errors", AGENTCORE)
+        req.context.errors = self.surfaces.get(req.uri_template or "", AGENTCORE)
 
 
 def handle(

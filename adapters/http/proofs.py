@@ -20,7 +20,7 @@ from typing import Any
 import falcon
 
 from adapters.http import media
-from adapters.http.errors import V1, ApiError
+from adapters.http.errors import ApiError
 from adapters.services import checkpoints
 from adapters.services.runtime import Runtime
 from adapters.settings.log_sources import reading
@@ -65,8 +65,6 @@ def _answer(runtime: Runtime, resp: falcon.Response, prove: Callable[[Reader], A
 class Checkpoint:
     """``GET /v1/checkpoint``: the latest signed note, ``text/plain``; 404 before the first."""
 
-    errors = V1
-
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
 
@@ -80,8 +78,6 @@ class Checkpoint:
 
 class InclusionProof:
     """``GET /v1/proofs/inclusion?position=P&size=N``."""
-
-    errors = V1
 
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
@@ -98,8 +94,6 @@ class InclusionProof:
 
 class ConsistencyProof:
     """``GET /v1/proofs/consistency?old=O&new=N``."""
-
-    errors = V1
 
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime

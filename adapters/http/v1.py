@@ -2,7 +2,7 @@
 
 Every route needs a bearer token (``adapters.http.auth``). Reads take no lease; a run token
 reads only its own session, checked here where the entity's session is known. Controls are
-one command each, for the operator only (``operator_only``), take the lease, map ``If-Match``
+one command each, for the operator only (the route table says so), take the lease, map ``If-Match``
 to ``expected_version`` and answer the new row. Errors use one table (``adapters.http.errors``).
 """
 
@@ -15,7 +15,7 @@ import falcon
 import msgspec
 
 from adapters.http import auth, media, sse
-from adapters.http.errors import V1, ApiError
+from adapters.http.errors import ApiError
 from adapters.http.follow import follow
 from adapters.http.schemas import (
     ControlIn,
@@ -89,8 +89,6 @@ T = TypeVar("T")
 
 
 class Reads:
-    errors = V1
-
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
 
@@ -160,8 +158,6 @@ class TaskItem(Reads):
 
 
 class Leases(Reads):
-    operator_only = True
-
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         _json(resp, LeasePage(leases=[lease_out(r) for r in queries.leases(self.conn)]))
 
@@ -201,8 +197,6 @@ class StreamEvents(Reads):
 class Events(Reads):
     """The global log: a JSON page, or followed live as SSE (ids are positions)."""
 
-    operator_only = True
-
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         after = _after_position(req)
         if "text/event-stream" in (req.get_header("Accept") or ""):
@@ -236,8 +230,6 @@ class Events(Reads):
 
 
 class MachinesResource:
-    errors = V1
-
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         machines = Machines(MACHINES).by_kind.values()
         if req.get_param("format") == "mermaid":
@@ -264,8 +256,6 @@ JOB_ACTIONS: dict[str, Callable[[str, str], c.Command]] = {
 
 
 class Control:
-    errors = V1
-
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
 
@@ -317,8 +307,6 @@ class Control:
 
 
 class SessionControl(Control):
-    operator_only = True
-
     def on_post(
         self, req: falcon.Request, resp: falcon.Response, session_id: str, action: str
     ) -> None:
@@ -358,8 +346,6 @@ class SessionControl(Control):
 class SessionTaint(Control):
     """Taint is permanent, so it needs a reason: its own path with a required body."""
 
-    operator_only = True
-
     def on_post(self, req: falcon.Request, resp: falcon.Response, session_id: str) -> None:
         body = self.body(req, TaintIn, True)
         self.run(req, c.TaintSession(session_id=session_id, reason=body.reason))
@@ -367,8 +353,6 @@ class SessionTaint(Control):
 
 
 class JobControl(Control):
-    operator_only = True
-
     def on_post(self, req: falcon.Request, resp: falcon.Response, job_id: str, action: str) -> None:
         make = JOB_ACTIONS.get(action)
         if make is None:

@@ -1,9 +1,10 @@
 """``foldline console DB``: the console's pages over any current log, read-only, for auditors.
 
 The file is opened with SQLite's read-only flag (``open_log_readonly``): no lease, no runner,
-no recovery, no migration, nothing written. The app serves the console and the ``/v1`` reads
-the pages use (stream histories, the events feed, machines); the controls, ``/invocations``
-and A2A are not mounted at all, and the page hides its buttons. It asks for no token, so it
+no recovery, no migration, nothing written. The app serves the routes the table
+(``adapters.http.routes``) gives a read-only resource: the console and the ``/v1`` reads the
+pages use (stream histories, the events feed, machines); the controls, ``/invocations`` and
+A2A are not mounted at all, and the page hides its buttons. It asks for no token, so it
 binds only to a loopback address (``check_loopback``): an auditor on this machine.
 """
 
@@ -23,7 +24,9 @@ import falcon
 from gunicorn.app.base import BaseApplication
 
 from adapters.http import app as http_app
-from adapters.http import auth, channel, console, errors, v1
+from adapters.http import auth, errors
+from adapters.http.routes import ROUTES
+from adapters.http.routing import Routes
 from adapters.settings.config_error import ConfigError
 from engine import open_notifier
 from engine.domain import MACHINES
@@ -119,21 +122,19 @@ def check_loopback(bind: str) -> str:
     return bind
 
 
-def create_readonly_app(runtime: ReadOnlyRuntime) -> falcon.App[falcon.Request, falcon.Response]:
-    rt: Any = runtime  # the /v1 read resources only touch the part ReadOnlyRuntime has
-    middleware: list[Any] = [errors.ErrorSurface(), http_app.WorkerHeader(), auth.OpenReads()]
+def create_readonly_app(
+    runtime: ReadOnlyRuntime, routes: Routes = ROUTES
+) -> falcon.App[falcon.Request, falcon.Response]:
+    """The routes of the table the read-only console serves, each with its read-only
+    resource; every caller is the operator (``auth.OpenReads``)."""
+    served = routes.read_only()
+    middleware: list[Any] = [
+        errors.ErrorSurface(served.surfaces()),
+        http_app.WorkerHeader(),
+        auth.OpenReads(),
+    ]
     app = falcon.App(middleware=middleware)
-    app.add_route("/v1/sessions", v1.SessionsCollection(rt))
-    app.add_route("/v1/sessions/{session_id}", v1.SessionItem(rt))
-    app.add_route("/v1/jobs", v1.JobsCollection(rt))
-    app.add_route("/v1/jobs/{job_id}", v1.JobItem(rt))
-    app.add_route("/v1/jobs/{job_id}/controls", channel.Controls(rt))
-    app.add_route("/v1/tasks/{task_id}", v1.TaskItem(rt))
-    app.add_route("/v1/leases", v1.Leases(rt))
-    app.add_route("/v1/streams/{stream_id}/events", v1.StreamEvents(rt))
-    app.add_route("/v1/events", v1.Events(rt))
-    app.add_route("/v1/machines", v1.MachinesResource())
-    console.mount(app, runtime, read_only=True)
+    served.mount_read_only(app, runtime)
     # The same error shapes as the full server (one table, no stack traces to clients).
     app.set_error_serializer(http_app._falcon_error)
     app.add_error_handler(Exception, http_app._unexpected)

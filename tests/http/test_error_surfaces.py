@@ -7,14 +7,15 @@ import msgspec
 
 from adapters.http import errors, schemas
 from adapters.http.openapi import document
+from adapters.http.routes import ROUTES
 from engine.domain.rows import JobRow, LeaseRow, SessionRow, TaskRow
 from tests.http.conftest import MakeClient
 
 
 def _surface(client: object, path: str) -> errors.Surface:
     app = client.app  # type: ignore[attr-defined]
-    resource, *_ = app._router.find(path)
-    return getattr(resource, "errors", errors.AGENTCORE)  # type: ignore[no-any-return]
+    *_, template = app._router.find(path)
+    return ROUTES[template].errors
 
 
 def test_every_route_names_the_surface_of_its_family(make_client: MakeClient) -> None:

@@ -30,7 +30,7 @@ from urllib.parse import quote
 
 import falcon
 
-from adapters.http.errors import V1, ApiError
+from adapters.http.errors import ApiError
 from adapters.services.runtime import Runtime
 from adapters.settings.public_url import file_route_base
 from engine.domain.job import FileEntry
@@ -207,8 +207,6 @@ def parts_for(runtime: Runtime, *, inline: bool = True) -> Parts:
 class TaskFile:
     """``GET /a2a/tasks/{task_id}/files/{n}``: the ``n``-th file of the task's result, read
     only; errors as ``/v1`` writes them (``{"error": {"code", "message"}}``)."""
-
-    errors = V1
 
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
