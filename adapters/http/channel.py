@@ -48,6 +48,14 @@ BODIES: dict[str, type[msgspec.Struct]] = {
     "respond": RespondIn,
     "effort": EffortIn,
 }
+# What each action does, as ``/openapi.json`` says it (``adapters.http.routes``).
+SUMMARIES = {
+    "steer": "Steer the run's active turn (turn must be the job's turn, else 409 stale_turn)",
+    "interrupt": "Stop the run's active turn (turn must be the job's turn)",
+    "finalize": "Ask the run to finish now from what it has (text optional)",
+    "respond": "Answer the run's pending request (a JSON object, at most 64 KiB as JSON)",
+    "effort": "Set the run's reasoning effort",
+}
 
 
 def response_text(response: dict[str, Any]) -> str:

@@ -1,8 +1,17 @@
-"""The pieces every OpenAPI path item is built from (``adapters.http.openapi``): a schema's
-``$ref``, a JSON answer, the error answers by status, a parameter."""
+"""What a route's OpenAPI operations are declared with: ``Operation``, ``Answer``, ``Body``.
+
+The route table (``adapters.http.routes``) declares each route's operations with them and
+``adapters.http.openapi`` writes them out. A schema is a msgspec Struct (written as a ``$ref``
+to its component, so the document cannot drift from what is encoded), a tuple of Structs
+(``oneOf`` them), or an inline JSON schema. Beside them: a ``$ref``, the error answers by
+status and their words, the parameters and schemas several routes share, and the entry
+points' own words.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from adapters.http import schemas as s
@@ -26,6 +35,106 @@ ERRORS = {
     "507": "the disk is full: storage_full, nothing recorded (Retry-After: 5)",
 }
 
+Schema = type | tuple[type, ...] | dict[str, Any]
+"""A Struct (its ``$ref``), Structs to choose from (``oneOf``), or an inline JSON schema."""
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One answer of an operation: ``schema`` None is an answer without a body (a 304);
+    ``sse`` adds a ``text/event-stream`` of strings beside ``media``; ``headers`` are named
+    string headers the answer carries."""
+
+    schema: Schema | None
+    description: str = "OK"
+    media: str = "application/json"
+    sse: bool = False
+    headers: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Body:
+    """A JSON request body: ``required`` False when an empty body means the defaults."""
+
+    schema: Schema
+    required: bool = True
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One method of a route as ``/openapi.json`` describes it.
+
+    ``answer`` is the success (``status``), ``more`` any other answer in full (a 304, another
+    error shape), ``errors`` the statuses that answer ``ErrorOut`` with ``ERRORS``' words.
+    A route that needs a token gets the bearer scheme and its 401 and 403 from its access, not
+    from here. ``path`` is the documented path when it is not the route's own: a route with a
+    path field documents one path per value it takes (``/v1/jobs/{job_id}/result/accept``).
+    """
+
+    method: str
+    id: str
+    summary: str
+    answer: Schema | Answer
+    errors: tuple[str, ...] = ()
+    params: tuple[dict[str, Any], ...] = ()
+    body: Body | None = None
+    description: str = ""
+    status: str = "200"
+    more: Mapping[str, Answer] = field(default_factory=dict)
+    path: str = ""
+
+
+def get(
+    id: str,
+    summary: str,
+    answer: Schema | Answer,
+    errors: str = "",
+    params: tuple[dict[str, Any], ...] = (),
+    description: str = "",
+    more: Mapping[str, Answer] | None = None,
+) -> Operation:
+    """A GET ``Operation``; ``errors`` its ``ErrorOut`` statuses, apart by spaces."""
+    return Operation(
+        "get",
+        id,
+        summary,
+        answer,
+        tuple(errors.split()),
+        params,
+        None,
+        description,
+        "200",
+        more or {},
+    )
+
+
+def post(
+    id: str,
+    summary: str,
+    answer: Schema | Answer,
+    errors: str = "",
+    body: Body | None = None,
+    params: tuple[dict[str, Any], ...] = (),
+    description: str = "",
+    status: str = "200",
+    more: Mapping[str, Answer] | None = None,
+    path: str = "",
+) -> Operation:
+    """A POST ``Operation``; ``errors`` its ``ErrorOut`` statuses, apart by spaces."""
+    return Operation(
+        "post",
+        id,
+        summary,
+        answer,
+        tuple(errors.split()),
+        params,
+        body,
+        description,
+        status,
+        more or {},
+        path,
+    )
+
 
 def ref(cls: type) -> dict[str, str]:
     return {"$ref": REF.format(name=cls.__name__)}
@@ -45,46 +154,69 @@ def param(
     return {"name": name, "in": where, "required": required, "schema": schema or {"type": "string"}}
 
 
-def _text(description: str) -> dict[str, Any]:
-    return {"description": description, "content": {"text/plain": {"schema": {"type": "string"}}}}
+def in_path(name: str) -> dict[str, Any]:
+    """A path field: a required string."""
+    return param(name, "path", True)
 
 
-def _proof(description: str) -> dict[str, Any]:
-    schema = {"type": "object", "description": "the JSON `foldline prove` prints"}
-    return {"description": description, "content": {"application/json": {"schema": schema}}}
+# The parameters and schemas several routes share.
+LIMIT = param("limit", schema={"type": "integer", "minimum": 1, "maximum": 500})
+AFTER_ID = param("after", schema={"type": "string", "minLength": 1})
+IF_MATCH = param("If-Match", "header", schema={"type": "string", "pattern": "^[0-9]+$"})
+POSITION = {"type": "integer", "minimum": 0, "maximum": (1 << 63) - 1}
+SIZE = {"type": "integer", "minimum": 1, "maximum": 2**63 - 1}
+TEXT = {"type": "string"}
+ANY_OBJECT = {"type": "object"}
+OBJECTS = {"type": "array", "items": ANY_OBJECT}
+CURSOR = param("cursor", schema={"type": "integer", "minimum": 0})
+TIMEOUT = param("timeout", schema={"type": "number", "minimum": 0, "maximum": 5})
+EVENTS_LIMIT = param("limit", schema={"type": "integer", "minimum": 1, "maximum": 10000})
+PROOF = Answer({"type": "object", "description": "the JSON `foldline prove` prints"}, "the proof")
 
 
-def proof_paths() -> dict[str, Any]:
-    """``/v1/checkpoint`` and ``/v1/proofs/...``: open, no token (ADR 0040)."""
-    size = {"type": "integer", "minimum": 1, "maximum": 2**63 - 1}
-    return {
-        "/v1/checkpoint": {
-            "get": {
-                "operationId": "checkpoint",
-                "summary": "The latest signed checkpoint (a C2SP signed note); open",
-                "responses": {
-                    "200": _text("the signed note"),
-                    **error_bodies("404"),
-                },
-            }
-        },
-        "/v1/proofs/inclusion": {
-            "get": {
-                "operationId": "inclusion_proof",
-                "summary": "The event at position is in the tree of size; open",
-                "parameters": [
-                    param("position", required=True, schema=size),
-                    param("size", schema=size),
-                ],
-                "responses": {"200": _proof("the proof"), **error_bodies("400", "404")},
-            }
-        },
-        "/v1/proofs/consistency": {
-            "get": {
-                "operationId": "consistency_proof",
-                "summary": "The tree of new extends the tree of old; open",
-                "parameters": [param("old", required=True, schema=size), param("new", schema=size)],
-                "responses": {"200": _proof("the proof"), **error_bodies("400", "404")},
-            }
-        },
-    }
+def control(kind: str, key: str, actions: list[str] | None, row: type) -> Operation:
+    """A session or job control; ``actions`` None is taint, a path of its own whose body (a
+    reason) is required."""
+    action = (
+        ()
+        if actions is None
+        else (param("action", "path", True, {"type": "string", "enum": actions}),)
+    )
+    return post(
+        f"control_{kind}" if actions else f"taint_{kind}",
+        f"Control a {kind}: {', '.join(actions or ['taint'])}",
+        row,
+        "400 401 404 409 412 413 415 429 503",
+        params=(in_path(key), *action, IF_MATCH),
+        body=Body(s.ControlIn if actions else s.TaintIn, required=actions is None),
+    )
+
+
+def agent_errors(codes: str) -> dict[str, Answer]:
+    """AgentCore's error answers (``{"error": text}``) of ``codes``, apart by spaces."""
+    return {code: Answer(s.AgentErrorOut, ERRORS.get(code, "error")) for code in codes.split()}
+
+
+# The entry points' own words: their bodies are pass-through JSON or JSON-RPC, which the README
+# specifies; only their fixed shapes have schemas.
+CARD = (
+    "Sent with a weak ETag (sha256 of the card) and Cache-Control: private, max-age=300;"
+    " If-None-Match with a current tag answers 304 without a body."
+)
+INVOKE = (
+    "Plain JSON waits at most FOLDLINE_SYNC_WAIT_S (600 s) and may answer a running job; with"
+    " Accept: text/event-stream the stream has no cap: accepted, delta per output chunk,"
+    " keep-alive comments, and always the final result. deliver: true sends the prompt into the"
+    " session's running job when its run takes input (every answer then says delivered: true"
+    " and its control)."
+)
+A2A = (
+    "A2A JSON-RPC: SendMessage, SendStreamingMessage, GetTask, CancelTask, ListTasks,"
+    " SubscribeToTask, the push config methods, and the 0.3 names (message/send,"
+    " message/stream, tasks/get, tasks/cancel, tasks/resubscribe, tasks/pushNotificationConfig/*)"
+)
+A2A_ERRORS = (
+    "Always HTTP 200 with a JSON-RPC result or error (-32001 task not found, -32002 not"
+    " cancelable, -32004 unsupported, -32005 content type not supported, -32009 version)."
+    " Streams are SSE: the Task, status updates and artifact chunks (append, lastChunk)."
+)

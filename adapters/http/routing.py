@@ -2,9 +2,10 @@
 
 A ``Route`` says everything about one URI template in one place: the resource the server
 makes for it (and the read-only console's, if that serves it too), who may call it, the
-surface that writes its errors, and whether the shared-volume gate holds the lease before it.
-The apps mount the table; the middlewares look the matched template up in it
-(``req.uri_template``), never at the path or at the resource's class.
+surface that writes its errors, whether the shared-volume gate holds the lease before it, and
+how ``/openapi.json`` describes it (or why it does not). The apps mount the table; the
+middlewares look the matched template up in it (``req.uri_template``), never at the path or
+at the resource's class.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import falcon
 
 from adapters.http.auth import Access
 from adapters.http.errors import Surface
+from adapters.http.openapi_parts import Operation
 from adapters.services.runtime import Runtime
 
 Make = Callable[[Runtime], object]
@@ -26,8 +28,15 @@ MakeReadOnly = Callable[[Any], object]
 
 
 @dataclass(frozen=True)
+class Unlisted:
+    """A route ``/openapi.json`` leaves out on purpose, and why."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
 class Route:
-    """One URI template: its resource, access and error surface.
+    """One URI template: its resource, access, error surface and OpenAPI operations.
 
     ``read_only`` makes the read-only console's resource (every caller there is the
     operator, on loopback); None, the console does not serve the route. ``holds_lease``
@@ -38,15 +47,23 @@ class Route:
     resource: Make
     access: Access
     errors: Surface
+    openapi: Operation | tuple[Operation, ...] | Unlisted
     read_only: MakeReadOnly | None = None
     holds_lease: bool = True
+
+    @property
+    def operations(self) -> tuple[Operation, ...]:
+        """What ``/openapi.json`` lists of this route (none for an ``Unlisted`` one)."""
+        if isinstance(self.openapi, Operation):
+            return (self.openapi,)
+        return () if isinstance(self.openapi, Unlisted) else self.openapi
 
 
 class Routes(Mapping[str, Route]):
     """A route table, by URI template, in the order it was written.
 
     Raises:
-        ValueError: two routes with one template.
+        ValueError: two routes with one template, or an ``Unlisted`` route without a reason.
     """
 
     def __init__(self, routes: Iterable[Route]) -> None:
@@ -54,6 +71,8 @@ class Routes(Mapping[str, Route]):
         for route in routes:
             if route.path in self._routes:
                 raise ValueError(f"route {route.path} is in the table twice")
+            if isinstance(route.openapi, Unlisted) and not route.openapi.reason.strip():
+                raise ValueError(f"route {route.path}: say why /openapi.json leaves it out")
             self._routes[route.path] = route
 
     def __getitem__(self, path: str) -> Route:

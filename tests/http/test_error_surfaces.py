@@ -6,8 +6,7 @@ from __future__ import annotations
 import msgspec
 
 from adapters.http import errors, schemas
-from adapters.http.openapi import document
-from adapters.http.routes import ROUTES
+from adapters.http.routes import ROUTES, document
 from engine.domain.rows import JobRow, LeaseRow, SessionRow, TaskRow
 from tests.http.conftest import MakeClient
 

@@ -11,8 +11,7 @@ from openapi_spec_validator import validate
 
 from adapters.http import errors
 from adapters.http.auth import Access
-from adapters.http.openapi import document
-from adapters.http.routes import ROUTES
+from adapters.http.routes import ROUTES, document
 from engine import errors as engine_errors
 from tests.http.conftest import MakeClient
 
