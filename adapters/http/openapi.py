@@ -1,14 +1,16 @@
 """``GET /openapi.json``: OpenAPI 3.1 for ``/v1`` and the AgentCore and A2A entry points,
 written out from the route table (``adapters.http.routes``) and the msgspec Structs.
 
-Each path comes from its route's operations, the bearer scheme and its 401 and 403 from its
-access, and every body schema from the Structs the operations name, through
+Each path comes from its route's operations, its path parameters from its template's fields,
+the bearer scheme and its 401 and 403 from its access, and every body schema from the Structs
+the operations name, through
 ``msgspec.json.schema_components``: the document cannot drift from what is routed, guarded
 or encoded.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,9 +19,20 @@ import msgspec
 
 from adapters.http import schemas as s
 from adapters.http.auth import Access
-from adapters.http.openapi_parts import REF, Answer, Body, Operation, Schema, error_bodies, ref
+from adapters.http.openapi_parts import (
+    REF,
+    Answer,
+    Body,
+    Operation,
+    Schema,
+    error_bodies,
+    in_path,
+    ref,
+)
 from adapters.http.routing import Routes
 from adapters.services.runtime import Runtime
+
+FIELD = re.compile(r"{(\w+)}")
 
 DESCRIPTION = (
     "Reads and controls over foldline's read models (/v1), the AgentCore runtime"
@@ -38,8 +51,9 @@ def document(routes: Routes, agents: list[str] | None = None) -> dict[str, Any]:
     structs: dict[type, None] = {s.ErrorOut: None}  # an ordered set
     for route in routes.values():
         for operation in route.operations:
-            item = paths.setdefault(operation.path or route.path, {})
-            item[operation.method] = _operation(operation, route.access is not Access.OPEN)
+            path = operation.path or route.path
+            item = paths.setdefault(path, {})
+            item[operation.method] = _operation(operation, path, route.access is not Access.OPEN)
             structs.update(dict.fromkeys(_structs(operation)))
     _, schemas = msgspec.json.schema_components(list(structs), ref_template=REF)
     _agents(schemas, sorted(agents or [""]))
@@ -65,14 +79,14 @@ class OpenApi:
         resp.media = document(self.routes, self.agents)
 
 
-def _operation(operation: Operation, secured: bool) -> dict[str, Any]:
-    """One operation; ``secured``: it needs the bearer token (401) and answers 403 outside a
-    run token's scope."""
+def _operation(operation: Operation, path: str, secured: bool) -> dict[str, Any]:
+    """One operation at ``path``; ``secured``: it needs the bearer token (401) and answers 403
+    outside a run token's scope."""
     out: dict[str, Any] = {"operationId": operation.id, "summary": operation.summary}
     if operation.description:
         out["description"] = operation.description
-    if operation.params:
-        out["parameters"] = list(operation.params)
+    if parameters := _parameters(operation, path):
+        out["parameters"] = parameters
     if operation.body is not None:
         out["requestBody"] = _body(operation.body)
     answer = operation.answer if isinstance(operation.answer, Answer) else Answer(operation.answer)
@@ -87,6 +101,14 @@ def _operation(operation: Operation, secured: bool) -> dict[str, Any]:
     if secured:
         out["security"] = [{"bearer": []}]
     return out
+
+
+def _parameters(operation: Operation, path: str) -> list[dict[str, Any]]:
+    """A field of ``path`` for each of its fields (a required string, unless the operation
+    describes it), in the path's order, then the operation's other parameters."""
+    given = {p["name"]: p for p in operation.params if p["in"] == "path"}
+    fields = [given.get(name) or in_path(name) for name in FIELD.findall(path)]
+    return [*fields, *(p for p in operation.params if p not in fields)]
 
 
 def _schema(schema: Schema) -> dict[str, Any]:

@@ -154,9 +154,10 @@ def param(
     return {"name": name, "in": where, "required": required, "schema": schema or {"type": "string"}}
 
 
-def in_path(name: str) -> dict[str, Any]:
-    """A path field: a required string."""
-    return param(name, "path", True)
+def in_path(name: str, schema: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A path field: a required string (``adapters.http.openapi`` adds one for each field of
+    a path an operation does not describe)."""
+    return param(name, "path", True, schema)
 
 
 # The parameters and schemas several routes share.
@@ -174,20 +175,16 @@ EVENTS_LIMIT = param("limit", schema={"type": "integer", "minimum": 1, "maximum"
 PROOF = Answer({"type": "object", "description": "the JSON `foldline prove` prints"}, "the proof")
 
 
-def control(kind: str, key: str, actions: list[str] | None, row: type) -> Operation:
+def control(kind: str, actions: list[str] | None, row: type) -> Operation:
     """A session or job control; ``actions`` None is taint, a path of its own whose body (a
     reason) is required."""
-    action = (
-        ()
-        if actions is None
-        else (param("action", "path", True, {"type": "string", "enum": actions}),)
-    )
+    action = () if actions is None else (in_path("action", {"type": "string", "enum": actions}),)
     return post(
         f"control_{kind}" if actions else f"taint_{kind}",
         f"Control a {kind}: {', '.join(actions or ['taint'])}",
         row,
         "400 401 404 409 412 413 415 429 503",
-        params=(in_path(key), *action, IF_MATCH),
+        params=(*action, IF_MATCH),
         body=Body(s.ControlIn if actions else s.TaintIn, required=actions is None),
     )
 

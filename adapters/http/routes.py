@@ -29,7 +29,7 @@ from adapters.http.a2a import card, jsonrpc, result_files
 from adapters.http.auth import Access
 from adapters.http.errors import AGENTCORE, CONSOLE, INVOCATIONS, JSON_RPC, V1
 from adapters.http.inbound import InvocationIn
-from adapters.http.openapi_parts import Answer, Body, Operation, get, in_path, param, post
+from adapters.http.openapi_parts import Answer, Body, Operation, get, param, post
 from adapters.http.routing import Route, Routes, Unlisted
 from adapters.services.runtime import Runtime
 
@@ -44,7 +44,6 @@ def _judge(name: str, body: type, summary: str = "", required: bool = True) -> O
         summary or f"Record the result as {name}",
         s.JobOut,
         "400 401 403 404 409 413 415 503",
-        params=(in_path("job_id"),),
         body=Body(body, required),
         path=f"/v1/jobs/{{job_id}}/result/{name}",
     )
@@ -81,13 +80,7 @@ ROUTES = Routes(
             v1.SessionItem,
             RUN,
             V1,
-            get(
-                "get_session",
-                "One session",
-                s.SessionOut,
-                "404",
-                params=(in_path("session_id"),),
-            ),
+            get("get_session", "One session", s.SessionOut, "404"),
             read_only=v1.SessionItem,
         ),
         Route(
@@ -95,14 +88,14 @@ ROUTES = Routes(
             v1.SessionControl,
             OPERATOR,
             V1,
-            doc.control("session", "session_id", sorted(v1.SESSION_ACTIONS), s.SessionOut),
+            doc.control("session", sorted(v1.SESSION_ACTIONS), s.SessionOut),
         ),
         Route(
             "/v1/sessions/{session_id}/taint",
             v1.SessionTaint,
             OPERATOR,
             V1,
-            doc.control("session", "session_id", None, s.SessionOut),
+            doc.control("session", None, s.SessionOut),
         ),
         Route(
             "/v1/jobs",
@@ -161,7 +154,7 @@ ROUTES = Routes(
                 "A page of the result text; the first read is recorded",
                 s.ResultOut,
                 "400 401 403 404 409 503",
-                params=(in_path("job_id"), doc.CURSOR, param("Authorization", "header")),
+                params=(doc.CURSOR, param("Authorization", "header")),
             ),
         ),
         Route(
@@ -169,7 +162,7 @@ ROUTES = Routes(
             v1.JobItem,
             RUN,
             V1,
-            get("get_job", "One job", s.JobOut, "404", params=(in_path("job_id"),)),
+            get("get_job", "One job", s.JobOut, "404"),
             read_only=v1.JobItem,
         ),
         Route(
@@ -194,7 +187,6 @@ ROUTES = Routes(
                 "A writer's change as kept: a binary-safe git diff against its base",
                 Answer(doc.TEXT, "The patch", "text/x-diff"),
                 "404 409",
-                params=(in_path("job_id"),),
             ),
         ),
         *(
@@ -209,7 +201,7 @@ ROUTES = Routes(
                     Answer(s.ControlSentOut, "Accepted: the control is recorded"),
                     "400 404 409 412 413 415 503",
                     status="202",
-                    params=(in_path("job_id"), doc.IF_MATCH),
+                    params=(doc.IF_MATCH,),
                     body=Body(body, required=action != "finalize"),
                 ),
             )
@@ -225,7 +217,6 @@ ROUTES = Routes(
                 "A job's latest controls (newest first) and its runs' questions",
                 s.ChannelOut,
                 "404",
-                params=(in_path("job_id"),),
             ),
             read_only=channel.Controls,
         ),
@@ -234,14 +225,14 @@ ROUTES = Routes(
             v1.JobControl,
             OPERATOR,
             V1,
-            doc.control("job", "job_id", sorted(v1.JOB_ACTIONS), s.JobOut),
+            doc.control("job", sorted(v1.JOB_ACTIONS), s.JobOut),
         ),
         Route(
             "/v1/tasks/{task_id}",
             v1.TaskItem,
             RUN,
             V1,
-            get("get_task", "One A2A task", s.TaskOut, "404", params=(in_path("task_id"),)),
+            get("get_task", "One A2A task", s.TaskOut, "404"),
             read_only=v1.TaskItem,
         ),
         Route(
@@ -262,7 +253,7 @@ ROUTES = Routes(
                 "One stream's events",
                 s.EventPage,
                 "400 404",
-                params=(in_path("stream_id"), param("after", schema=doc.POSITION)),
+                params=(param("after", schema=doc.POSITION),),
             ),
             read_only=v1.StreamEvents,
         ),
