@@ -279,6 +279,14 @@ ROUTES = Routes(
             get("machines", "The machine declarations (JSON)", doc.OBJECTS),
             read_only=lambda runtime: v1.MachinesResource(),
         ),
+        Route(
+            "/v1/machines/{kind}",
+            lambda runtime: v1.MachineResource(),
+            RUN,
+            V1,
+            get("machine", "One machine's declaration (JSON)", doc.ANY_OBJECT, "404"),
+            read_only=lambda runtime: v1.MachineResource(),
+        ),
         # Public by design (ADR 0040): a signed note, and proofs that hold only hashes and sizes.
         Route(
             "/v1/checkpoint",

@@ -239,6 +239,21 @@ class MachinesResource:
         _json(resp, [m.to_json() for m in machines])
 
 
+class MachineResource:
+    """``GET /v1/machines/{kind}``: one machine's declaration as ``/v1/machines`` lists it
+    (``?format=mermaid``, its diagram); a kind no machine has is a 404."""
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, kind: str) -> None:
+        machine = Machines(MACHINES).by_kind.get(kind)
+        if machine is None:
+            raise ApiError(falcon.HTTP_404, "not_found", f"machine {kind!r} does not exist")
+        if req.get_param("format") == "mermaid":
+            resp.content_type = "text/plain; charset=utf-8"
+            resp.text = f"%% {machine.kind}\n{machine.to_mermaid()}"
+            return
+        _json(resp, machine.to_json())
+
+
 # -- controls ---------------------------------------------------------------------------------
 
 SESSION_ACTIONS: dict[str, Callable[[str, str], c.Command]] = {

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import falcon.testing
 import pytest
 from openapi_spec_validator import validate
 
+from adapters.console_server import ReadOnlyConfig, ReadOnlyRuntime, create_readonly_app
 from adapters.http import errors
 from adapters.http.auth import Access
 from adapters.http.routes import ROUTES, document
@@ -80,6 +82,21 @@ def test_v1_reads_sessions_jobs_tasks_leases_and_events(make_client: MakeClient)
     assert client.simulate_get("/v1/machines").json[0]["kind"] == "lease"
     mermaid = client.simulate_get("/v1/machines", params={"format": "mermaid"})
     assert "stateDiagram-v2" in mermaid.text
+
+
+def test_v1_reads_one_machine_by_kind_here_and_on_the_read_only_console(
+    make_client: MakeClient, tmp_path: Path
+) -> None:
+    client, _ = make_client()
+    listed = {machine["kind"]: machine for machine in client.simulate_get("/v1/machines").json}
+    assert client.simulate_get("/v1/machines/job").json == listed["job"]
+    mermaid = client.simulate_get("/v1/machines/job", params={"format": "mermaid"}).text
+    assert mermaid.startswith("%% job\n") and "stateDiagram-v2" in mermaid
+    missing = client.simulate_get("/v1/machines/nope")
+    assert missing.status_code == 404 and missing.json["error"]["code"] == "not_found"
+    console = create_readonly_app(ReadOnlyRuntime(ReadOnlyConfig(tmp_path / "never-opened.db")))
+    read_only = falcon.testing.TestClient(console).simulate_get("/v1/machines/job")
+    assert read_only.json == listed["job"]
 
 
 def test_v1_lists_page_with_a_cursor(make_client: MakeClient) -> None:

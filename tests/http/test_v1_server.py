@@ -97,7 +97,7 @@ def test_v1_conforms_to_its_openapi_document(live_server: Server) -> None:
         check()
         counts["operations"] += 1
     print(f"schemathesis: {counts['operations']} operations, {counts['examples']} examples")
-    assert counts["operations"] == 31 and counts["examples"] >= 31 * 5
+    assert counts["operations"] == 32 and counts["examples"] >= 32 * 5
 
 
 def test_v1_openapi_is_served_by_the_real_server(live_server: Server) -> None:
