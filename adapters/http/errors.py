@@ -114,7 +114,7 @@ def holding_lease(hold: Callable[[], None]) -> None:
     """Run ``hold`` (taking the workspace lease); a busy workspace becomes the one fixed
     lease-busy refusal, which every surface writes in its shape (the shared-volume gate, ADRs
     0035 and 0042). The JSON-RPC endpoint answers its own: -32603 from ``RPC_ERRORS`` in HTTP
-    200, with the request's id (``a2a.JsonRpc.hold_or_answer_busy``)."""
+    200, with the request's id (``adapters.http.a2a.jsonrpc.JsonRpc.hold_or_answer_busy``)."""
     try:
         hold()
     except d.LeaseBusy as ex:

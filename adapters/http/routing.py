@@ -22,8 +22,9 @@ from adapters.http.openapi_parts import Operation
 from adapters.services.runtime import Runtime
 
 Make = Callable[[Runtime], object]
-# The read-only console's runtime (``adapters.console_server.ReadOnlyRuntime``) has what its
-# read resources use of ``Runtime``, duck-typed: this module cannot name it (it builds from here).
+# The read-only console's runtime (``adapters.programs.console_server.ReadOnlyRuntime``) has
+# what its read resources use of ``Runtime``, duck-typed: this module cannot name it (it
+# builds from here).
 MakeReadOnly = Callable[[Any], object]
 
 

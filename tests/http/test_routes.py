@@ -14,8 +14,6 @@ import falcon.inspect
 import falcon.testing
 import pytest
 
-from adapters.config import LEASE_BUSY_TEXT
-from adapters.console_server import ReadOnlyConfig, ReadOnlyRuntime, create_readonly_app
 from adapters.http import openapi
 from adapters.http.app import create_app
 from adapters.http.auth import Access
@@ -23,8 +21,10 @@ from adapters.http.errors import AGENTCORE, V1
 from adapters.http.openapi_parts import get
 from adapters.http.routes import ROUTES, document
 from adapters.http.routing import Route, Routes, Unlisted
-from adapters.leasefile import LeaseRecord
-from adapters.runtime import Runtime
+from adapters.programs.console_server import ReadOnlyConfig, ReadOnlyRuntime, create_readonly_app
+from adapters.services.runtime import Runtime
+from adapters.settings.config import LEASE_BUSY_TEXT
+from adapters.system.leasefile import LeaseRecord
 from tests.http.conftest import MakeClient
 from tests.support.front import wait_until
 

@@ -10,10 +10,10 @@ import falcon.testing
 import pytest
 from openapi_spec_validator import validate
 
-from adapters.console_server import ReadOnlyConfig, ReadOnlyRuntime, create_readonly_app
 from adapters.http import errors
 from adapters.http.auth import Access
 from adapters.http.routes import ROUTES, document
+from adapters.programs.console_server import ReadOnlyConfig, ReadOnlyRuntime, create_readonly_app
 from engine import errors as engine_errors
 from tests.http.conftest import MakeClient
 
