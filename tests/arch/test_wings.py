@@ -5,10 +5,10 @@ example agent) beside the front, a program with a package of its own; HTTP; the 
 services; the operator's settings; the OS and file primitives. A wing may import its own
 modules and any wing of a lower tier, never one above it nor a peer of its own tier. The
 root holds ``__init__.py`` only, and every folder of ``adapters/`` is a wing of the order, so
-a new module has to be placed. No package of ``adapters/`` has a folder cycle: its members
-(its ``__init__``, its modules, its sub-packages taken whole) never use each other both ways,
-so ``http/a2a/`` may use ``http/errors.py``, which never imports it back. Each check is
-shown to fail on a probe, as ``test_layers`` does for the floors.
+a new module has to be placed. That no package of ``adapters/`` has a folder cycle (so that
+``http/a2a/`` may use ``http/errors.py``, which never imports it back) is
+``tests/arch/test_cycles.py``'s, for every tree. Each check is shown to fail on a probe, as
+``test_layers`` does for the floors.
 """
 
 from __future__ import annotations
@@ -81,50 +81,6 @@ def unplaced(root: Path = ROOT) -> list[str]:
     )
 
 
-def members(package: str, graph: dict[str, set[str]]) -> dict[str, set[str]]:
-    """The arrows between the members of ``package``: its ``__init__`` (named as the
-    package), each of its modules, each of its sub-packages taken whole."""
-
-    def member(module: str) -> str | None:
-        if module == package:
-            return package
-        if not module.startswith(package + "."):
-            return None
-        return f"{package}.{module[len(package) + 1 :].split('.')[0]}"
-
-    found: dict[str, set[str]] = {}
-    for module, targets in graph.items():
-        here = member(module)
-        if here is not None:
-            arrows = found.setdefault(here, set())
-            arrows.update(t for t in map(member, targets) if t is not None and t != here)
-    return found
-
-
-def looped(arrows: dict[str, set[str]]) -> list[str]:
-    """The members on a cycle: what is left once every member that imports none of the others
-    left, or that none of them imports, is peeled off; empty when there is no cycle."""
-    left = {name: set(targets) for name, targets in arrows.items()}
-    while True:
-        used = {target for targets in left.values() for target in targets}
-        ends = [n for n, targets in left.items() if not targets & left.keys() or n not in used]
-        if not ends:
-            return sorted(left)
-        for name in ends:
-            del left[name]
-
-
-def folder_cycles(graph: dict[str, set[str]]) -> list[str]:
-    """``package: members`` for every package of ``graph`` whose members import in a loop."""
-    packages = {module.rpartition(".")[0] for module in graph} | set(graph)
-    packages = {p for p in packages if p == PACKAGE or p.startswith(PACKAGE + ".")}
-    return [
-        f"{package}: {', '.join(loop)}"
-        for package in sorted(packages)
-        if (loop := looped(members(package, graph)))
-    ]
-
-
 # -- the order of the wings -------------------------------------------------------------------
 
 
@@ -134,11 +90,6 @@ def test_wings_every_folder_is_a_wing_and_the_root_holds_only_its_init() -> None
 
 def test_wings_import_only_the_wings_below() -> None:
     problems = wrong_way(graph_of())
-    assert not problems, "\n".join(problems)
-
-
-def test_wings_no_folder_cycle_in_any_package_of_adapters() -> None:
-    problems = folder_cycles(graph_of())
     assert not problems, "\n".join(problems)
 
 
@@ -211,31 +162,3 @@ def test_wings_an_unplaced_folder_or_root_module_is_caught(tmp_path: Path) -> No
         "adapters/helpers/ is no wing of WINGS",
         "adapters/runtime.py stands in the root",
     ]
-
-
-def test_wings_a_folder_cycle_is_caught(tmp_path: Path) -> None:
-    """A sub-package and its parent's module that use each other (as http/a2a/ and http/app.py
-    would if a resource of the package imported the app) are reported, and so is a loop no
-    single module closes (the root's module importing a wing whose module imports the root);
-    a sub-package using a parent's module that never uses it back (errors) is not."""
-    root = _tree(
-        tmp_path,
-        {
-            "__init__.py": "",
-            "http/__init__.py": "",
-            "http/errors.py": "",
-            "http/app.py": "from adapters.http.a2a import jsonrpc\n",
-            "http/a2a/__init__.py": "",
-            "http/a2a/jsonrpc.py": "from adapters.http import errors\n",
-            "http/a2a/card.py": "def f():\n    from adapters.http.app import create_app\n",
-            "system/__init__.py": "",
-            "system/gitwork/__init__.py": "",
-            "system/gitwork/apply.py": "from adapters.system import processes\n",
-            "system/processes.py": "",
-        },
-    )
-    assert folder_cycles(graph_of(root)) == ["adapters.http: adapters.http.a2a, adapters.http.app"]
-    (root / PACKAGE / "http" / "a2a" / "card.py").write_text("")
-    (root / PACKAGE / "__init__.py").write_text("from adapters.system import processes\n")
-    (root / PACKAGE / "system" / "helper.py").write_text("import adapters\n")
-    assert folder_cycles(graph_of(root)) == ["adapters: adapters, adapters.system"]

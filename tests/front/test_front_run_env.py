@@ -10,6 +10,7 @@ import pytest
 
 from adapters.settings.run_env import SOURCE_LIST
 from adapters.system.processes import ENV_ALLOWLIST
+from tests.support import runners
 from tests.support.front import front, place
 
 pytestmark = [
@@ -19,18 +20,7 @@ pytestmark = [
 
 # A shell one (the run user's sandbox need not reach this checkout's interpreter).
 PRINTER = "cat >/dev/null; env"
-RUN_OWN = {
-    "FOLDLINE_JOB_ID",
-    "FOLDLINE_SESSION_ID",
-    "FOLDLINE_RUN_ID",
-    "FOLDLINE_RESUMED",
-    "FOLDLINE_URL",
-    "FOLDLINE_RUN_TOKEN",
-    "PWD",
-    "OLDPWD",
-    "SHLVL",
-    "_",
-}
+RUN_OWN = runners.RUN_OWN | runners.SHELL_OWN
 NAMED = {
     "AWS_REGION": "eu-central-1",
     "AWS_CONTAINER_CREDENTIALS_FULL_URI": "http://169.254.170.2/v2/credentials/front-test",

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from adapters.system.processes import ENV_ALLOWLIST
+from tests.support import runners
 from tests.support.cli import foldline
 from tests.support.server import serve
 
@@ -127,19 +128,11 @@ ATTACKS = {
 # The server's allowlist, what a run is told about itself, and what sh sets on its own.
 ALLOWED_ENV = {
     *ENV_ALLOWLIST,
-    "FOLDLINE_JOB_ID",
-    "FOLDLINE_SESSION_ID",
-    "FOLDLINE_RUN_ID",
-    "FOLDLINE_RESUMED",
-    "FOLDLINE_URL",
-    "FOLDLINE_RUN_TOKEN",
-    "PWD",
-    "OLDPWD",
+    *runners.RUN_OWN,
+    *runners.SHELL_OWN,
     "GIT_CONFIG_COUNT",  # modes: the root-owned workspace root is a safe git directory
     "GIT_CONFIG_KEY_0",
     "GIT_CONFIG_VALUE_0",
-    "SHLVL",
-    "_",
 }
 
 

@@ -18,6 +18,7 @@ import pytest
 from adapters.settings.run_env import SOURCE_LIST, parse_run_env
 from adapters.system.processes import ENV_ALLOWLIST
 from engine.audit.note import generate_signer
+from tests.support import runners
 from tests.support.cli import foldline
 from tests.support.server import Server, serve
 
@@ -26,19 +27,7 @@ pytestmark = pytest.mark.server
 # Reads the prompt's first line (a live-channel run's stdin stays open), prints its environment.
 PRINTER = "import json, os, sys; sys.stdin.readline(); print(json.dumps(dict(os.environ)))"
 # What the server tells a run about itself, and what sh exports on its own.
-RUN_OWN = {
-    "FOLDLINE_JOB_ID",
-    "FOLDLINE_SESSION_ID",
-    "FOLDLINE_RUN_ID",
-    "FOLDLINE_RESUMED",
-    "FOLDLINE_URL",
-    "FOLDLINE_RUN_TOKEN",
-    "FOLDLINE_INPUT",
-    "PWD",
-    "OLDPWD",
-    "SHLVL",
-    "_",
-}
+RUN_OWN = runners.RUN_OWN | {"FOLDLINE_INPUT"} | runners.SHELL_OWN
 RUNTIME = {
     "AWS_REGION": "eu-central-1",
     "AWS_CONTAINER_CREDENTIALS_FULL_URI": "http://169.254.170.2/v2/credentials/run-env-test",

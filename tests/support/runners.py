@@ -13,3 +13,18 @@ ENV = (
 # Prints a word every 0.1 s, for SSE deltas and keep-alives.
 TICKS = 'cat >/dev/null; for i in 1 2 3 4 5 6; do printf "tick$i "; sleep 0.1; done'
 SLEEPY = "cat >/dev/null; sleep 30"
+
+# What a server tells every run about itself (a live-channel run also gets FOLDLINE_INPUT), and
+# what sh exports on its own: the names a run's printed environment has beyond what it was
+# given from the server's own environment.
+RUN_OWN = frozenset(
+    {
+        "FOLDLINE_JOB_ID",
+        "FOLDLINE_SESSION_ID",
+        "FOLDLINE_RUN_ID",
+        "FOLDLINE_RESUMED",
+        "FOLDLINE_URL",
+        "FOLDLINE_RUN_TOKEN",
+    }
+)
+SHELL_OWN = frozenset({"PWD", "OLDPWD", "SHLVL", "_"})
