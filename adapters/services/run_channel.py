@@ -1,11 +1,11 @@
 """The lines of a run's live channel (ADR 0038): written and read here, recorded elsewhere.
 
 For a run whose agent takes input. Nothing here records anything: the run's owner
-(``adapters.run``) does.
+(``adapters.services.run``) does.
 
 Into the run: its stdin starts with the prompt as one JSON line, ``{"type": "prompt", ...}``,
 and stays open; every control recorded for the job (``job.control``) is written after it as one
-JSON line carrying the control's id, in the order they were recorded (``adapters.run``'s
+JSON line carrying the control's id, in the order they were recorded (``adapters.services.run``'s
 ``Deliveries``).
 
 Out of the run: a stdout line ``FOLDLINE: {json}`` is a signal (``turn_started``,
