@@ -26,7 +26,6 @@ from engine.domain import ids
 from engine.domain.errors import LeaseBusy
 from engine.domain.job import TERMINAL as JOB_TERMINAL
 from engine.domain.job import JobOutput
-from projections import queries
 
 T = TypeVar("T")
 
@@ -36,14 +35,14 @@ SESSION_ID = re.compile(r"^[A-Za-z0-9_:-]{1,200}$")
 def find_job(runtime: Runtime, key: str) -> str | None:
     """``get`` resolution: invocation (job) id first, then the caller's ``id`` (of a new job,
     else of a prompt delivered into a running one)."""
-    conn = runtime.engine.log.connection()
-    found = queries.find_invocation(conn, key)
-    return found or queries.job_of_control_command(conn, ids.invocation_command(key))
+    reads = runtime.reads
+    found = reads.find_invocation(key)
+    return found or reads.job_of_control_command(ids.invocation_command(key))
 
 
 def job_body(runtime: Runtime, job_id: str) -> dict[str, Any]:
     """The AgentCore job body (design.md §5.1): ``status`` is ``running`` for any live state."""
-    job = queries.job_body(runtime.engine.log.connection(), job_id)
+    job = runtime.reads.job_body(job_id)
     if job is None:
         raise LookupError(f"no job {job_id}")  # callers pass ids of jobs they found or made
     body: dict[str, Any] = {
@@ -67,15 +66,15 @@ def job_body(runtime: Runtime, job_id: str) -> dict[str, Any]:
 def wait_until_done(runtime: Runtime, job_id: str, timeout_s: float) -> dict[str, Any]:
     """The job body once the job left running (or at the cap, still ``running``)."""
     deadline = time.monotonic() + timeout_s
-    log = runtime.engine.log
+    events = runtime.events
     while True:
-        head = log.head()
+        head = events.head()
         body = job_body(runtime, job_id)
         remaining = deadline - time.monotonic()
         if body["status"] != "running" or remaining <= 0 or runtime.ending():
             runtime.check_log()  # a job whose log is gone never ends: say so, not "running"
             return body
-        log.wait_for(head, min(remaining, 1.0))
+        events.wait_for(head, min(remaining, 1.0))
 
 
 def workspace_file(workspace: Path, name: str, limit: int) -> str:
@@ -246,12 +245,12 @@ class Invocations:
         final, or at shutdown (the client reconnects). There is no cap, as in the source
         system (the sync cap is for plain JSON only): a keep-alive comment goes out every
         ``sse_keepalive_s`` of silence for as long as the job runs."""
-        runtime, log = self.runtime, self.runtime.engine.log
+        runtime, events = self.runtime, self.runtime.events
         yield sse.comment("stream open")  # sends the headers before the first wait
         if receipt is not None:
             yield sse.event("accepted", receipt, receipt_position)
         for recorded in follow(
-            log,
+            events,
             after,
             runtime.ending,
             keepalive_s=self.config.sse_keepalive_s,

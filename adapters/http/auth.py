@@ -28,7 +28,6 @@ import falcon
 
 from adapters.http.errors import ApiError
 from adapters.services.dispatch import token_digest
-from projections import queries
 
 
 class Access(Enum):
@@ -107,7 +106,7 @@ class Authentication:
             # token) exists to match; answer without opening the log.
             raise _unauthorized()
         digest = token_digest(value)
-        run = queries.run_caller(self.runtime.engine.log.connection(), digest)
+        run = self.runtime.reads.run_caller(digest)
         if run is None:
             raise _unauthorized()
         return Caller(run.job_id, run.session_id, digest)

@@ -92,12 +92,12 @@ class ControlAction(Control):
         # finalize's body is optional (its text too); every other action needs one.
         body = self.body(req, self.schema, self.action != "finalize", BODY_LIMIT)
         result = self.run(req, command_of(record.job_id, self.action, body, caller))
-        now = queries.job(self.runtime.engine.log.connection(), job_id) or record
+        now = self.runtime.reads.job(job_id) or record
         resp.status = falcon.HTTP_202
         media.json_response(resp, ControlSentOut(control=result.first_position, job=job_out(now)))
 
     def _job(self, req: falcon.Request, job_id: str) -> JobRow:
-        record = queries.job(self.runtime.engine.log.connection(), job_id)
+        record = self.runtime.reads.job(job_id)
         if record is None:
             raise ApiError(falcon.HTTP_404, "not_found", f"job {job_id!r} does not exist")
         auth.require_session(req, record.session_id, f"job {job_id}")
@@ -114,15 +114,14 @@ class Controls(Reads):
     questions, oldest first; read like the job itself."""
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
-        record = self.found(queries.job(self.conn, job_id), "job", job_id)
+        record = self.found(self.reads.job(job_id), "job", job_id)
         auth.require_session(req, record.session_id, f"job {job_id}")
         media.json_response(
             resp,
             ChannelOut(
-                controls=[control_out(r) for r in queries.controls(self.conn, job_id)],
+                controls=[control_out(r) for r in self.reads.controls(job_id)],
                 requests=[
-                    RequestOut(**msgspec.structs.asdict(r))
-                    for r in queries.requests(self.conn, job_id)
+                    RequestOut(**msgspec.structs.asdict(r)) for r in self.reads.requests(job_id)
                 ],
             ),
         )

@@ -17,6 +17,7 @@ import falcon
 import msgspec
 
 from adapters.http.errors import ApiError
+from adapters.http.ports import ReadRuntime
 from engine.audit import export_line
 from projections import console_queries as q
 
@@ -81,17 +82,14 @@ class ToSlash:
 
 
 class Reads:
-    def __init__(self, runtime: Any, read_only: bool) -> None:
+    def __init__(self, runtime: ReadRuntime, read_only: bool) -> None:
         self.runtime = runtime
         self.read_only = read_only
-
-    def conn(self) -> Any:
-        return self.runtime.engine.log.connection()
 
 
 class OverviewApi(Reads):
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        found = q.overview(self.conn())
+        found = self.runtime.reads.overview()
         _json(
             resp,
             {
@@ -112,13 +110,13 @@ class ListApi(Reads):
             prefix=req.get_param("prefix") or None,
         )
         limit = _int(req, "limit", 50)
-        page = q.list_entities(self.conn(), table, filters, req.get_param("after"), limit or 0)
+        page = self.runtime.reads.list_entities(table, filters, req.get_param("after"), limit or 0)
         _json(resp, page)
 
 
 class EntityApi(Reads):
     def on_get(self, req: falcon.Request, resp: falcon.Response, kind: str, entity_id: str) -> None:
-        found = q.entity(self.conn(), kind, entity_id)
+        found = self.runtime.reads.entity(kind, entity_id)
         if found is None:
             raise ApiError(falcon.HTTP_404, "not_found", f"{kind} {entity_id!r} does not exist")
         _json(resp, found)
@@ -127,8 +125,7 @@ class EntityApi(Reads):
 class LogApi(Reads):
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         kinds = [k for k in (req.get_param("kind") or "").split(",") if k]
-        page = q.log_page(
-            self.conn(),
+        page = self.runtime.reads.log_page(
             _int(req, "before", None),
             kinds,
             req.get_param("type") or None,
@@ -145,7 +142,7 @@ class ExportApi(Reads):
         last = _int(req, "to", None)
         if last is None:
             raise ApiError(falcon.HTTP_400, "invalid_argument", "to is required")
-        rows = q.export_rows(self.conn(), first, last)
+        rows = self.runtime.reads.export_rows(first, last)
         _secure(resp)
         resp.content_type = "application/x-ndjson"
         resp.set_header(

@@ -29,12 +29,12 @@ from adapters.http.schemas import (
 from adapters.http.v1 import Control, JobItem, JobsCollection, Reads, job_out
 from adapters.services.dispatch import Spawn
 from adapters.services.integration import IntegrationFailed
+from adapters.services.runtime import Runtime
 from adapters.services.writers import PatchUnusable
 from engine.domain import commands as c
 from engine.domain.job import TERMINAL
 from engine.domain.result import UNREAD
 from engine.errors import ConcurrencyError, InvalidTransition
-from projections import queries
 
 RESULT_PAGE = 65536  # characters of result text per GET
 MAX_WAIT_S = 300.0
@@ -90,13 +90,15 @@ class Spawning(CoordinationControl):
         self.run_lease()
         # DispatchFailed: a 500 from the one table (errors.V1_ERRORS)
         job_ids = self.runtime.jobs.spawn(session_id, spawns, caller.job_id, caller.token_digest)
-        records = queries.jobs_by_id(self.runtime.engine.log.connection(), job_ids)
+        records = self.runtime.reads.jobs_by_id(job_ids)
         resp.status = falcon.HTTP_201
         media.json_response(resp, JobsOut(jobs=[job_out(r) for r in records]))
 
 
 class Jobs(JobsCollection, Spawning):
     """``/v1/jobs``: GET lists (``?session=``, ``?state=``, ``?parent=``), POST spawns."""
+
+    runtime: Runtime
 
 
 class Waiting(Control):
@@ -107,8 +109,8 @@ class Waiting(Control):
         if not 1 <= len(job_ids) <= MAX_WAIT_IDS:
             raise ApiError(falcon.HTTP_400, "invalid_argument", f"ids: 1 to {MAX_WAIT_IDS} job ids")
         timeout = _timeout(req.get_param("timeout"))
-        log = self.runtime.engine.log
-        first = queries.jobs_by_id(log.connection(), job_ids)
+        events, reads = self.runtime.events, self.runtime.reads
+        first = reads.jobs_by_id(job_ids)
         missing = sorted(set(job_ids) - {r.job_id for r in first})
         if missing:
             raise ApiError(falcon.HTTP_404, "not_found", f"job {missing[0]!r} does not exist")
@@ -117,8 +119,8 @@ class Waiting(Control):
         seen = {r.job_id: (r.version, r.result_state) for r in first}
         deadline = time.monotonic() + timeout
         while True:
-            head = log.head()
-            now = queries.jobs_by_id(log.connection(), job_ids)
+            head = events.head()
+            now = reads.jobs_by_id(job_ids)
             changed = [r.job_id for r in now if (r.version, r.result_state) != seen[r.job_id]]
             done = all(r.state in TERMINAL for r in now)
             left = deadline - time.monotonic()
@@ -131,7 +133,7 @@ class Waiting(Control):
                 )
                 media.json_response(resp, out)
                 return
-            log.wait_for(head, min(1.0, left))
+            events.wait_for(head, min(1.0, left))
 
 
 def _timeout(raw: str | None) -> float:
@@ -153,8 +155,8 @@ class Result(CoordinationControl):
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
         caller = self.caller(req)
-        conn = self.runtime.engine.log.connection()
-        record = queries.job(conn, job_id)
+        reads = self.runtime.reads
+        record = reads.job(job_id)
         if record is None:
             raise ApiError(falcon.HTTP_404, "not_found", f"job {job_id!r} does not exist")
         auth.require_session(req, record.session_id, f"job {job_id}")
@@ -173,7 +175,7 @@ class Result(CoordinationControl):
             # Another reader may be first: the first read is the one on record.
             with contextlib.suppress(InvalidTransition, ConcurrencyError):
                 self.runtime.engine.handle(command)
-            record = queries.job(conn, job_id) or record
+            record = reads.job(job_id) or record
         text, cursor = record.result or "", int(raw)
         page = text[cursor : cursor + RESULT_PAGE]
         end = cursor + len(page)
@@ -198,7 +200,7 @@ class Disposition(CoordinationControl):
     ) -> None:
         caller = self.caller(req)
         by, digest = caller.job_id, caller.token_digest
-        record = queries.job(self.runtime.engine.log.connection(), job_id)
+        record = self.runtime.reads.job(job_id)
         if record is not None:  # a run judges its own session's jobs only (the rules again)
             auth.require_session(req, record.session_id, f"job {job_id}")
         if disposition in ("accept", "reject"):
@@ -221,8 +223,13 @@ class Disposition(CoordinationControl):
 class Patch(Reads):
     """``GET /v1/jobs/{id}/patch``: a writer's change as kept, a binary-safe git diff."""
 
+    runtime: Runtime
+
+    def __init__(self, runtime: Runtime) -> None:
+        super().__init__(runtime)
+
     def on_get(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
-        record = self.found(queries.job(self.conn, job_id), "job", job_id)
+        record = self.found(self.reads.job(job_id), "job", job_id)
         auth.require_session(req, record.session_id, f"job {job_id}")
         if record.patch is None:
             raise ApiError(falcon.HTTP_404, "not_found", f"job {job_id} has no patch")

@@ -3,8 +3,9 @@
 
 ``follow`` yields each committed event after a position as it arrives, and ``None`` whenever
 ``keepalive_s`` passed without yielding one (the caller sends its keep-alive). It waits on the
-log (``Log.wait_for``), never on a guessed sleep, and ends, after delivering what is committed,
-at the deadline or once ``stop()`` says so; the caller tells the two apart by asking ``stop()``.
+log (``EventFeed.wait_for``), never on a guessed sleep, and ends, after delivering what is
+committed, at the deadline or once ``stop()`` says so; the caller tells the two apart by asking
+``stop()``.
 """
 
 from __future__ import annotations
@@ -13,14 +14,14 @@ import math
 import time
 from collections.abc import Callable, Iterator
 
+from adapters.http.ports import EventFeed
 from engine.events import RecordedEvent
-from engine.log import Log
 
 PAGE = 1000
 
 
 def follow(
-    log: Log,
+    log: EventFeed,
     after: int,
     stop: Callable[[], bool],
     *,

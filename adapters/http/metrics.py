@@ -15,7 +15,6 @@ from adapters.services.runtime import Runtime
 from adapters.services.tenure import LEASE
 from engine.domain.lease import LeaseState
 from engine.errors import LogMissing
-from projections import queries
 
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
@@ -30,7 +29,7 @@ def render(runtime: Runtime) -> str:
 
     # First, and alone while it is 1: a log that is gone has nothing else worth reading.
     try:
-        conn = runtime.engine.log.connection()
+        reads = runtime.reads
         missing = runtime.log_missing()
     except LogMissing as ex:  # refused at open: the anchor saw a log that is not there
         missing = ex.message
@@ -42,16 +41,16 @@ def render(runtime: Runtime) -> str:
     )
     if missing is not None:
         return "\n".join(lines) + "\n"
-    counts = queries.stream_counts(conn)
+    counts = reads.stream_counts()
     metric(
         "foldline_entities",
         "gauge",
         "Entities per machine and state.",
         [(f'{{kind="{c.kind}",state="{c.state}"}}', c.count) for c in counts],
     )
-    head = queries.log_head(conn)
+    head = reads.log_head()
     metric("foldline_log_head", "gauge", "Position of the last committed event.", [("", head)])
-    stats, pid = runtime.engine.log.stats, f'pid="{os.getpid()}"'
+    stats, pid = runtime.log_stats, f'pid="{os.getpid()}"'
     metric(
         "foldline_appended_events_total",
         "counter",
@@ -97,21 +96,21 @@ def render(runtime: Runtime) -> str:
         "foldline_notify_lost_total",
         "counter",
         "Notify hooks cut off by a crash (recorded job.notify_lost), never run again.",
-        [("", queries.lost_notifies(conn))],
+        [("", reads.lost_notifies())],
     )
     metric(
         "foldline_controls",
         "gauge",
         "Controls sent into runs, by what became of them.",
-        [(f'{{state="{state}"}}', n) for state, n in queries.control_counts(conn).items()],
+        [(f'{{state="{state}"}}', n) for state, n in reads.control_counts().items()],
     )
     metric(
         "foldline_push_deliveries",
         "gauge",
         "A2A push notifications owed or settled, by how far their delivery got (ADR 0039).",
-        [(f'{{progress="{p}"}}', n) for p, n in queries.delivery_counts(conn).items()],
+        [(f'{{progress="{p}"}}', n) for p, n in reads.delivery_counts().items()],
     )
-    lease = queries.lease(conn, LEASE)
+    lease = reads.lease(LEASE)
     if lease is not None:
         mine = 1 if lease.holder == runtime.holder and lease.state == LeaseState.HELD else 0
         metric(

@@ -12,20 +12,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import falcon
 
 from adapters.http.auth import Access
 from adapters.http.errors import Surface
 from adapters.http.openapi_parts import Operation
+from adapters.http.ports import ReadRuntime
 from adapters.services.runtime import Runtime
 
 Make = Callable[[Runtime], object]
-# The read-only console's runtime (``adapters.programs.console_server.ReadOnlyRuntime``) has
-# what its read resources use of ``Runtime``, duck-typed: this module cannot name it (it
-# builds from here).
-MakeReadOnly = Callable[[Any], object]
+# The read-only console's runtime (``adapters.programs.console_server.ReadOnlyRuntime``) gives
+# its read resources the port they read through.
+MakeReadOnly = Callable[[ReadRuntime], object]
 
 
 @dataclass(frozen=True)
@@ -101,7 +100,7 @@ class Routes(Mapping[str, Route]):
             app.add_route(route.path, route.resource(runtime))
 
     def mount_read_only(
-        self, app: falcon.App[falcon.Request, falcon.Response], runtime: Any
+        self, app: falcon.App[falcon.Request, falcon.Response], runtime: ReadRuntime
     ) -> None:
         """The read-only console's routes on its ``app``, with their read-only resources."""
         for route in self.values():

@@ -14,9 +14,10 @@ from typing import Any, TypeVar
 import falcon
 import msgspec
 
-from adapters.http import auth, media, sse
+from adapters.http import auth, media, ports, sse
 from adapters.http.errors import ApiError
 from adapters.http.follow import follow
+from adapters.http.ports import ReadRuntime
 from adapters.http.schemas import (
     ControlIn,
     EventOut,
@@ -40,7 +41,6 @@ from engine.domain.rows import JobRow, LeaseRow, SessionRow, TaskRow, out
 from engine.engine import CommandResult
 from engine.errors import ConcurrencyError
 from engine.events import RecordedEvent
-from projections import queries
 
 MAX_LIMIT = 500
 
@@ -89,12 +89,12 @@ T = TypeVar("T")
 
 
 class Reads:
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: ReadRuntime) -> None:
         self.runtime = runtime
 
     @property
-    def conn(self) -> Any:
-        return self.runtime.engine.log.connection()
+    def reads(self) -> ports.Reads:
+        return self.runtime.reads
 
     @staticmethod
     def found(record: T | None, what: str, key: str) -> T:
@@ -108,10 +108,10 @@ class SessionsCollection(Reads):
         state, after, limit = req.get_param("state"), req.get_param("after"), _limit(req)
         caller = auth.caller_of(req)
         if caller.is_operator:
-            page = queries.sessions_page(self.conn, state, after, limit)
+            page = self.reads.sessions_page(state, after, limit)
             rows, following = page.rows, page.next
         else:  # a run lists its own session, on one page (ids order the pages)
-            own = queries.session(self.conn, caller.session_id or "")
+            own = self.reads.session(caller.session_id or "")
             fits = own is not None and state in (None, own.state)
             rows = [own] if own is not None and fits and (after or "") < own.session_id else []
             following = None
@@ -121,7 +121,7 @@ class SessionsCollection(Reads):
 class SessionItem(Reads):
     def on_get(self, req: falcon.Request, resp: falcon.Response, session_id: str) -> None:
         auth.require_session(req, session_id, f"session {session_id}")
-        record = self.found(queries.session(self.conn, session_id), "session", session_id)
+        record = self.found(self.reads.session(session_id), "session", session_id)
         _json(resp, session_out(record))
 
 
@@ -132,8 +132,7 @@ class JobsCollection(Reads):
         if not caller.is_operator:  # a run lists its own session's jobs only
             session = session or caller.session_id
             auth.require_session(req, session or "", f"session {session}")
-        page = queries.jobs_page(
-            self.conn,
+        page = self.reads.jobs_page(
             session,
             req.get_param("state"),
             req.get_param("after"),
@@ -145,21 +144,21 @@ class JobsCollection(Reads):
 
 class JobItem(Reads):
     def on_get(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
-        record = self.found(queries.job(self.conn, job_id), "job", job_id)
+        record = self.found(self.reads.job(job_id), "job", job_id)
         auth.require_session(req, record.session_id, f"job {job_id}")
         _json(resp, job_out(record))
 
 
 class TaskItem(Reads):
     def on_get(self, req: falcon.Request, resp: falcon.Response, task_id: str) -> None:
-        record = self.found(queries.task(self.conn, task_id), "task", task_id)
+        record = self.found(self.reads.task(task_id), "task", task_id)
         auth.require_session(req, record.session_id, f"task {task_id}")
         _json(resp, task_out(record))
 
 
 class Leases(Reads):
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        _json(resp, LeasePage(leases=[lease_out(r) for r in queries.leases(self.conn)]))
+        _json(resp, LeasePage(leases=[lease_out(r) for r in self.reads.leases()]))
 
 
 class StreamEvents(Reads):
@@ -170,12 +169,12 @@ class StreamEvents(Reads):
         operator = auth.caller_of(req).is_operator
         if not operator:
             auth.require_session(req, self._session_of(stream_id), f"stream {stream_id}")
-        events = self.runtime.engine.log.read_stream(stream_id, int(after))
+        events = self.runtime.events.read_stream(stream_id, int(after))
         if not operator:  # a task's push secrets are its caller's (ADR 0039)
             events = [
                 msgspec.structs.replace(e, event=push.without_secrets(e.event)) for e in events
             ]
-        if not events and self.runtime.engine.log.stream_head(stream_id).version == 0:
+        if not events and self.runtime.events.stream_head(stream_id).version == 0:
             raise ApiError(falcon.HTTP_404, "not_found", f"stream {stream_id!r} does not exist")
         last = events[-1].position if events else 0
         _json(resp, EventPage(events=[event_out(e) for e in events], next=last))
@@ -188,9 +187,9 @@ class StreamEvents(Reads):
             return key
         record: JobRow | TaskRow | None = None
         if kind == "job":
-            record = queries.job(self.conn, key)
+            record = self.reads.job(key)
         elif kind == "task":
-            record = queries.task(self.conn, key)
+            record = self.reads.task(key)
         return record.session_id if record is not None else ""
 
 
@@ -204,7 +203,7 @@ class Events(Reads):
             resp.set_header("Cache-Control", "no-cache")
             resp.stream = self._follow(after)
             return
-        events = self.runtime.engine.log.read_all(after, _limit(req, 1000, 10_000))
+        events = self.runtime.events.read_all(after, _limit(req, 1000, 10_000))
         _json(
             resp,
             EventPage(
@@ -217,7 +216,7 @@ class Events(Reads):
         yield sse.comment("following")
         with runtime.open_stream():
             for recorded in follow(
-                runtime.engine.log,
+                runtime.events,
                 after,
                 runtime.ending,
                 keepalive_s=runtime.config.sse_keepalive_s,
@@ -345,7 +344,7 @@ class SessionControl(Control):
     def _check_controller(self, session_id: str) -> None:
         """design.md §4.3: ``session.attached`` only while the recorded controller (pid + start
         token) is alive. A session without a controller of its own has nothing to check."""
-        controller = queries.session_controller(self.runtime.engine.log.connection(), session_id)
+        controller = self.runtime.reads.session_controller(session_id)
         if controller is None or not controller.has_controller:
             return
         pid, token = controller.pid, controller.start_token
@@ -380,7 +379,7 @@ class JobControl(Control):
         JobItem(self.runtime).on_get(req, resp, job_id)
 
     def _relaunchable(self, job_id: str) -> bool:
-        record = queries.run_process(self.runtime.engine.log.connection(), job_id)
+        record = self.runtime.reads.run_process(job_id)
         return record is not None and winddown.relaunchable(record)
 
     def _relaunch(self, req: falcon.Request, job_id: str, extra_input: str) -> None:
@@ -390,7 +389,7 @@ class JobControl(Control):
         expected = self.expected_version(req)
         self.run_lease()
         if expected is not None:
-            job = queries.job(self.runtime.engine.log.connection(), job_id)
+            job = self.runtime.reads.job(job_id)
             if job is not None and job.version != expected:
                 raise ConcurrencyError(ids.job(job_id), expected, job.version)
         self.runtime.jobs.resume(job_id, extra_input)  # DispatchFailed: a 500 from V1_ERRORS

@@ -33,6 +33,7 @@ from engine.domain import MACHINES
 from engine.log import Log, open_log_readonly
 from engine.notifier import Notifier
 from projections import default_projections
+from projections.reads import ReadModels
 
 
 @dataclass(frozen=True)
@@ -41,13 +42,9 @@ class ReadOnlyConfig:
     sse_keepalive_s: float = 15.0
 
 
-@dataclass
-class _Engine:
-    log: Log
-
-
 class ReadOnlyRuntime:
-    """What the read resources use of ``adapters.services.runtime.Runtime``, over a read-only log.
+    """The read port of the HTTP resources (``adapters.http.ports.ReadRuntime``) over a
+    read-only log.
 
     Opened per process on first use (never before gunicorn forks), with a notifier so that the
     events feed follows commits made by a server writing the same file.
@@ -56,22 +53,32 @@ class ReadOnlyRuntime:
     def __init__(self, config: ReadOnlyConfig) -> None:
         self.config = config
         self.shutdown = threading.Event()
-        self.ending = self.shutdown.is_set  # what follows the feed asks (nothing else ends it)
-        self._engine: _Engine | None = None
+        self._log: Log | None = None
         self._notifier: Notifier | None = None
         self._pid = -1
         self._lock = threading.Lock()
         self.open_streams = 0
 
-    @property
-    def engine(self) -> _Engine:
-        if self._engine is None or self._pid != os.getpid():
+    def _opened(self) -> Log:
+        if self._log is None or self._pid != os.getpid():
             with self._lock:
-                if self._engine is None or self._pid != os.getpid():
+                if self._log is None or self._pid != os.getpid():
                     log = open_log_readonly(self.config.db, MACHINES, default_projections())
                     self._notifier = open_notifier(log)
-                    self._engine, self._pid = _Engine(log), os.getpid()
-        return self._engine
+                    self._log, self._pid = log, os.getpid()
+        return self._log
+
+    @property
+    def reads(self) -> ReadModels:
+        return ReadModels(self._opened())
+
+    @property
+    def events(self) -> Log:
+        return self._opened()
+
+    def ending(self) -> bool:
+        """What follows the feed asks: only the stop ends it (nothing else does)."""
+        return self.shutdown.is_set()
 
     @contextlib.contextmanager
     def open_stream(self) -> Iterator[None]:
@@ -83,11 +90,11 @@ class ReadOnlyRuntime:
 
     def close(self) -> None:
         self.shutdown.set()
-        if self._engine is not None and self._pid == os.getpid():
+        if self._log is not None and self._pid == os.getpid():
             if self._notifier is not None:
                 self._notifier.stop()
-            self._engine.log.close()
-        self._engine = None
+            self._log.close()
+        self._log = None
 
 
 def check_log(db: Path | str) -> int:

@@ -43,10 +43,13 @@ from engine.domain.engine import DomainEngine
 from engine.domain.job import TERMINAL
 from engine.domain.rules import Settings
 from engine.errors import EngineError, LogMissing
+from engine.log import Log
 from engine.merkle import nodes as tree_nodes
 from engine.merkle.proofs import b64
 from engine.notifier import Notifier
+from engine.write.context import LogStats
 from projections import open_engine, queries
+from projections.reads import ReadModels
 
 log = logging.getLogger("foldline.runtime")
 
@@ -131,6 +134,21 @@ class Runtime:
                     self._anchored_epoch = None
         assert self._engine is not None
         return self._engine
+
+    @property
+    def reads(self) -> ReadModels:
+        """The read models' typed queries over this process's log (opened on first need)."""
+        return ReadModels(self.engine.log)
+
+    @property
+    def events(self) -> Log:
+        """This process's log, for its committed events (opened on first need)."""
+        return self.engine.log
+
+    @property
+    def log_stats(self) -> LogStats:
+        """This process's write figures (``/metrics``)."""
+        return self.engine.log.stats
 
     def _open_checked(self) -> DomainEngine:
         """Open the log, refusing one that does not extend its anchor (``log_missing``)."""

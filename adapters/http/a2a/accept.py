@@ -34,7 +34,6 @@ from engine.domain import usecases
 from engine.domain.errors import NoChannel, SessionNotFound, TaskEnded, TaskMoved, TaskNotFound
 from engine.domain.push import PushConfig
 from engine.errors import EngineError, InvalidArgument
-from projections import queries
 
 RETRIES = 5
 
@@ -45,7 +44,7 @@ WHERE_IT_GOES = (SessionNotFound, TaskNotFound, TaskEnded, TaskMoved)
 
 def _context_of(runtime: Runtime, task_id: str | None) -> str | None:
     """A ``taskId`` without a ``contextId`` is in its task's context."""
-    record = queries.task(runtime.engine.log.connection(), task_id) if task_id else None
+    record = runtime.reads.task(task_id) if task_id else None
     return record.session_id if record is not None else None
 
 
@@ -145,7 +144,7 @@ def _attempt(runtime: Runtime, request: usecases.TaskMessage, files: _Files) -> 
     messages: tuple[str, ...] = (request.text,)
     version = 0
     if route.task is not None:
-        record = queries.task(engine.log.connection(), route.task.task_id)
+        record = runtime.reads.task(route.task.task_id)
         if record is None:  # the view saw it: only a projection rebuild could get here
             raise TaskMoved(f"task {route.task.task_id} is gone", task_id=route.task.task_id)
         messages = (*(t for _, t in record.messages()), request.text)

@@ -50,7 +50,6 @@ from engine.domain.rows import TaskRow
 from engine.domain.task import TERMINAL as TASK_TERMINAL
 from engine.domain.task import TaskState as T
 from engine.errors import EngineError
-from projections import queries
 
 MAX_BODY = 16 << 20
 INTERRUPTED = frozenset({T.INPUT_REQUIRED, T.AUTH_REQUIRED})
@@ -191,7 +190,7 @@ class JsonRpc:
         resp.media = {"jsonrpc": "2.0", "id": request_id, "result": result}
 
     def _task_row(self, task_id: str) -> TaskRow:
-        record = queries.task(self.runtime.engine.log.connection(), task_id)
+        record = self.runtime.reads.task(task_id)
         if record is None:
             raise RpcError(TASK_NOT_FOUND, f"Task {task_id} not found")
         return record
@@ -275,11 +274,11 @@ class JsonRpc:
 
     def _watch(self, task_id: str, deadline: float) -> Iterator[TaskRow | None]:
         """Yields the task row each time it changes, and None when a keep-alive is due."""
-        log = self.runtime.engine.log
+        events, reads = self.runtime.events, self.runtime.reads
         interval = self.runtime.config.a2a_keepalive_s
         last_version = -1
         for recorded in follow(
-            log,
+            events,
             0,
             self.runtime.ending,
             keepalive_s=interval,
@@ -291,7 +290,7 @@ class JsonRpc:
                 yield None
                 continue
             # One read per change: the row already holds every event of the batch.
-            record = queries.task(log.connection(), task_id)
+            record = reads.task(task_id)
             if record is not None and record.version != last_version:
                 last_version = record.version
                 yield record
@@ -310,7 +309,8 @@ class JsonRpc:
     def _events(self, task_id: str, request_id: Any, files: result_files.Parts) -> Iterator[bytes]:
         runtime = self.runtime
         for frame in stream.task_events(
-            runtime.engine.log,
+            runtime.reads,
+            runtime.events,
             task_id,
             request_id,
             runtime.ending,
@@ -359,8 +359,8 @@ class JsonRpc:
                 raise RpcError(INVALID_PARAMS, f"unknown status {status!r}")
             state = STATE_BY_NAME[status]
         self._wake()
-        conn = self.runtime.engine.log.connection()
-        total = queries.count_tasks(conn, context, state)
+        reads = self.runtime.reads
+        total = reads.count_tasks(context, state)
         token = params.get("pageToken")
         before = None
         if token:  # keyset: the last (created_at, task_id) of the previous page
@@ -371,7 +371,7 @@ class JsonRpc:
             except (ValueError, TypeError, AttributeError):
                 raise RpcError(INVALID_PARAMS, "pageToken is not one this server issued") from None
             before = (created, last_id)
-        rows = queries.tasks_newest_first(conn, context, state, before, size + 1)
+        rows = reads.tasks_newest_first(context, state, before, size + 1)
         more = len(rows) > size
         rows = rows[:size]
         next_token = ""

@@ -24,6 +24,7 @@ from adapters.http.a2a.wire import STATE, FileParts, status_json, task_json
 from adapters.http.errors import INVALID_PARAMS, PUSH, TASK_NOT_FOUND, RpcError, as_rpc
 from adapters.http.inbound import PushConfigIn, refusal
 from adapters.services.dispatch import new_id
+from adapters.services.runtime import Runtime
 from adapters.system.url_policy import UrlPolicy, UrlRefused
 from engine.domain import push as push_
 from engine.domain.errors import NotFound, TaskEnded
@@ -117,7 +118,7 @@ def params_v03(method: str, params: dict[str, Any]) -> dict[str, Any]:
 class PushMethods:
     """The config methods, over the runtime's engine; ``write`` takes the lease first."""
 
-    def __init__(self, runtime: Any, write: Any) -> None:
+    def __init__(self, runtime: Runtime, write: Any) -> None:
         self.runtime = runtime
         self.write = write
 
@@ -125,20 +126,17 @@ class PushMethods:
     def policy(self) -> UrlPolicy:
         return UrlPolicy(self.runtime.config.push_allow)
 
-    def _conn(self) -> Any:
-        return self.runtime.engine.log.connection()
-
     def _task(self, task_id: str) -> None:
-        if queries.task(self._conn(), task_id) is None:
+        if self.runtime.reads.task(task_id) is None:
             raise RpcError(TASK_NOT_FOUND, f"Task {task_id} not found")
 
     def _row(self, task_id: str, config_id: str | None) -> PushConfigRow:
         self._task(task_id)
         if config_id is None:  # 0.3: the task's one config (its first)
-            rows = queries.push_configs(self._conn(), task_id)
+            rows = self.runtime.reads.push_configs(task_id)
             row = rows[0] if rows else None
         else:
-            row = queries.push_config(self._conn(), task_id, config_id)
+            row = self.runtime.reads.push_config(task_id, config_id)
         if row is None:
             raise RpcError(TASK_NOT_FOUND, f"push config not found: {config_id or task_id}")
         return row
@@ -165,7 +163,7 @@ class PushMethods:
     def list(self, params: dict[str, Any]) -> list[PushConfigRow]:
         task_id = _string(params, "taskId")
         self._task(task_id)
-        return queries.push_configs(self._conn(), task_id)
+        return self.runtime.reads.push_configs(task_id)
 
     def delete(self, params: dict[str, Any]) -> None:
         row = self._row(_string(params, "taskId"), _string(params, "id"))

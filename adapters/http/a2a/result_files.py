@@ -35,7 +35,6 @@ from adapters.services.runtime import Runtime
 from adapters.settings.public_url import file_route_base
 from engine.domain.job import FileEntry
 from engine.domain.rows import TaskRow
-from projections import queries
 
 
 @dataclass(frozen=True)
@@ -212,7 +211,7 @@ class TaskFile:
         self.runtime = runtime
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, task_id: str, n: str) -> None:
-        row = queries.task(self.runtime.engine.log.connection(), task_id)
+        row = self.runtime.reads.task(task_id)
         if row is None:
             raise _not_found(f"task {task_id} not found")
         if not (n.isascii() and n.isdigit()) or int(n) >= len(row.files):

@@ -24,14 +24,13 @@ from typing import Any
 from adapters.http import sse
 from adapters.http.a2a.wire import FileParts, artifact_update, status_update, task_json
 from adapters.http.follow import follow
+from adapters.http.ports import EventFeed, TaskReads
 from engine.domain import ids
 from engine.domain.job import JobAccepted, JobOutput
 from engine.domain.push import TaskPushConfigDeleted, TaskPushConfigSet
 from engine.domain.task import TERMINAL
 from engine.domain.task import TaskState as T
 from engine.events import RecordedEvent
-from engine.log import Log
-from projections import queries
 
 # The states after which a stream ends: the task will not change without a new message.
 ENDS = TERMINAL | {T.INPUT_REQUIRED, T.AUTH_REQUIRED}
@@ -41,7 +40,8 @@ CONFIG_EVENTS = (TaskPushConfigSet, TaskPushConfigDeleted)
 
 
 def task_events(
-    log: Log,
+    reads: TaskReads,
+    events: EventFeed,
     task_id: str,
     request_id: Any,
     stop: Callable[[], bool],
@@ -54,9 +54,8 @@ def task_events(
     def frame(result: dict[str, Any]) -> bytes:
         return sse.data({"jsonrpc": "2.0", "id": request_id, "result": result})
 
-    conn = log.connection()
-    after = log.head()  # everything after this comes live; the row read next is at least here
-    record = queries.task(conn, task_id)
+    after = events.head()  # everything after this comes live; the row read next is at least here
+    record = reads.task(task_id)
     if record is None:
         return
     yield frame({"task": task_json(record, files=files)})
@@ -65,7 +64,7 @@ def task_events(
     if record.state == T.WORKING:
         yield frame(status_update(record))
     context, task_stream, version = record.session_id, ids.task(task_id), record.version
-    jobs = queries.task_jobs(conn, task_id)
+    jobs = reads.task_jobs(task_id)
     current = ids.job(jobs[-1]) if jobs else None  # the run whose output is the artifact
     chunked = False  # whether the client holds a chunk of the current run
 
@@ -76,7 +75,7 @@ def task_events(
         return frame(update)
 
     if current is not None:  # what the current run printed before this stream began
-        for past in log.read_stream(current):
+        for past in events.read_stream(current):
             if past.position > after:
                 break
             if isinstance(past.event, JobOutput):
@@ -90,7 +89,9 @@ def task_events(
             or (recorded.stream_id == current and isinstance(event, JobOutput))
         )
 
-    for recorded in follow(log, after, stop, keepalive_s=keepalive_s, poll_s=0.25, wanted=wanted):
+    for recorded in follow(
+        events, after, stop, keepalive_s=keepalive_s, poll_s=0.25, wanted=wanted
+    ):
         if recorded is None:
             yield KEEPALIVE
         elif isinstance(recorded.event, JobAccepted):
@@ -98,7 +99,7 @@ def task_events(
         elif isinstance(recorded.event, JobOutput):
             yield chunk(recorded.event.text)
         elif recorded.version > version:
-            record = queries.task(conn, task_id)
+            record = reads.task(task_id)
             if record is None:
                 return
             version = record.version  # one read covers every task event up to it
