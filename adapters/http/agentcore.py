@@ -174,14 +174,9 @@ class Invocations:
         # A refusal (a busy workspace, admission, a conflict, ...) is answered from the one
         # table for this route, ``errors.INVOCATION_STATUS``.
         runtime.ensure_lease()
-        accepted = None
-        if body.deliver and session is not None:  # into the running job, if it takes input
-            runtime.engine.settings.agent(agent)  # an unknown agent is refused either way
-            accepted = runtime.jobs.deliver(session, prompt or "", prompt_file or "", caller_id)
-        if accepted is None:
-            accepted = runtime.jobs.dispatch(
-                prompt or "", prompt_file or "", session, agent, caller_id
-            )
+        accepted = runtime.invocations.invoke(
+            prompt or "", prompt_file or "", session, agent, caller_id, deliver=body.deliver
+        )
         if accepted.duplicate:
             self._duplicate(resp, accepted.job_id)
             return

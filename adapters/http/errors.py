@@ -17,6 +17,7 @@ from typing import Any
 import falcon
 
 from adapters.http import media
+from adapters.services import task_messages
 from adapters.services.dispatch import DispatchFailed
 from adapters.services.recovery import RecoveryFailed
 from adapters.settings.config import LEASE_BUSY_TEXT
@@ -178,9 +179,10 @@ class RpcError(ApiError):
 # Where in a JSON-RPC method an error was caught: anywhere (``None``: the method's handler let
 # it through), or one step of a method, whose code passes what it caught to ``rpc_error`` with
 # the step's name; a step's row comes before the row for anywhere of the same class.
-MESSAGE = "message"  # where an A2A message goes: its context, its task (a2a.accept.accept)
-AGENT = "agent"  # the agent the message names
-LAUNCH = "launch"  # starting the message's run
+# The steps of accepting a message are its use case's (services.task_messages.MessageRefused).
+MESSAGE = task_messages.MESSAGE  # where an A2A message goes: its context, its task
+AGENT = task_messages.AGENT  # the agent the message names
+LAUNCH = task_messages.LAUNCH  # starting the message's run, or delivering it into one
 CANCEL = "cancel"  # CancelTask's command
 PUSH = "push"  # a push config's command (a2a.push)
 
@@ -201,7 +203,7 @@ RPC_ERRORS: dict[tuple[type[Exception], str | None], RpcAnswer] = {
     (d.TaskEnded, MESSAGE): lambda ex: RpcError(
         UNSUPPORTED, f"Task {ex.fields['task_id']} is in terminal state"
     ),
-    # Raised again after every retry the message had (a2a.accept.RETRIES).
+    # Raised again after every retry the message had (task_messages.RETRIES).
     (d.TaskMoved, MESSAGE): lambda ex: RpcError(
         INTERNAL, "the task kept changing under this message; send it again"
     ),

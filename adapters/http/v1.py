@@ -31,15 +31,13 @@ from adapters.http.schemas import (
     TaintIn,
     TaskOut,
 )
-from adapters.services import winddown
 from adapters.services.runtime import Runtime
 from adapters.system.processes import is_alive
 from engine import Machines
-from engine.domain import MACHINES, ids, push
+from engine.domain import MACHINES, push
 from engine.domain import commands as c
 from engine.domain.rows import JobRow, LeaseRow, SessionRow, TaskRow, out
 from engine.engine import CommandResult
-from engine.errors import ConcurrencyError
 from engine.events import RecordedEvent
 
 MAX_LIMIT = 500
@@ -86,6 +84,7 @@ def event_out(recorded: RecordedEvent) -> EventOut:
 
 
 T = TypeVar("T")
+CommandT = TypeVar("CommandT", bound=c.Command)
 
 
 class Reads:
@@ -312,12 +311,17 @@ class Control:
         while another instance holds it)."""
         self.runtime.ensure_lease()
 
-    def run(self, req: falcon.Request, command: c.Command) -> CommandResult:
+    def versioned(self, req: falcon.Request, command: CommandT) -> CommandT:
+        """``command`` expecting the version ``If-Match`` names, if it names one."""
         expected = self.expected_version(req)
-        if expected is not None:
-            command = msgspec.structs.replace(command, expected_version=expected)
+        if expected is None:
+            return command
+        return msgspec.structs.replace(command, expected_version=expected)
+
+    def run(self, req: falcon.Request, command: c.Command) -> CommandResult:
+        command = self.versioned(req, command)
         self.run_lease()
-        return self.runtime.engine.handle(command)
+        return self.runtime.handle(command)
 
 
 class SessionControl(Control):
@@ -330,15 +334,11 @@ class SessionControl(Control):
         body = self.body(req, ControlIn, False)
         if action == "continue":
             self._check_controller(session_id)
-        if action == "stop" and self.expected_version(req) is None:
-            self.run_lease()
-            winddown.stop_gracefully(self.runtime, session_id, body.reason or "session stopped")
-        else:
-            self.run(req, make(session_id, body.reason))
-        if action == "continue":
-            winddown.continue_paused(self.runtime, session_id)
-        if action in ("stop", "cancel"):  # its ended jobs' worktrees go (their patches stay)
-            self.runtime.sweep_worktrees()
+        command = self.versioned(req, make(session_id, body.reason))
+        self.run_lease()
+        # A stop without If-Match is the graceful one; what follows a control is the
+        # wind-down's (adapters.services.winddown).
+        self.runtime.winddown.control_session(command)
         SessionItem(self.runtime).on_get(req, resp, session_id)
 
     def _check_controller(self, session_id: str) -> None:
@@ -372,24 +372,12 @@ class JobControl(Control):
         if make is None:
             raise ApiError(falcon.HTTP_404, "not_found", f"no job action {action!r}")
         body = self.body(req, ControlIn, False)
-        if action == "continue" and self._relaunchable(job_id):
-            self._relaunch(req, job_id, body.input)
+        if action == "continue" and self.runtime.winddown.is_relaunchable(job_id):
+            # Suspended, or paused with its process gone: a new run (adapters.services.winddown).
+            expected = self.expected_version(req)
+            self.run_lease()
+            # DispatchFailed: a 500 from V1_ERRORS
+            self.runtime.winddown.relaunch(job_id, body.input, expected)
         else:
             self.run(req, make(job_id, body.reason))
         JobItem(self.runtime).on_get(req, resp, job_id)
-
-    def _relaunchable(self, job_id: str) -> bool:
-        record = self.runtime.reads.run_process(job_id)
-        return record is not None and winddown.relaunchable(record)
-
-    def _relaunch(self, req: falcon.Request, job_id: str, extra_input: str) -> None:
-        """Continue of a suspended job, or a paused one whose process is gone: a new run with
-        ``FOLDLINE_RESUMED=1`` (``input`` appended to the prompt), re-admitted by the start
-        rule like new work."""
-        expected = self.expected_version(req)
-        self.run_lease()
-        if expected is not None:
-            job = self.runtime.reads.job(job_id)
-            if job is not None and job.version != expected:
-                raise ConcurrencyError(ids.job(job_id), expected, job.version)
-        self.runtime.jobs.resume(job_id, extra_input)  # DispatchFailed: a 500 from V1_ERRORS

@@ -27,8 +27,11 @@ from adapters.services import checkpoints, recovery, sandbox
 from adapters.services.busy import BusyBoard
 from adapters.services.dispatch import Dispatcher
 from adapters.services.integration import Integrator
+from adapters.services.invocations import Invocations
 from adapters.services.push import Deliverer, Payload
+from adapters.services.task_messages import TaskMessages
 from adapters.services.tenure import Tenure
+from adapters.services.winddown import Winddown
 from adapters.settings import shared_volume
 from adapters.settings.config import ServerConfig
 from adapters.settings.log_sources import reading
@@ -40,15 +43,15 @@ from engine.audit.anchor import ServerAnchor
 from engine.clock import Clock
 from engine.domain import commands as c
 from engine.domain.engine import DomainEngine
-from engine.domain.job import TERMINAL
 from engine.domain.rules import Settings
+from engine.engine import CommandResult
 from engine.errors import EngineError, LogMissing
 from engine.log import Log
 from engine.merkle import nodes as tree_nodes
 from engine.merkle.proofs import b64
 from engine.notifier import Notifier
 from engine.write.context import LogStats
-from projections import open_engine, queries
+from projections import open_engine
 from projections.reads import ReadModels
 
 log = logging.getLogger("foldline.runtime")
@@ -71,6 +74,9 @@ class Runtime:
         self.busy = BusyBoard()
         self.jobs = Dispatcher(config, lambda: self.engine, self.shutdown, self.busy)
         self.integration = Integrator(lambda: self.engine, self.jobs.worktrees)
+        self.winddown = Winddown(lambda: self.engine, self.jobs, config.stop_grace_s, self.shutdown)
+        self.invocations = Invocations(lambda: self.engine, self.jobs)
+        self.messages = TaskMessages(lambda: self.engine, self.jobs)
         self.tenure = Tenure(
             config,
             holder,
@@ -149,6 +155,10 @@ class Runtime:
     def log_stats(self) -> LogStats:
         """This process's write figures (``/metrics``)."""
         return self.engine.log.stats
+
+    def handle(self, command: c.Command) -> CommandResult:
+        """Decide and record one command on this process's log (the caller holds the lease)."""
+        return self.engine.handle(command)
 
     def _open_checked(self) -> DomainEngine:
         """Open the log, refusing one that does not extend its anchor (``log_missing``)."""
@@ -262,20 +272,7 @@ class Runtime:
         # An integration cut off is finished or undone before any run starts in the tree.
         self.integration.recover()
         recovery.recover(self.engine, self.jobs.resume, self.graces)
-        self.sweep_worktrees(unknown_too=True)
-
-    def sweep_worktrees(self, unknown_too: bool = False) -> None:
-        """Remove the worktrees of jobs that are over: after recovery, also those of jobs the
-        log does not know (a launch cut off before it was recorded); after a session's stop or
-        cancel only known ones, since a launch under way makes its worktree before its job is
-        recorded. Their patches stay."""
-        conn = self.engine.log.connection()
-
-        def wanted(job_id: str) -> bool:
-            state = queries.job_state(conn, job_id)
-            return state not in TERMINAL if state is not None else not unknown_too
-
-        self.jobs.worktrees.sweep(wanted)
+        self.winddown.sweep_worktrees(unknown_too=True)
 
     def _renewed(self) -> None:
         recovery.record_timeouts(self.engine, self.graces)

@@ -36,12 +36,10 @@ BUILDERS = {"ApiError", "RpcError", "HTTPError"}
 
 # (module, the classes caught): why it is control flow and no answer. A module is named by
 # its path under adapters/http/.
-JSONRPC, ACCEPT = "a2a/jsonrpc.py", "a2a/accept.py"
+JSONRPC = "a2a/jsonrpc.py"
 ALLOWED: dict[tuple[str, tuple[str, ...]], str] = {
     (JSONRPC, ("LeaseBusy",)): "a read wakes the lease takeover; a busy lease does not stop it",
     (JSONRPC, ("EngineError",)): "the wake inside an open stream must not cut it mid-frame",
-    (ACCEPT, ("TaskMoved",)): "the task changed under the plan: plan again (retry)",
-    (ACCEPT, ("NoChannel",)): "the run stopped taking input: start a run instead",
     ("agentcore.py", ("LeaseBusy",)): "a get wakes recovery but is only a read",
     ("coordination.py", ("InvalidTransition", "ConcurrencyError")): "the first read wins",
     ("metrics.py", ("LogMissing",)): "a gauge of the log's absence, not an answer",
