@@ -21,7 +21,7 @@ from adapters.http import media, sse
 from adapters.http.errors import ApiError
 from adapters.http.follow import follow
 from adapters.http.inbound import INVOCATION_TEXTS, InvocationIn, refusal
-from adapters.services.runtime import Runtime
+from adapters.http.ports import ServerRuntime
 from engine.domain import ids
 from engine.domain.errors import LeaseBusy
 from engine.domain.job import TERMINAL as JOB_TERMINAL
@@ -32,7 +32,7 @@ T = TypeVar("T")
 SESSION_ID = re.compile(r"^[A-Za-z0-9_:-]{1,200}$")
 
 
-def find_job(runtime: Runtime, key: str) -> str | None:
+def find_job(runtime: ServerRuntime, key: str) -> str | None:
     """``get`` resolution: invocation (job) id first, then the caller's ``id`` (of a new job,
     else of a prompt delivered into a running one)."""
     reads = runtime.reads
@@ -40,7 +40,7 @@ def find_job(runtime: Runtime, key: str) -> str | None:
     return found or reads.job_of_control_command(ids.invocation_command(key))
 
 
-def job_body(runtime: Runtime, job_id: str) -> dict[str, Any]:
+def job_body(runtime: ServerRuntime, job_id: str) -> dict[str, Any]:
     """The AgentCore job body (design.md §5.1): ``status`` is ``running`` for any live state."""
     job = runtime.reads.job_body(job_id)
     if job is None:
@@ -63,7 +63,7 @@ def job_body(runtime: Runtime, job_id: str) -> dict[str, Any]:
     return body
 
 
-def wait_until_done(runtime: Runtime, job_id: str, timeout_s: float) -> dict[str, Any]:
+def wait_until_done(runtime: ServerRuntime, job_id: str, timeout_s: float) -> dict[str, Any]:
     """The job body once the job left running (or at the cap, still ``running``)."""
     deadline = time.monotonic() + timeout_s
     events = runtime.events
@@ -133,7 +133,7 @@ def _wants_sse(req: falcon.Request) -> bool:
 
 
 class Ping:
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: ServerRuntime) -> None:
         self.runtime = runtime
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
@@ -141,7 +141,7 @@ class Ping:
 
 
 class Invocations:
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: ServerRuntime) -> None:
         self.runtime = runtime
         self.config = runtime.config
 

@@ -16,6 +16,7 @@ import falcon
 
 from adapters.http import auth, errors, media
 from adapters.http.a2a import push, result_files
+from adapters.http.ports import ServerRuntime
 from adapters.http.routes import ROUTES
 from adapters.http.routing import Routes
 from adapters.services.runtime import Runtime
@@ -54,7 +55,7 @@ class SharedVolumeGate:
     pending (off at boot, decided by the mount): each request judges it again until this
     process opens the log (``Runtime.judge_volume_again``)."""
 
-    def __init__(self, runtime: Runtime, routes: Routes) -> None:
+    def __init__(self, runtime: ServerRuntime, routes: Routes) -> None:
         self.runtime = runtime
         self.routes = routes
 

@@ -27,6 +27,7 @@ from typing import Any
 import falcon
 
 from adapters.http.errors import ApiError
+from adapters.http.ports import ServerRuntime
 from adapters.services.dispatch import token_digest
 
 
@@ -63,10 +64,10 @@ class Authentication:
     before it runs. ``access`` is each route's, by its URI template; a template it does not
     know is the operator's (closed unless the table opens it).
 
-    ``runtime`` needs ``operator_token.current()`` and ``engine`` (for a run token's lookup).
+    ``runtime`` needs ``operator_token.current()`` and ``reads`` (for a run token's lookup).
     """
 
-    def __init__(self, runtime: Any, access: Mapping[str, Access]) -> None:
+    def __init__(self, runtime: ServerRuntime, access: Mapping[str, Access]) -> None:
         self.runtime = runtime
         self.access = access
 

@@ -21,6 +21,7 @@ import msgspec
 
 from adapters.http import auth, media
 from adapters.http.errors import ApiError
+from adapters.http.ports import ServerRuntime
 from adapters.http.schemas import (
     ChannelOut,
     ControlOut,
@@ -82,7 +83,7 @@ def command_of(job_id: str, action: str, body: Any, caller: auth.Caller) -> ch.S
 class ControlAction(Control):
     """``POST /v1/jobs/{id}/<action>``: one resource per action, each with its body."""
 
-    def __init__(self, runtime: Any, action: str) -> None:
+    def __init__(self, runtime: ServerRuntime, action: str) -> None:
         super().__init__(runtime)
         self.action, self.schema = action, BODIES[action]
 

@@ -17,6 +17,7 @@ import falcon
 
 from adapters.http import auth, media
 from adapters.http.errors import ApiError
+from adapters.http.ports import ServerRuntime
 from adapters.http.schemas import (
     DispositionIn,
     IntegrateIn,
@@ -29,7 +30,6 @@ from adapters.http.schemas import (
 from adapters.http.v1 import Control, JobItem, JobsCollection, Reads, job_out
 from adapters.services.dispatch import Spawn
 from adapters.services.integration import IntegrationFailed
-from adapters.services.runtime import Runtime
 from adapters.services.writers import PatchUnusable
 from engine.domain import commands as c
 from engine.domain.job import TERMINAL
@@ -98,7 +98,7 @@ class Spawning(CoordinationControl):
 class Jobs(JobsCollection, Spawning):
     """``/v1/jobs``: GET lists (``?session=``, ``?state=``, ``?parent=``), POST spawns."""
 
-    runtime: Runtime
+    runtime: ServerRuntime
 
 
 class Waiting(Control):
@@ -174,7 +174,7 @@ class Result(CoordinationControl):
             )
             # Another reader may be first: the first read is the one on record.
             with contextlib.suppress(InvalidTransition, ConcurrencyError):
-                self.runtime.engine.handle(command)
+                self.runtime.handle(command)
             record = reads.job(job_id) or record
         text, cursor = record.result or "", int(raw)
         page = text[cursor : cursor + RESULT_PAGE]
@@ -223,9 +223,9 @@ class Disposition(CoordinationControl):
 class Patch(Reads):
     """``GET /v1/jobs/{id}/patch``: a writer's change as kept, a binary-safe git diff."""
 
-    runtime: Runtime
+    runtime: ServerRuntime
 
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: ServerRuntime) -> None:
         super().__init__(runtime)
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:

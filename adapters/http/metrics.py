@@ -11,7 +11,7 @@ import os
 
 import falcon
 
-from adapters.services.runtime import Runtime
+from adapters.http.ports import ServerRuntime
 from adapters.services.tenure import LEASE
 from engine.domain.lease import LeaseState
 from engine.errors import LogMissing
@@ -19,7 +19,7 @@ from engine.errors import LogMissing
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
 
-def render(runtime: Runtime) -> str:
+def render(runtime: ServerRuntime) -> str:
     lines: list[str] = []
 
     def metric(name: str, kind: str, help_text: str, samples: list[tuple[str, float]]) -> None:
@@ -126,7 +126,7 @@ def render(runtime: Runtime) -> str:
 
 
 class Metrics:
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: ServerRuntime) -> None:
         self.runtime = runtime
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:

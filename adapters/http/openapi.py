@@ -29,8 +29,8 @@ from adapters.http.openapi_parts import (
     in_path,
     ref,
 )
+from adapters.http.ports import ServerRuntime
 from adapters.http.routing import Routes
-from adapters.services.runtime import Runtime
 
 FIELD = re.compile(r"{(\w+)}")
 
@@ -71,7 +71,7 @@ def document(routes: Routes, agents: list[str] | None = None) -> dict[str, Any]:
 class OpenApi:
     """The resource: the document of the table it was made with, for this server's agents."""
 
-    def __init__(self, routes: Routes, runtime: Runtime) -> None:
+    def __init__(self, routes: Routes, runtime: ServerRuntime) -> None:
         self.routes = routes
         self.agents = sorted(runtime.config.agents.commands)
 

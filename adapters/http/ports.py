@@ -4,11 +4,11 @@ A resource names the port it needs and nothing else reaches it: no resource hold
 connection of it, or the engine, and none starts work but through a named use case.
 
 - ``ReadRuntime``: the reads every surface makes (``/v1`` reads, the console's JSON, the
-  events feed). Implemented by the server's runtime (``adapters.runtime.Runtime``) and by the
-  read-only console's (``adapters.console_server.ReadOnlyRuntime``).
+  events feed). Implemented by the server's runtime (``adapters.services.runtime.Runtime``)
+  and by the read-only console's (``adapters.programs.console_server.ReadOnlyRuntime``).
 - ``ServerRuntime``: what the writing server's resources need besides: the lease, commands,
-  and the runtime's named services (dispatch, integration, accepting A2A messages, session
-  wind-down). Implemented by ``adapters.runtime.Runtime``.
+  and the runtime's named services, each through a port of its own (dispatch, invocations,
+  A2A messages, integration, session wind-down). Implemented by the server's runtime.
 
 Both are structural (``typing.Protocol``): the runtimes do not import this module, and mypy
 checks that they fit where the apps are built. The reads return the typed rows of
@@ -20,11 +20,19 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
+from pathlib import Path
 from typing import Any, Protocol
 
+from adapters.services.dispatch import Accepted, Spawn
+from adapters.services.sandbox import Sandbox
+from adapters.services.task_messages import Files, Message
+from adapters.settings.config import ServerConfig
+from engine.domain import commands as c
 from engine.domain.rows import JobRow, LeaseRow, PushConfigRow, SessionRow, TaskRow
+from engine.engine import CommandResult
 from engine.events import RecordedEvent
 from engine.machines import StreamHead
+from engine.write.context import LogStats
 from projections import console_queries, queries
 
 # -- reads: both runtimes -----------------------------------------------------------------------
@@ -167,4 +175,141 @@ class ReadRuntime(Protocol):
 
     def open_stream(self) -> AbstractContextManager[None]:
         """Count an open SSE stream (``/metrics``) while the block runs."""
+        ...
+
+
+# -- the server's services ------------------------------------------------------------------------
+
+
+class OperatorTokens(Protocol):
+    @property
+    def fixed(self) -> str | None: ...
+
+    def current(self) -> str | None: ...
+
+
+class Patches(Protocol):
+    def read_patch(self, job_id: str, sha256: str) -> bytes: ...
+
+
+class Dispatch(Protocol):
+    """Starting jobs (``adapters.services.dispatch.Dispatcher``)."""
+
+    @property
+    def sandbox(self) -> Sandbox | None:
+        """Who runs execute as (the owner of a message's saved files)."""
+        ...
+
+    @property
+    def worktrees(self) -> Patches: ...
+
+    def repeat(self, caller_id: str) -> str | None:
+        """The job an invocation under ``caller_id`` made before, if any."""
+        ...
+
+    def spawn(
+        self,
+        session_id: str,
+        items: list[Spawn],
+        parent_job: str | None,
+        token_digest: str | None,
+    ) -> list[str]: ...
+
+
+class Invoking(Protocol):
+    """An ``/invocations`` request (``adapters.services.invocations.Invocations``)."""
+
+    def invoke(
+        self,
+        prompt: str,
+        prompt_file: str,
+        session_id: str | None,
+        agent: str,
+        caller_id: str | None,
+        *,
+        deliver: bool = False,
+    ) -> Accepted: ...
+
+
+class Messages(Protocol):
+    """An A2A message (``adapters.services.task_messages.TaskMessages``)."""
+
+    def accept(self, message: Message, files: Files) -> str: ...
+
+
+class Integration(Protocol):
+    """Applying a kept patch to the workspace (``adapters.services.integration.Integrator``)."""
+
+    def integrate(
+        self, job_id: str, caller_job: str | None, caller_digest: str | None, sha256: str | None
+    ) -> None: ...
+
+
+class Winddown(Protocol):
+    """The session controls that take more than one step, and a cold job's relaunch
+    (``adapters.services.winddown.Winddown``)."""
+
+    def control_session(self, command: c.Command) -> None: ...
+
+    def is_relaunchable(self, job_id: str) -> bool: ...
+
+    def relaunch(self, job_id: str, extra_input: str, expected_version: int | None) -> None: ...
+
+
+class ServerRuntime(ReadRuntime, Protocol):
+    """What the writing server's resources use besides the reads."""
+
+    @property
+    def config(self) -> ServerConfig: ...
+
+    @property
+    def holder(self) -> str: ...
+
+    @property
+    def operator_token(self) -> OperatorTokens: ...
+
+    @property
+    def checkpoint_path(self) -> Path: ...
+
+    @property
+    def open_streams(self) -> int: ...
+
+    @property
+    def log_stats(self) -> LogStats: ...
+
+    @property
+    def jobs(self) -> Dispatch: ...
+
+    @property
+    def invocations(self) -> Invoking: ...
+
+    @property
+    def messages(self) -> Messages: ...
+
+    @property
+    def integration(self) -> Integration: ...
+
+    @property
+    def winddown(self) -> Winddown: ...
+
+    def ensure_lease(self) -> None:
+        """Hold the workspace lease before a write (``LeaseBusy`` while another holds it)."""
+        ...
+
+    def handle(self, command: c.Command) -> CommandResult:
+        """Decide and record one command (the lease held first, by the caller)."""
+        ...
+
+    def check_log(self) -> None:
+        """Raises ``LogMissing`` while the log cannot be written."""
+        ...
+
+    def log_missing(self) -> str | None: ...
+
+    def judge_volume_again(self) -> None:
+        """A shared-volume mode pending at boot, judged again (ADR 0042)."""
+        ...
+
+    def ping(self) -> dict[str, Any]:
+        """``/ping``'s answer, from memory (never opens the log)."""
         ...

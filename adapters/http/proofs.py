@@ -21,19 +21,19 @@ import falcon
 
 from adapters.http import media
 from adapters.http.errors import ApiError
+from adapters.http.ports import ServerRuntime
 from adapters.services import checkpoints
-from adapters.services.runtime import Runtime
 from adapters.settings.log_sources import reading
 from engine.audit.source import Reader
 from engine.errors import OutOfRange
 from engine.merkle import proofs
 
 
-def _latest(runtime: Runtime) -> str | None:
+def _latest(runtime: ServerRuntime) -> str | None:
     return checkpoints.read_note(runtime.checkpoint_path)
 
 
-def _checkpoint_size(runtime: Runtime) -> int | None:
+def _checkpoint_size(runtime: ServerRuntime) -> int | None:
     return checkpoints.kept_size(runtime.checkpoint_path)
 
 
@@ -53,7 +53,7 @@ def _required(req: falcon.Request, name: str) -> int:
     return value
 
 
-def _answer(runtime: Runtime, resp: falcon.Response, prove: Callable[[Reader], Any]) -> None:
+def _answer(runtime: ServerRuntime, resp: falcon.Response, prove: Callable[[Reader], Any]) -> None:
     """``prove``'s JSON over the server's log, read-only (404 while there is no log)."""
     target = runtime.config.log_target
     if runtime.config.db_url is None and not os.path.exists(target):
@@ -65,7 +65,7 @@ def _answer(runtime: Runtime, resp: falcon.Response, prove: Callable[[Reader], A
 class Checkpoint:
     """``GET /v1/checkpoint``: the latest signed note, ``text/plain``; 404 before the first."""
 
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: ServerRuntime) -> None:
         self.runtime = runtime
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
@@ -79,7 +79,7 @@ class Checkpoint:
 class InclusionProof:
     """``GET /v1/proofs/inclusion?position=P&size=N``."""
 
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: ServerRuntime) -> None:
         self.runtime = runtime
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
@@ -95,7 +95,7 @@ class InclusionProof:
 class ConsistencyProof:
     """``GET /v1/proofs/consistency?old=O&new=N``."""
 
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: ServerRuntime) -> None:
         self.runtime = runtime
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:

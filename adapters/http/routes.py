@@ -30,8 +30,8 @@ from adapters.http.auth import Access
 from adapters.http.errors import AGENTCORE, CONSOLE, INVOCATIONS, JSON_RPC, V1
 from adapters.http.inbound import InvocationIn
 from adapters.http.openapi_parts import Answer, Body, Operation, get, param, post
+from adapters.http.ports import ServerRuntime
 from adapters.http.routing import Route, Routes, Unlisted
-from adapters.services.runtime import Runtime
 
 OPEN, RUN, OPERATOR = Access.OPEN, Access.RUN, Access.OPERATOR
 
@@ -49,7 +49,7 @@ def _judge(name: str, body: type, summary: str = "", required: bool = True) -> O
     )
 
 
-def _document(runtime: Runtime) -> openapi.OpenApi:
+def _document(runtime: ServerRuntime) -> openapi.OpenApi:
     """``/openapi.json``'s resource: the document of this very table."""
     return openapi.OpenApi(ROUTES, runtime)
 

@@ -18,10 +18,9 @@ import falcon
 from adapters.http.auth import Access
 from adapters.http.errors import Surface
 from adapters.http.openapi_parts import Operation
-from adapters.http.ports import ReadRuntime
-from adapters.services.runtime import Runtime
+from adapters.http.ports import ReadRuntime, ServerRuntime
 
-Make = Callable[[Runtime], object]
+Make = Callable[[ServerRuntime], object]
 # The read-only console's runtime (``adapters.programs.console_server.ReadOnlyRuntime``) gives
 # its read resources the port they read through.
 MakeReadOnly = Callable[[ReadRuntime], object]
@@ -94,7 +93,9 @@ class Routes(Mapping[str, Route]):
         """The routes the read-only console serves."""
         return Routes(route for route in self.values() if route.read_only is not None)
 
-    def mount(self, app: falcon.App[falcon.Request, falcon.Response], runtime: Runtime) -> None:
+    def mount(
+        self, app: falcon.App[falcon.Request, falcon.Response], runtime: ServerRuntime
+    ) -> None:
         """Every route on the server's ``app``, each with a resource of its own."""
         for route in self.values():
             app.add_route(route.path, route.resource(runtime))

@@ -17,7 +17,7 @@ import msgspec
 from adapters.http import auth, media, ports, sse
 from adapters.http.errors import ApiError
 from adapters.http.follow import follow
-from adapters.http.ports import ReadRuntime
+from adapters.http.ports import ReadRuntime, ServerRuntime
 from adapters.http.schemas import (
     ControlIn,
     EventOut,
@@ -31,7 +31,6 @@ from adapters.http.schemas import (
     TaintIn,
     TaskOut,
 )
-from adapters.services.runtime import Runtime
 from adapters.system.processes import is_alive
 from engine import Machines
 from engine.domain import MACHINES, push
@@ -269,7 +268,7 @@ JOB_ACTIONS: dict[str, Callable[[str, str], c.Command]] = {
 
 
 class Control:
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: ServerRuntime) -> None:
         self.runtime = runtime
 
     @staticmethod

@@ -19,7 +19,7 @@ from adapters.http.a2a import message_files
 from adapters.http.a2a.message_files import LoadedFile
 from adapters.http.errors import INTERNAL, RpcError, as_rpc
 from adapters.http.inbound import MessageIn
-from adapters.services.runtime import Runtime
+from adapters.http.ports import ServerRuntime
 from adapters.services.task_messages import Message, MessageRefused
 from engine.domain.push import PushConfig
 
@@ -28,7 +28,7 @@ from engine.domain.push import PushConfig
 class _Files:
     """The message's files, saved at most once per task it is planned into."""
 
-    runtime: Runtime
+    runtime: ServerRuntime
     message_id: str
     loaded: Sequence[LoadedFile]
     saved: dict[str, message_files.Saved] = field(default_factory=dict)
@@ -68,7 +68,7 @@ class _Files:
 
 
 def accept(
-    runtime: Runtime,
+    runtime: ServerRuntime,
     message: MessageIn,
     text: str,
     files: Sequence[LoadedFile] = (),

@@ -13,7 +13,7 @@ import falcon
 
 from adapters.http import media
 from adapters.http.errors import EXTENDED_CARD_NOT_CONFIGURED, UNAUTHENTICATED, RpcError
-from adapters.services.runtime import Runtime
+from adapters.http.ports import ServerRuntime
 from adapters.settings.card_file import DeployerCard
 
 
@@ -85,7 +85,7 @@ class AgentCard:
     minutes as the source system serves it, and answered 304 when the caller's copy is
     current."""
 
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: ServerRuntime) -> None:
         self.runtime = runtime
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
@@ -100,7 +100,7 @@ class AgentCard:
         resp.media = card
 
 
-def _holds_operator_token(runtime: Runtime, authorization: str | None) -> bool:
+def _holds_operator_token(runtime: ServerRuntime, authorization: str | None) -> bool:
     """Whether ``authorization`` is ``Bearer <operator token>`` (constant-time compare)."""
     scheme, _, value = (authorization or "").partition(" ")
     operator = runtime.operator_token.current()
@@ -109,7 +109,7 @@ def _holds_operator_token(runtime: Runtime, authorization: str | None) -> bool:
     return hmac.compare_digest(value.strip().encode(), operator.encode())
 
 
-def extended_card(runtime: Runtime, req: falcon.Request) -> Mapping[str, Any]:
+def extended_card(runtime: ServerRuntime, req: falcon.Request) -> Mapping[str, Any]:
     """``GetExtendedAgentCard``: the extended card, for the operator token only.
 
     Raises:

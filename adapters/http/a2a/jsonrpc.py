@@ -41,7 +41,7 @@ from adapters.http.errors import (
 )
 from adapters.http.follow import follow
 from adapters.http.inbound import SEND_MESSAGE_TEXTS, SendMessageIn, refusal
-from adapters.services.runtime import Runtime
+from adapters.http.ports import ServerRuntime
 from adapters.system.url_policy import UrlPolicy
 from engine.domain import commands as c
 from engine.domain import ids
@@ -107,7 +107,7 @@ def _request_id(body: dict[str, Any]) -> str | int | None:
 
 
 class JsonRpc:
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: ServerRuntime) -> None:
         self.runtime = runtime
         self.methods = {
             "SendMessage": self.send_message,
@@ -340,9 +340,7 @@ class JsonRpc:
                 raise RpcError(NOT_CANCELABLE, f"task {task_id} is already {row.state}")
             self._write()
             try:
-                self.runtime.engine.handle(
-                    c.CancelTask(task_id=task_id, text="Canceled by the caller.")
-                )
+                self.runtime.handle(c.CancelTask(task_id=task_id, text="Canceled by the caller."))
             except EngineError as ex:  # not cancelable, or the server's fault: the one table
                 raise as_rpc(ex, CANCEL) from None
         self._result(resp, request_id, task_json(self._task_row(task_id)))

@@ -14,6 +14,7 @@ otherwise; 0.3 the Task, with the status of that transition.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -23,8 +24,8 @@ from adapters.http.a2a import v03
 from adapters.http.a2a.wire import STATE, FileParts, status_json, task_json
 from adapters.http.errors import INVALID_PARAMS, PUSH, TASK_NOT_FOUND, RpcError, as_rpc
 from adapters.http.inbound import PushConfigIn, refusal
+from adapters.http.ports import ServerRuntime
 from adapters.services.dispatch import new_id
-from adapters.services.runtime import Runtime
 from adapters.system.url_policy import UrlPolicy, UrlRefused
 from engine.domain import push as push_
 from engine.domain.errors import NotFound, TaskEnded
@@ -116,9 +117,10 @@ def params_v03(method: str, params: dict[str, Any]) -> dict[str, Any]:
 
 
 class PushMethods:
-    """The config methods, over the runtime's engine; ``write`` takes the lease first."""
+    """The config methods, over the runtime's reads and commands; ``write`` takes the lease
+    first."""
 
-    def __init__(self, runtime: Runtime, write: Any) -> None:
+    def __init__(self, runtime: ServerRuntime, write: Callable[[], None]) -> None:
         self.runtime = runtime
         self.write = write
 
@@ -147,7 +149,7 @@ class PushMethods:
         self._task(task_id)
         self.write()
         try:
-            self.runtime.engine.handle(
+            self.runtime.handle(
                 push_.SetPushConfig(task_id=task_id, **msgspec.structs.asdict(config))
             )
         except (NotFound, TaskEnded) as ex:
@@ -169,7 +171,7 @@ class PushMethods:
         row = self._row(_string(params, "taskId"), _string(params, "id"))
         self.write()
         try:
-            self.runtime.engine.handle(
+            self.runtime.handle(
                 push_.DeletePushConfig(task_id=row.task_id, config_id=row.config_id)
             )
         except NotFound as ex:  # deleted meanwhile

@@ -31,7 +31,7 @@ from urllib.parse import quote
 import falcon
 
 from adapters.http.errors import ApiError
-from adapters.services.runtime import Runtime
+from adapters.http.ports import ServerRuntime
 from adapters.settings.public_url import file_route_base
 from engine.domain.job import FileEntry
 from engine.domain.rows import TaskRow
@@ -195,7 +195,7 @@ class Parts:
         )
 
 
-def parts_for(runtime: Runtime, *, inline: bool = True) -> Parts:
+def parts_for(runtime: ServerRuntime, *, inline: bool = True) -> Parts:
     """The file parts of this server's answers: URLs on ``FOLDLINE_PUBLIC_URL`` where that
     reaches the file route, else inline only (never the request's own origin: behind a
     platform that is the container's, which callers cannot reach)."""
@@ -207,7 +207,7 @@ class TaskFile:
     """``GET /a2a/tasks/{task_id}/files/{n}``: the ``n``-th file of the task's result, read
     only; errors as ``/v1`` writes them (``{"error": {"code", "message"}}``)."""
 
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: ServerRuntime) -> None:
         self.runtime = runtime
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, task_id: str, n: str) -> None:
