@@ -9,17 +9,14 @@ from __future__ import annotations
 
 import logging
 import os
-from functools import partial
 from typing import Any
 
 import falcon
 
 from adapters.http import auth, errors, media
-from adapters.http.a2a import push, result_files
 from adapters.http.ports import ServerRuntime
 from adapters.http.routes import ROUTES
 from adapters.http.routing import Routes
-from adapters.services.runtime import Runtime
 
 log = logging.getLogger("foldline.http")
 
@@ -77,7 +74,7 @@ class SharedVolumeGate:
 
 
 def create_app(
-    runtime: Runtime, routes: Routes = ROUTES
+    runtime: ServerRuntime, routes: Routes = ROUTES
 ) -> falcon.App[falcon.Request, falcon.Response]:
     """The server's app: ``routes`` (the table; a test may pass its own) behind the error
     surface, the shared-volume gate (when the mode is on or pending) and authentication."""
@@ -87,11 +84,6 @@ def create_app(
         middleware.append(SharedVolumeGate(runtime, routes))
     middleware.append(auth.Authentication(runtime, routes.access()))
     app = falcon.App(middleware=middleware)
-    # What the outbox's deliveries send (ADR 0039): a result's files as parts, as every other
-    # answer sends them (inline, or URLs on FOLDLINE_PUBLIC_URL; never this server's bind
-    # address, which no receiver elsewhere reaches).
-    files = result_files.parts_for(runtime)
-    runtime.push_payload = partial(push.payload, files=files)
     media.install(app)  # resp.media and req.get_media() go through the one msgspec codec
     routes.mount(app, runtime)
     app.set_error_serializer(_falcon_error)

@@ -9,6 +9,9 @@
   (design.md §13.3).
 - No control socket: two instances would otherwise share one default path.
 - On exit the master releases the lease if this instance holds it.
+- The runtime is built once, in the master, with what this program decides for it: the body
+  of a push delivery (A2A's, ``payload_for``) and that a holder which lost the lease stops the
+  whole server (``stop_the_server``, which only a worker ever runs: only workers hold it).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Any
 
 from gunicorn.app.base import BaseApplication
 
+from adapters.http.a2a.push import payload_for
 from adapters.http.app import create_app
 from adapters.services.front_handoff import announce_ready, listen_fd
 from adapters.services.runtime import Runtime
@@ -29,11 +33,20 @@ from adapters.settings.config import ServerConfig
 log = logging.getLogger("foldline.server")
 
 
+def stop_the_server() -> None:
+    """A holder that lost the lease stops at once, whole server: its master is told to stop,
+    and this worker leaves without a graceful flush into the next holder's log."""
+    os.kill(os.getppid(), signal.SIGTERM)
+    os._exit(70)
+
+
 class FoldlineServer(BaseApplication):  # type: ignore[misc]
     def __init__(self, config: ServerConfig) -> None:
         self.config = config
         holder = f"{os.uname().nodename}:{os.getpid()}:{secrets.token_hex(4)}"
-        self.runtime = Runtime(config, holder)
+        self.runtime = Runtime(
+            config, holder, push_payload=payload_for(config), on_lost=stop_the_server
+        )
         super().__init__()
 
     def load_config(self) -> None:
@@ -48,12 +61,6 @@ class FoldlineServer(BaseApplication):  # type: ignore[misc]
                     previous(signum, frame)
 
             signal.signal(signal.SIGTERM, on_term)
-
-            def on_lost() -> None:  # a holder that lost the lease stops at once, whole server
-                os.kill(os.getppid(), signal.SIGTERM)
-                os._exit(70)
-
-            runtime.tenure.on_lost = on_lost
 
         def worker_exit(server: Any, worker: Any) -> None:
             runtime.close()

@@ -18,7 +18,7 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -57,17 +57,46 @@ from projections.reads import ReadModels
 log = logging.getLogger("foldline.runtime")
 
 
+def _keep_serving() -> None:
+    """Losing the lease refuses writes, nothing more (tests; the server stops instead)."""
+
+
 class Runtime:
-    def __init__(self, config: ServerConfig, holder: str, clock: Clock | None = None) -> None:
+    """One server process's runtime, and the one composition root of its parts.
+
+    The constructor builds every part, in the order they depend on each other, and hands each
+    its collaborators through its own constructor; nothing is set on a part afterwards. What
+    the runtime cannot decide comes in through its constructor too: ``push_payload``, the body
+    a push delivery sends (A2A's wire, from the HTTP wing above: ``adapters.http.a2a.push.
+    payload_for``; none: no deliveries), and ``on_lost``, what losing the lease does to the
+    process (the server program stops the whole server). The HTTP resources use the runtime
+    only through their ports (``adapters.http.ports``), which it implements.
+    """
+
+    def __init__(
+        self,
+        config: ServerConfig,
+        holder: str,
+        clock: Clock | None = None,
+        *,
+        push_payload: Payload | None = None,
+        on_lost: Callable[[], None] = _keep_serving,
+    ) -> None:
         self.config = config
         self.holder = holder
         self.clock = clock  # None: the system clock; tests inject one to move time
+        # This process's engine, opened on first need (``engine``).
         self._pid = -1
         self._engine: DomainEngine | None = None
         self._notifier: Notifier | None = None
         self._open_lock = threading.Lock()
         self._volume_lock = threading.Lock()
+        self.refused: str | None = None  # why the last open was refused (log_missing)
+        self.open_streams = 0
+        self._streams_lock = threading.Lock()
         self.shutdown = threading.Event()
+
+        # The parts, each given what it uses.
         self.operator_token = OperatorToken(config)
         self.graces = recovery.Graces(config.start_grace_s, config.transition_grace_s)
         # Made here, in the gunicorn master before it forks: every worker counts on the same page.
@@ -87,6 +116,20 @@ class Runtime:
             stopping=self.shutdown,
             log_missing=self.log_missing,
             close_log=self.close_log,
+            on_lost=on_lost,
+        )
+        # The outbox's deliveries, started by the first tenure of each process.
+        self._pushes = (
+            Deliverer(
+                lambda: self._engine if self.is_open else None,
+                holder,
+                UrlPolicy(config.push_allow),
+                push_payload,
+                stopping=self.shutdown,
+                busy=self.busy,
+            )
+            if push_payload is not None
+            else None
         )
         # The anchor outside the workspace (adapters.system.log_anchor); none for a PostgreSQL log.
         self.anchor_path = (
@@ -96,8 +139,11 @@ class Runtime:
         self._replaceable = (
             log_anchor.read(self.anchor_path) if config.new_log and self.anchor_path else None
         )
-        # The latest signed checkpoint, beside the anchor (adapters.services.checkpoints); a signer
-        # only with FOLDLINE_CHECKPOINT_KEY.
+        self._lost: ServerAnchor | None = None  # to record as lease.new_log once we hold it
+        self._anchored_epoch: int | None = None
+        self._anchor_lock = threading.RLock()
+        # The latest signed checkpoint, beside the anchor (adapters.services.checkpoints); a
+        # signer only with FOLDLINE_CHECKPOINT_KEY.
         self.checkpoint_path = checkpoints.checkpoint_file(
             log_anchor.anchor_file(config.state_dir, Path(str(config.log_target)))
         )
@@ -111,15 +157,6 @@ class Runtime:
             if config.checkpoint_key is not None
             else None
         )
-        self._lost: ServerAnchor | None = None  # to record as lease.new_log once we hold it
-        self._anchored_epoch: int | None = None
-        self._anchor_lock = threading.RLock()
-        # Set by the HTTP app: the body each push delivery sends (adapters.http.a2a.push).
-        self.push_payload: Payload | None = None
-        self._pushes: Deliverer | None = None
-        self.refused: str | None = None  # why the last open was refused (log_missing)
-        self.open_streams = 0
-        self._streams_lock = threading.Lock()
 
     # -- the engine, per process -------------------------------------------------------------
 
@@ -252,7 +289,7 @@ class Runtime:
                 return
             # Only the tenure and the gate read the mode, both through these two configs.
             self.config = replace(self.config, shared_volume=True, volume=now)
-            self.tenure.config = self.config
+            self.tenure.follow_config(self.config)
         print(now.shown(), file=sys.stderr, flush=True)
 
     @contextlib.contextmanager
@@ -378,18 +415,8 @@ class Runtime:
             self._write_anchor()
 
     def _deliver_pushes(self) -> None:
-        if self.push_payload is None:
-            return
-        if self._pushes is None:
-            self._pushes = Deliverer(
-                lambda: self._engine if self.is_open else None,
-                self.holder,
-                UrlPolicy(self.config.push_allow),
-                self.push_payload,
-                stopping=self.shutdown,
-                busy=self.busy,
-            )
-        self._pushes.start()  # once per process
+        if self._pushes is not None:
+            self._pushes.start()  # once per process
 
     def release_lease(self) -> None:
         """Graceful stop: give the lease back if this instance holds it. The lease file is

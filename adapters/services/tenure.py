@@ -45,7 +45,9 @@ class Tenure:
 
     ``recover`` runs once, in the process that takes the lease, before ``ensure`` returns;
     ``is_recovered`` is what the other workers of the instance wait for instead. ``on_renewed``
-    runs after every renewal (the holder keeps design.md §4.3's clocks).
+    runs after every renewal (the holder keeps design.md §4.3's clocks). ``on_lost`` is
+    what losing the lease does beyond refusing writes (the server program stops the whole
+    server; by default nothing more).
     """
 
     def __init__(
@@ -60,6 +62,7 @@ class Tenure:
         log_missing: Callable[[], str | None] = lambda: None,
         monotonic: Callable[[], float] = time.monotonic,
         close_log: Callable[[], None] = lambda: None,
+        on_lost: Callable[[], None] = lambda: None,
     ) -> None:
         self.config = config
         self.holder = holder
@@ -81,8 +84,12 @@ class Tenure:
         self._lock = threading.Lock()
         self._seen: tuple[Any, float] | None = None
         self.lost = threading.Event()
-        # What losing the lease does beyond refusing writes; the server makes it exit.
-        self.on_lost: Callable[[], None] = lambda: None
+        self._on_lost = on_lost
+
+    def follow_config(self, config: ServerConfig) -> None:
+        """The server's config as it changed after the boot: only its shared-volume mode,
+        decided by the mount the log lies on (ADR 0042), changes, and only to on."""
+        self.config = config
 
     def forget(self) -> None:
         """A new process (after fork) holds nothing until it asks."""
@@ -289,7 +296,7 @@ class Tenure:
         log.critical("workspace lease lost: %s", why)
         self.lost.set()
         self._stopping.set()
-        self.on_lost()
+        self._on_lost()
 
     def release(self) -> None:
         """Graceful stop: give the lease back if this instance holds it."""

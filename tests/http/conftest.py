@@ -8,6 +8,7 @@ from typing import Any
 import falcon.testing
 import pytest
 
+from adapters.http.a2a.push import payload_for
 from adapters.http.app import create_app
 from adapters.services.runtime import Runtime
 from adapters.settings.config import ServerConfig, load_config
@@ -51,7 +52,7 @@ def make_client(workspace: Path) -> Iterator[MakeClient]:
                 **settings,
             },  # type: ignore[arg-type]
         )
-        runtime = Runtime(config, holder, clock=clock)
+        runtime = Runtime(config, holder, clock=clock, push_payload=payload_for(config))
         runtimes.append(runtime)
         # Every request carries the operator token unless a test sends its own Authorization.
         headers = {"Authorization": f"Bearer {config.token}"} if config.token else None

@@ -198,7 +198,7 @@ class JsonRpc:
     def _files(self, *, inline: bool = True) -> result_files.Parts:
         """The result's file parts in an answer (``result_files``): inline, or URLs on
         ``FOLDLINE_PUBLIC_URL`` where that reaches the file route."""
-        return result_files.parts_for(self.runtime, inline=inline)
+        return result_files.parts_for(self.runtime.config, inline=inline)
 
     def _task_id(self, params: dict[str, Any]) -> str:
         task_id = params.get("id")

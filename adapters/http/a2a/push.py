@@ -15,17 +15,20 @@ otherwise; 0.3 the Task, with the status of that transition.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import msgspec
 
 from adapters.http import media
-from adapters.http.a2a import v03
+from adapters.http.a2a import result_files, v03
 from adapters.http.a2a.wire import STATE, FileParts, status_json, task_json
 from adapters.http.errors import INVALID_PARAMS, PUSH, TASK_NOT_FOUND, RpcError, as_rpc
 from adapters.http.inbound import PushConfigIn, refusal
 from adapters.http.ports import ServerRuntime
 from adapters.services.dispatch import new_id
+from adapters.services.push import Payload
+from adapters.settings.config import ServerConfig
 from adapters.system.url_policy import UrlPolicy, UrlRefused
 from engine.domain import push as push_
 from engine.domain.errors import NotFound, TaskEnded
@@ -234,4 +237,12 @@ def payload(conn: Any, delivery: DeliveryRow, files: FileParts | None = None) ->
     return media.encode({"statusUpdate": update})
 
 
-__all__ = ["METHODS", "STATE", "PushMethods", "payload", "push_config"]
+def payload_for(config: ServerConfig) -> Payload:
+    """What this server's deliveries send (ADR 0039), handed to the runtime when it is built:
+    a result's files as parts, as every other answer sends them (inline, or URLs on
+    ``FOLDLINE_PUBLIC_URL``; never this server's bind address, which no receiver elsewhere
+    reaches)."""
+    return partial(payload, files=result_files.parts_for(config))
+
+
+__all__ = ["METHODS", "STATE", "PushMethods", "payload", "payload_for", "push_config"]

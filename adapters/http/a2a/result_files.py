@@ -32,6 +32,7 @@ import falcon
 
 from adapters.http.errors import ApiError
 from adapters.http.ports import ServerRuntime
+from adapters.settings.config import ServerConfig
 from adapters.settings.public_url import file_route_base
 from engine.domain.job import FileEntry
 from engine.domain.rows import TaskRow
@@ -195,12 +196,12 @@ class Parts:
         )
 
 
-def parts_for(runtime: ServerRuntime, *, inline: bool = True) -> Parts:
+def parts_for(config: ServerConfig, *, inline: bool = True) -> Parts:
     """The file parts of this server's answers: URLs on ``FOLDLINE_PUBLIC_URL`` where that
     reaches the file route, else inline only (never the request's own origin: behind a
     platform that is the container's, which callers cannot reach)."""
-    base = file_route_base(runtime.config.public_url)
-    return Parts(base, runtime.config.workspace, inline)
+    base = file_route_base(config.public_url)
+    return Parts(base, config.workspace, inline)
 
 
 class TaskFile:
