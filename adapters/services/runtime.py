@@ -5,10 +5,12 @@ Each gunicorn worker builds its own engine on first need (never before fork, nev
 holder name, so the lease belongs to the server instance: the first request that writes takes
 it, and the others of the same instance find it theirs.
 
-- ``tenure`` (adapters.services.tenure): the lease, and the epoch writes carry;
-- ``jobs`` (adapters.services.dispatch): starting runs, and this process's in-flight work;
-- recovery (adapters.services.recovery) runs when the tenure is taken, through a narrow port;
-- ``pushes`` (adapters.services.push): the outbox's deliveries, sent while the lease is held here.
+``Runtime``'s constructor is the one composition root of the parts (in ``adapters.services``):
+``tenure`` (the lease, and the epoch writes carry), ``jobs`` (dispatch: starting runs), the
+named use cases (``invocations``, ``messages``, ``winddown``), ``integration``, ``anchor``,
+the checkpoints, and the outbox's deliveries; recovery runs when the tenure is taken, and
+the holder's duties after each renewal (``RENEWAL_DUTIES``). The HTTP resources use the runtime
+only through their ports (``adapters.http.ports``), which it implements.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from adapters.services import checkpoints, recovery, sandbox
+from adapters.services.anchoring import Anchoring
 from adapters.services.busy import BusyBoard
 from adapters.services.dispatch import Dispatcher
 from adapters.services.integration import Integrator
@@ -39,7 +42,6 @@ from adapters.settings.operator_token import OperatorToken
 from adapters.system import log_anchor
 from adapters.system.url_policy import UrlPolicy
 from engine import open_notifier
-from engine.audit.anchor import ServerAnchor
 from engine.clock import Clock
 from engine.domain import commands as c
 from engine.domain.engine import DomainEngine
@@ -62,16 +64,12 @@ def _keep_serving() -> None:
 
 
 class Runtime:
-    """One server process's runtime, and the one composition root of its parts.
-
-    The constructor builds every part, in the order they depend on each other, and hands each
-    its collaborators through its own constructor; nothing is set on a part afterwards. What
-    the runtime cannot decide comes in through its constructor too: ``push_payload``, the body
-    a push delivery sends (A2A's wire, from the HTTP wing above: ``adapters.http.a2a.push.
-    payload_for``; none: no deliveries), and ``on_lost``, what losing the lease does to the
-    process (the server program stops the whole server). The HTTP resources use the runtime
-    only through their ports (``adapters.http.ports``), which it implements.
-    """
+    """The constructor builds every part, in the order they depend on each other, and hands
+    each its collaborators through its own constructor; nothing is set on a part afterwards.
+    What the runtime cannot decide comes in through it too: ``push_payload``, the body a push
+    delivery sends (A2A's wire, from the HTTP wing: ``adapters.http.a2a.push.payload_for``;
+    none: no deliveries), and ``on_lost``, what losing the lease does to the process (the
+    server program stops the whole server)."""
 
     def __init__(
         self,
@@ -131,17 +129,9 @@ class Runtime:
             if push_payload is not None
             else None
         )
-        # The anchor outside the workspace (adapters.system.log_anchor); none for a PostgreSQL log.
-        self.anchor_path = (
-            log_anchor.anchor_file(config.state_dir, config.db) if config.db_url is None else None
-        )
-        # --new-log replaces only the anchor the server found at boot, never a later one.
-        self._replaceable = (
-            log_anchor.read(self.anchor_path) if config.new_log and self.anchor_path else None
-        )
-        self._lost: ServerAnchor | None = None  # to record as lease.new_log once we hold it
-        self._anchored_epoch: int | None = None
-        self._anchor_lock = threading.RLock()
+        # The anchor outside the workspace (adapters.services.anchoring); none for PostgreSQL.
+        self.anchor = Anchoring(config, holder, lambda: self.engine, self.tenure)
+        self.anchor_path = self.anchor.path
         # The latest signed checkpoint, beside the anchor (adapters.services.checkpoints); a
         # signer only with FOLDLINE_CHECKPOINT_KEY.
         self.checkpoint_path = checkpoints.checkpoint_file(
@@ -174,7 +164,7 @@ class Runtime:
                     self._notifier = open_notifier(self._engine.log)
                     self._pid = os.getpid()
                     self.tenure.forget()
-                    self._anchored_epoch = None
+                    self.anchor.forget()
         assert self._engine is not None
         return self._engine
 
@@ -208,10 +198,10 @@ class Runtime:
         return engine
 
     def _open_judged(self) -> DomainEngine:
-        anchor = log_anchor.read(self.anchor_path) if self.anchor_path else None
+        anchor = self.anchor.read()
         db = self.config.db
         if anchor is not None and not db.exists():
-            self._refuse_unless_replaceable(anchor, f"{db} is gone")
+            self.anchor.refuse_unless_replaceable(anchor, f"{db} is gone")
         # First activation makes the operator token (unless FOLDLINE_TOKEN is set) before the
         # log, so no run can exist without one.
         self.operator_token.ensure()
@@ -222,17 +212,11 @@ class Runtime:
             if anchor is not None:
                 reason = log_anchor.missing_reason(anchor, db, engine.log.connection())
                 if reason is not None:
-                    self._refuse_unless_replaceable(anchor, reason)
+                    self.anchor.refuse_unless_replaceable(anchor, reason)
         except LogMissing:
             engine.log.close()
             raise
         return engine
-
-    def _refuse_unless_replaceable(self, anchor: ServerAnchor, reason: str) -> None:
-        if anchor != self._replaceable:
-            assert self.anchor_path is not None
-            raise log_anchor.refusal(anchor, reason, self.anchor_path)
-        self._lost = anchor
 
     def _open(self) -> DomainEngine:
         config = self.config
@@ -312,12 +296,10 @@ class Runtime:
         self.winddown.sweep_worktrees(unknown_too=True)
 
     def _renewed(self) -> None:
-        recovery.record_timeouts(self.engine, self.graces)
-        # An integrate whose worker died alone (the lease lives on): not while one runs.
-        self.integration.recover(wait=False)
-        self._write_anchor()
-        self.extend_tree()  # first: the checkpoint's head and proof read the nodes it stores
-        self.sign_checkpoint()
+        """After each renewal of the lease: the holder's duties, in order (``RENEWAL_DUTIES``).
+        One that raises ends the pass (the tenure logs it); the next renewal runs them all."""
+        for duty in RENEWAL_DUTIES:
+            duty(self)
 
     def extend_tree(self) -> None:
         """At a renewal, key or no key: store the Merkle tree nodes the new events completed
@@ -357,20 +339,6 @@ class Runtime:
         except Exception:  # a checkpoint never stops the renewals that keep the lease
             log.exception("no checkpoint signed")
 
-    def _write_anchor(self) -> None:
-        """Keep the anchor at the log's head (after taking the lease, each renewal, release)."""
-        if self.anchor_path is None:
-            return
-        head = log_anchor.head_of(self.engine.log.connection(), self.config.db)
-        if head is not None:
-            try:
-                with self._anchor_lock:
-                    log_anchor.write(self.anchor_path, head)
-            except OSError as ex:  # a full state disk: the next renewal writes it again
-                log.error("the log's anchor %s was not written: %s", self.anchor_path, ex)
-                return
-        self._anchored_epoch = self.tenure.epoch
-
     def log_missing(self) -> str | None:
         """Why the log cannot be written (``log_missing``), None while it can: an open refused
         by the anchor, or a file that is no longer the one this process opened."""
@@ -401,18 +369,7 @@ class Runtime:
         outbox's deliveries start with it."""
         self.tenure.ensure()
         self._deliver_pushes()
-        if self._anchored_epoch == self.tenure.epoch or self.anchor_path is None:
-            return
-        with self._anchor_lock:  # once per tenure and process, not once per waiting request
-            if self._anchored_epoch == self.tenure.epoch:
-                return
-            if self._lost is not None:  # forgotten only once recorded (a refusal tries again)
-                command = log_anchor.new_log_command(
-                    self._lost, self.holder, self.tenure.epoch or 0
-                )
-                self.engine.handle(command)
-                self._lost = None
-            self._write_anchor()
+        self.anchor.hold()
 
     def _deliver_pushes(self) -> None:
         if self._pushes is not None:
@@ -428,7 +385,7 @@ class Runtime:
         try:
             if self.log_missing() is None:
                 self.tenure.release()
-                self._write_anchor()
+                self.anchor.write()
         except LogMissing as ex:  # gone since: nothing to release into
             log.error("lease not released: %s", ex)
 
@@ -444,3 +401,41 @@ class Runtime:
             "status": "HealthyBusy" if busy else "Healthy",
             "time_of_last_update": int(changed_at),
         }
+
+
+# -- what the lease holder does at every renewal -------------------------------------------------
+
+
+def record_timeouts(runtime: Runtime) -> None:
+    """design.md §4.3's clocks: a start or a transition of a controlled session past its grace
+    is recorded timed out (``recovery.record_timeouts``)."""
+    recovery.record_timeouts(runtime.engine, runtime.graces)
+
+
+def finish_cut_off_integration(runtime: Runtime) -> None:
+    """An integrate whose worker died alone (the lease lives on) is finished or undone; not
+    while one runs (``Integrator.recover``)."""
+    runtime.integration.recover(wait=False)
+
+
+def write_anchor(runtime: Runtime) -> None:
+    """The log's anchor at its head, now that this renewal's writes are in (``Anchoring``)."""
+    runtime.anchor.write()
+
+
+# The duties of the lease holder after each renewal, in this order:
+# - the clocks first, and a cut-off integration next: both record events, which the later
+#   duties then cover;
+# - the anchor at the log's head, once this renewal's writes are in;
+# - the Merkle tree's nodes for the events they complete, before the checkpoint, whose head
+#   and proof read the nodes they store;
+# - the checkpoint last: it records what the log holds before it.
+# extend_tree and sign_checkpoint never raise (they log, and the next renewal tries again);
+# an error of an earlier duty ends the pass, as a failed renewal does.
+RENEWAL_DUTIES: tuple[Callable[[Runtime], None], ...] = (
+    record_timeouts,
+    finish_cut_off_integration,
+    write_anchor,
+    Runtime.extend_tree,
+    Runtime.sign_checkpoint,
+)

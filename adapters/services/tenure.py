@@ -45,9 +45,9 @@ class Tenure:
 
     ``recover`` runs once, in the process that takes the lease, before ``ensure`` returns;
     ``is_recovered`` is what the other workers of the instance wait for instead. ``on_renewed``
-    runs after every renewal (the holder keeps design.md §4.3's clocks). ``on_lost`` is
-    what losing the lease does beyond refusing writes (the server program stops the whole
-    server; by default nothing more).
+    runs after every renewal (the holder's duties, in order: ``runtime.RENEWAL_DUTIES``).
+    ``on_lost`` is what losing the lease does beyond refusing writes (the server program stops
+    the whole server; by default nothing more).
     """
 
     def __init__(
