@@ -44,6 +44,9 @@ def test_console_asks_for_the_token_once_and_controls_need_it(
         expect(heading).to_have_text("This server needs the operator token")
         page.locator("#token-prompt").fill("wrong")
         page.locator("#token-form button").click()
+        # The wrong token's own refusal draws the prompt anew, its field empty (the text
+        # "401 unauthorized" was there already, from the first load's refusal).
+        expect(page.locator("#token-prompt")).to_have_value("")
         expect(page.locator("main")).to_contain_text("401 unauthorized")
         page.locator("#token-prompt").fill("s3cret")
         page.locator("#token-form button").click()

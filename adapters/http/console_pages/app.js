@@ -812,10 +812,13 @@ async function route() {
 
 async function start() {
   let machines, overview;
+  const used = token();
   try {
     [machines, overview] = await Promise.all([api("/v1/machines"), api("/console/api/overview")]);
   } catch (error) {
     if (error.status !== 401) throw error;
+    // A refusal of a token the user has replaced since: the newer token's own start answers.
+    if (token() !== used) return;
     const main = document.getElementById("main");
     askToken(main, `${error.status} ${error.code}: ${error.message}`);
     main.setAttribute("data-ready", String(Math.round(performance.now())));
