@@ -4,7 +4,6 @@ a real gunicorn: never for the workers a run spawns, nor for the job of an A2A m
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +13,7 @@ import pytest
 from engine.domain.job import TERMINAL
 from tests.support.agents import python_agent, workspace_with_agents
 from tests.support.coordination import CALL
+from tests.support.front import wait_until
 from tests.support.server import Server, serve
 
 pytestmark = pytest.mark.server
@@ -54,16 +54,17 @@ def _settled(server: Server, db: Path, hooks: int, limit: float = 60) -> list[di
     """The jobs once every one is terminal, ``hooks`` notify hooks have ended, and /ping says
     nothing is in flight (a run's thread holds the busy board through its hook): no hook can
     start after this."""
-    deadline = time.monotonic() + limit
-    while True:
-        jobs = _jobs(server)
-        ended = all(job["state"] in TERMINAL for job in jobs)
-        if ended and _count(db, "job.notify_finished") >= hooks:
-            _, _, ping = server.request("GET", "/ping")
-            if json.loads(ping)["status"] == "Healthy":
-                return jobs
-        assert time.monotonic() < deadline, f"not settled: {jobs}"
-        time.sleep(0.1)
+
+    def settled() -> bool:
+        if not all(job["state"] in TERMINAL for job in _jobs(server)):
+            return False
+        if _count(db, "job.notify_finished") < hooks:
+            return False
+        _, _, ping = server.request("GET", "/ping")
+        return bool(json.loads(ping)["status"] == "Healthy")
+
+    wait_until(settled, limit, "every job ended, its hooks ended and /ping Healthy")
+    return _jobs(server)
 
 
 def test_notify_runs_once_per_owed_invocation_reply_never_for_workers_or_a2a(
