@@ -25,9 +25,12 @@ from adapters.http.ports import ServerRuntime
 from engine.domain import ids
 from engine.domain.errors import LeaseBusy
 from engine.domain.job import TERMINAL as JOB_TERMINAL
-from engine.domain.job import JobOutput
+from engine.domain.job import JobInputRequested, JobOutput
 
 T = TypeVar("T")
+
+# What an SSE stream of a job shows before its result: output, and its run's questions.
+SHOWN = (JobOutput, JobInputRequested)
 
 SESSION_ID = re.compile(r"^[A-Za-z0-9_:-]{1,200}$")
 
@@ -60,18 +63,42 @@ def job_body(runtime: ServerRuntime, job_id: str) -> dict[str, Any]:
     }
     if job.superseded_by is not None:
         body["supersededBy"] = job.superseded_by
+    if not job.terminal:
+        body.update(questions_of(runtime, job_id))
     return body
 
 
+def questions_of(runtime: ServerRuntime, job_id: str) -> dict[str, Any]:
+    """``waitingForInput`` and ``questions`` (oldest first, each its ``request`` id and
+    ``question``) while the job's run has questions nobody answered yet; else nothing."""
+    questions = [
+        {"request": r.request, "question": r.question}
+        for r in runtime.reads.requests(job_id)
+        if r.state == "pending"
+    ]
+    return {"waitingForInput": True, "questions": questions} if questions else {}
+
+
+def answered(runtime: ServerRuntime, job_id: str, control: int) -> dict[str, Any]:
+    """``answered``: the request id of the question ``control`` answered, if it was an
+    answer; else nothing."""
+    for request in runtime.reads.requests(job_id):
+        if request.answer == control:
+            return {"answered": request.request}
+    return {}
+
+
 def wait_until_done(runtime: ServerRuntime, job_id: str, timeout_s: float) -> dict[str, Any]:
-    """The job body once the job left running (or at the cap, still ``running``)."""
+    """The job body once the job left running or its run waits for an answer (``questions``),
+    or at the cap, still ``running``."""
     deadline = time.monotonic() + timeout_s
     events = runtime.events
     while True:
         head = events.head()
         body = job_body(runtime, job_id)
         remaining = deadline - time.monotonic()
-        if body["status"] != "running" or remaining <= 0 or runtime.ending():
+        asks = "questions" in body  # the caller's answer is what the run waits for
+        if body["status"] != "running" or asks or remaining <= 0 or runtime.ending():
             runtime.check_log()  # a job whose log is gone never ends: say so, not "running"
             return body
         events.wait_for(head, min(remaining, 1.0))
@@ -182,6 +209,8 @@ class Invocations:
             return
         # A prompt delivered into the running job says so in every answer, with its control.
         delivery = {"delivered": True, "control": accepted.control} if accepted.control else {}
+        if accepted.control:  # an answer to the run's question names the question
+            delivery.update(answered(runtime, accepted.job_id, accepted.control))
         receipt = {
             "status": "accepted",
             "invocation": accepted.job_id,
@@ -239,7 +268,9 @@ class Invocations:
         a client can resume with Last-Event-ID. Ends at the result, which is therefore always
         final, or at shutdown (the client reconnects). There is no cap, as in the source
         system (the sync cap is for plain JSON only): a keep-alive comment goes out every
-        ``sse_keepalive_s`` of silence for as long as the job runs."""
+        ``sse_keepalive_s`` of silence for as long as the job runs. Each question its run asks
+        is an ``input_required`` event, and the stream stays open for the answer (the next
+        prompt on the session)."""
         runtime, events = self.runtime, self.runtime.events
         yield sse.comment("stream open")  # sends the headers before the first wait
         if receipt is not None:
@@ -251,13 +282,21 @@ class Invocations:
             keepalive_s=self.config.sse_keepalive_s,
             poll_s=0.5,
             stream_id=ids.job(job_id),
-            wanted=lambda e: isinstance(e.event, JobOutput) or e.state in JOB_TERMINAL,
+            wanted=lambda e: isinstance(e.event, SHOWN) or e.state in JOB_TERMINAL,
         ):
             if recorded is None:
                 yield sse.comment("keepalive")
             elif recorded.state in JOB_TERMINAL:
                 yield sse.event("result", job_body(runtime, job_id), recorded.position)
                 return
+            elif isinstance(recorded.event, JobInputRequested):  # the stream stays open
+                asked = recorded.event
+                question = {
+                    "invocation": job_id,
+                    "request": asked.request,
+                    "question": asked.question,
+                }
+                yield sse.event("input_required", question, recorded.position)
             elif isinstance(recorded.event, JobOutput):
                 yield sse.event("delta", {"text": recorded.event.text}, recorded.position)
         yield sse.SHUTDOWN  # follow ends without a deadline only when the server stops

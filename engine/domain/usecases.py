@@ -17,13 +17,15 @@ between is a ``TaskMoved``, and the caller plans again.
 
 Work that is already running and takes input (ADR 0038) gets a request without a new run: a
 follow-up on a task whose live run reads controls is delivered into it (``deliver``), and so is
-an invocation that asks for it on a session whose owed job does (``deliver_prompt``). The
-request's idempotency key is then the command id of what it recorded (the control), so a repeat
-answers the job it went into (``_made_by``).
+an invocation that asks for it on a session whose owed job does (``deliver_prompt``). An
+invocation on a session whose owed job has a question pending is its answer, whatever it asks
+for (``answer_prompt``). The request's idempotency key is then the command id of what it
+recorded (the control), so a repeat answers the job it went into (``_made_by``).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -36,7 +38,7 @@ from engine.domain.engine import DomainEngine
 from engine.domain.errors import NoChannel, SessionNotFound, TaskEnded, TaskMoved, TaskNotFound
 from engine.domain.push import PushConfig, SetPushConfig
 from engine.domain.rows import DomainView, JobRow, TaskRow
-from engine.domain.rules.channel import listening, takes_input
+from engine.domain.rules.channel import listening, owed_question, takes_input
 from engine.domain.task import TERMINAL
 from engine.log import Transaction
 
@@ -200,6 +202,47 @@ def deliver_prompt(
             return None
         control = SendControl(
             job_id=job.job_id, action="message", text=prompt, by="invocation", command_id=command_id
+        )
+        done = engine.handle_in(tx, control)
+        return Started(job.job_id, job.task_id, position=tx.position, control=done.last_position)
+
+    return engine.log.write(work)
+
+
+def is_waiting_for_answer(engine: DomainEngine, session_id: str) -> bool:
+    """Whether the job ``session_id`` owes has a question pending, as the committed log says
+    (a hint: ``answer_prompt`` decides again inside its write)."""
+    return owed_question(engine.view_of(engine.log.connection()), session_id) is not None
+
+
+def answer_prompt(
+    engine: DomainEngine, session_id: str, prompt: str, command_id: str | None
+) -> Started | None:
+    """Deliver an invocation's prompt as the answer to the oldest pending question of the job
+    ``session_id`` owes (``respond`` with ``{"text": prompt}``, as an A2A follow-up answers
+    one); else None, and nothing is recorded. A repeat of ``command_id`` appends nothing.
+
+    Raises:
+        EngineError: the rules refused the control (a response of more than 64 KiB of JSON).
+    """
+
+    def work(tx: Transaction) -> Started | None:
+        view = engine.view_of(tx.cursor)
+        replay = _replay(tx, view, command_id)
+        if replay is not None:
+            return replay
+        asked = owed_question(view, session_id)
+        if asked is None:
+            return None
+        job, request = asked
+        answer = json.dumps({"text": prompt}, ensure_ascii=False)
+        control = SendControl(
+            job_id=job.job_id,
+            action="respond",
+            request=request,
+            response=answer,
+            by="invocation",
+            command_id=command_id,
         )
         done = engine.handle_in(tx, control)
         return Started(job.job_id, job.task_id, position=tx.position, control=done.last_position)

@@ -178,6 +178,19 @@ def listening(view: DomainView, task: TaskRow) -> JobRow | None:
     return None
 
 
+def owed_question(view: DomainView, session_id: str) -> tuple[JobRow, str] | None:
+    """The job ``session_id`` owes and the request id of its run's oldest unanswered question,
+    if that job is running, takes input and asked one: an invocation's prompt on the session
+    answers it (``engine.domain.usecases.answer_prompt``)."""
+    session = view.session(session_id)
+    owes = session.owes if session is not None else None
+    job = view.job(owes.ref) if owes is not None and owes.kind == "job" else None
+    if job is None or not takes_input(job):
+        return None
+    pending = view.pending_requests(job.job_id)
+    return (job, pending[0][0]) if pending else None
+
+
 @rule(c.DeliverTaskMessage)
 def deliver_task_message(cmd: c.DeliverTaskMessage, ctx: Context) -> None:
     """A follow-up into the task's running agent: recorded on the task (which works again, or
