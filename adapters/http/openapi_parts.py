@@ -205,7 +205,10 @@ INVOKE = (
     " Accept: text/event-stream the stream has no cap: accepted, delta per output chunk,"
     " keep-alive comments, and always the final result. deliver: true sends the prompt into the"
     " session's running job when its run takes input (every answer then says delivered: true"
-    " and its control)."
+    " and its control). A run that asks its caller a question answers sync at once: the job,"
+    " status running, with waitingForInput: true and questions (request, question); SSE sends"
+    " an input_required event and stays open. The next prompt on that session, whatever"
+    " deliver says, is the answer to the oldest question (answered names it)."
 )
 A2A = (
     "A2A JSON-RPC: SendMessage, SendStreamingMessage, GetTask, CancelTask, ListTasks,"

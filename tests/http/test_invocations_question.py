@@ -87,6 +87,8 @@ def test_invocations_question_answers_the_sync_caller_and_the_next_prompt_answer
     first, first_s = _invoke(server, {"prompt": "a shirt", "session": "s1"})
     job_id = first["invocation"]
     got, _ = _invoke(server, {"get": job_id})
+    unknown = server.invoke({"prompt": "blue", "session": "s1", "agent": "nope"})
+    too_long = server.invoke({"prompt": "x" * 70_000, "session": "s1"})
     controls_after_get = _controls(server, job_id)
     # No ``deliver``, and ``deliver: false``: a prompt on the session answers the question.
     second, second_s = _invoke(server, {"prompt": "blue", "session": "s1", "id": "k2"})
@@ -101,6 +103,9 @@ def test_invocations_question_answers_the_sync_caller_and_the_next_prompt_answer
     assert first["session"] == "s1" and "delivered" not in first
     # A get shows the same question and answers nothing.
     assert got | _asked("colour", "Which colour?") == got and got["invocation"] == job_id
+    # Refused answers record nothing: an unknown agent, an answer over 64 KiB of JSON.
+    assert unknown[0] == 400 and "nope" in unknown[1]["error"]
+    assert too_long[0] == 400 and "response" in too_long[1]["error"]
     assert controls_after_get == []
     # The answer goes into the same job; its sync answer waits for the next question.
     assert second["invocation"] == job_id and second["status"] == "running"
@@ -144,8 +149,10 @@ def test_invocations_question_is_an_sse_event_and_the_stream_stays_open(server: 
             raise AssertionError(f"the stream ended before {name}: {named}")
 
         colour = until("input_required")
-        # An async answer: the receipt names the question it answered.
-        receipt, _ = _invoke(server, {"prompt": "red", "session": "s2", "async": True})
+        # An async answer, from a file: the receipt names the question it answered.
+        (server.workspace / "colour.txt").write_text("red")
+        answer = {"promptFile": "colour.txt", "session": "s2", "async": True}
+        receipt, _ = _invoke(server, answer)
         size = until("input_required")
         done, _ = _invoke(server, {"prompt": "small", "session": "s2"})
         result = until("result")
