@@ -85,17 +85,22 @@ class ReadModels:
     def task(self, task_id: str) -> TaskRow | None:
         return queries.task(self._conn(), task_id)
 
-    def count_tasks(self, session_id: str | None, state: str | None) -> int:
-        return queries.count_tasks(self._conn(), session_id, state)
+    def count_tasks(
+        self, session_id: str | None, state: str | None, updated_after: str | None = None
+    ) -> int:
+        return queries.count_tasks(self._conn(), session_id, state, updated_after)
 
-    def tasks_newest_first(
+    def tasks_last_updated_first(
         self,
         session_id: str | None,
         state: str | None,
+        updated_after: str | None,
         before: tuple[str, str] | None,
         limit: int,
     ) -> list[TaskRow]:
-        return queries.tasks_newest_first(self._conn(), session_id, state, before, limit)
+        return queries.tasks_last_updated_first(
+            self._conn(), session_id, state, updated_after, before, limit
+        )
 
     def task_jobs(self, task_id: str) -> list[str]:
         return queries.task_jobs(self._conn(), task_id)

@@ -161,18 +161,49 @@ EXTENDED_CARD_NOT_CONFIGURED = -32007
 UNAUTHENTICATED = -32000  # foldline's: the operator token is missing or wrong (no A2A code)
 
 
-class RpcError(ApiError):
-    """A JSON-RPC error answer (HTTP 200, as the client insists); ``data``, when given, is the
-    error object's ``data`` member (foldline's stable string ``code`` for a server fault)."""
+# The ``google.rpc.ErrorInfo`` reason of each code (A2A 1.0 §9.5): what a 1.0 client reads
+# besides the code. foldline's own code (-32000) has a reason of its own, in its own domain.
+ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
+A2A_DOMAIN, FOLDLINE_DOMAIN = "a2a-protocol.org", "foldline"
+REASONS: dict[int, tuple[str, str]] = {
+    PARSE: ("PARSE_ERROR", A2A_DOMAIN),
+    INVALID_REQUEST: ("INVALID_REQUEST", A2A_DOMAIN),
+    NO_METHOD: ("METHOD_NOT_FOUND", A2A_DOMAIN),
+    INVALID_PARAMS: ("INVALID_PARAMS", A2A_DOMAIN),
+    INTERNAL: ("INTERNAL_ERROR", A2A_DOMAIN),
+    TASK_NOT_FOUND: ("TASK_NOT_FOUND", A2A_DOMAIN),
+    NOT_CANCELABLE: ("TASK_NOT_CANCELABLE", A2A_DOMAIN),
+    -32003: ("PUSH_NOTIFICATION_NOT_SUPPORTED", A2A_DOMAIN),
+    UNSUPPORTED: ("UNSUPPORTED_OPERATION", A2A_DOMAIN),
+    CONTENT_TYPE_UNSUPPORTED: ("CONTENT_TYPE_NOT_SUPPORTED", A2A_DOMAIN),
+    -32006: ("INVALID_AGENT_RESPONSE", A2A_DOMAIN),
+    EXTENDED_CARD_NOT_CONFIGURED: ("EXTENDED_AGENT_CARD_NOT_CONFIGURED", A2A_DOMAIN),
+    -32008: ("EXTENSION_SUPPORT_REQUIRED", A2A_DOMAIN),
+    VERSION_UNSUPPORTED: ("VERSION_NOT_SUPPORTED", A2A_DOMAIN),
+    UNAUTHENTICATED: ("UNAUTHENTICATED", FOLDLINE_DOMAIN),
+}
 
-    def __init__(self, code: int, message: str, data: dict[str, Any] | None = None) -> None:
+
+class RpcError(ApiError):
+    """A JSON-RPC error answer (HTTP 200, as the client insists). ``data`` is what the error
+    says beyond its code and message (string values: foldline's stable ``code`` for a server
+    fault, the id of what was not found): in the 1.0 dialect the ``metadata`` of the error's
+    one ``ErrorInfo``, in 0.3 (which defines no detail) the ``data`` member itself, if any."""
+
+    def __init__(self, code: int, message: str, data: dict[str, str] | None = None) -> None:
         super().__init__(falcon.HTTP_200, "rpc_error", message)
         self.rpc_code, self.data = code, data
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, legacy: bool = False) -> dict[str, Any]:
+        """The error object, in the 1.0 dialect unless ``legacy`` (0.3)."""
         error: dict[str, Any] = {"code": self.rpc_code, "message": self.message}
-        if self.data is not None:
-            error["data"] = self.data
+        if legacy:
+            if self.data is not None:
+                error["data"] = self.data
+            return error
+        reason, domain = REASONS[self.rpc_code]
+        info = {"@type": ERROR_INFO, "reason": reason, "domain": domain}
+        error["data"] = [{**info, "metadata": dict(self.data or {})}]
         return error
 
 
@@ -193,12 +224,14 @@ RpcAnswer = Callable[[Any], RpcError]
 # Any other engine error a method lets through is the HTTP surface's.
 RPC_ERRORS: dict[tuple[type[Exception], str | None], RpcAnswer] = {
     (e.StorageError, None): lambda ex: RpcError(INTERNAL, ex.message, {"code": ex.code}),
-    (d.LeaseBusy, None): lambda ex: RpcError(INTERNAL, LEASE_BUSY_TEXT),
+    (d.LeaseBusy, None): lambda ex: RpcError(INTERNAL, LEASE_BUSY_TEXT, {"code": "lease_busy"}),
     (d.SessionNotFound, MESSAGE): lambda ex: RpcError(
         INVALID_PARAMS, f"unknown contextId {ex.fields['session_id']}"
     ),
     (d.TaskNotFound, MESSAGE): lambda ex: RpcError(
-        TASK_NOT_FOUND, f"Task {ex.fields['task_id']} not found in this context"
+        TASK_NOT_FOUND,
+        f"Task {ex.fields['task_id']} not found in this context",
+        {"taskId": ex.fields["task_id"]},
     ),
     (d.TaskEnded, MESSAGE): lambda ex: RpcError(
         UNSUPPORTED, f"Task {ex.fields['task_id']} is in terminal state"
@@ -206,6 +239,11 @@ RPC_ERRORS: dict[tuple[type[Exception], str | None], RpcAnswer] = {
     # Raised again after every retry the message had (task_messages.RETRIES).
     (d.TaskMoved, MESSAGE): lambda ex: RpcError(
         INTERNAL, "the task kept changing under this message; send it again"
+    ),
+    (task_messages.ReplayDiffers, MESSAGE): lambda ex: RpcError(
+        INVALID_PARAMS,
+        ex.message,
+        {"messageId": ex.fields["message_id"], "differs": ",".join(ex.fields["differs"])},
     ),
     (e.InvalidArgument, AGENT): lambda ex: RpcError(INVALID_PARAMS, ex.message),
     (DispatchFailed, LAUNCH): lambda ex: RpcError(INTERNAL, f"Dispatch failed on the remote: {ex}"),

@@ -93,12 +93,15 @@ class JobReads(Protocol):
 class TaskReads(Protocol):
     def task(self, task_id: str) -> TaskRow | None: ...
 
-    def count_tasks(self, session_id: str | None, state: str | None) -> int: ...
+    def count_tasks(
+        self, session_id: str | None, state: str | None, updated_after: str | None = None
+    ) -> int: ...
 
-    def tasks_newest_first(
+    def tasks_last_updated_first(
         self,
         session_id: str | None,
         state: str | None,
+        updated_after: str | None,
         before: tuple[str, str] | None,
         limit: int,
     ) -> list[TaskRow]: ...

@@ -45,6 +45,13 @@ LAUNCH = "launch"
 WHERE_IT_GOES = (SessionNotFound, TaskNotFound, TaskEnded, TaskMoved)
 
 
+class ReplayDiffers(InvalidArgument):
+    """A message id sent before, with something else in it: a message id names one message,
+    so the replay is refused rather than answered as the first one (nothing recorded)."""
+
+    code = "message_replay_differs"
+
+
 class MessageRefused(Exception):
     """The message was refused at ``step`` (``MESSAGE``, ``AGENT`` or ``LAUNCH``) because of
     ``error`` (an ``EngineError`` or a ``DispatchFailed``); nothing of it was recorded."""
@@ -133,7 +140,7 @@ class TaskMessages:
         engine = self._engine()
         route = usecases.route(engine, request)
         if route.replay is not None:
-            return str(route.replay.task_id)
+            return self._replayed(request, files, route.replay)
         says_something = bool(request.text) or files.present
         if route.task is not None and route.listening is not None and says_something:
             # A live run: the message's text says it all (a line per file in it).
@@ -149,7 +156,7 @@ class TaskMessages:
             except NoChannel:  # its run just stopped taking input: a new run, planned afresh
                 route = usecases.route(engine, request)
                 if route.replay is not None:
-                    return str(route.replay.task_id)
+                    return self._replayed(request, files, route.replay)
         task_id = route.task.task_id if route.task is not None else request.new_task_id
         text, env = files.told(request.text, task_id)
         request = replace(request, text=text)
@@ -167,6 +174,47 @@ class TaskMessages:
             planned_version=version,
         )
         return self._launch(planned, messages, env)
+
+    def _replayed(
+        self, request: usecases.TaskMessage, files: Files, replay: usecases.Started
+    ) -> str:
+        """The task a message sent before went into, if this send says what the first one
+        said: the same context and task (where it names them), the same text (the first
+        one's file lines aside, when it has files) and no push config the task lacks.
+
+        Raises:
+            ReplayDiffers: what differs, by the A2A field names (nothing recorded).
+        """
+        task_id = str(replay.task_id)
+        conn = self._engine().log.connection()
+        record = queries.task(conn, task_id)
+        if record is None:  # only a projection rebuild could get here: the first one stands
+            return task_id
+        differs = []
+        if request.session_named and request.session_id != record.session_id:
+            differs.append("contextId")
+        if request.task_named and request.task_named != task_id:
+            differs.append("taskId")
+        said = dict(record.messages()).get(request.message_id)
+        if said is not None and not _same_text(said, request.text, files.present):
+            differs.append("parts")
+        push = request.push
+        if push is not None and not any(
+            (row.url, row.token) == (push.url, push.token)
+            for row in queries.push_configs(conn, task_id)
+        ):
+            differs.append("configuration.taskPushNotificationConfig")
+        if differs:
+            raise MessageRefused(
+                MESSAGE,
+                ReplayDiffers(
+                    f"messageId {request.message_id} was sent before with another "
+                    f"{', '.join(differs)}; a message id names one message",
+                    message_id=request.message_id,
+                    differs=differs,
+                ),
+            )
+        return task_id
 
     def _deliver(self, request: usecases.TaskMessage) -> str:
         try:
@@ -201,3 +249,9 @@ class TaskMessages:
         except (EngineError, DispatchFailed) as ex:  # the run's refusal, or the server's fault
             raise MessageRefused(LAUNCH, ex) from None
         return str(started.task_id)
+
+
+def _same_text(recorded: str, text: str, with_files: bool) -> bool:
+    """Whether a replay's text is the recorded one's: equal, or, for a message with files,
+    the recorded text before the line per file it was given (all of it, without a text)."""
+    return recorded == text or (with_files and (not text or recorded.startswith(f"{text}\n")))

@@ -40,7 +40,7 @@ from projections.queries.entities import (
     task,
     task_jobs,
     task_of_command,
-    tasks_newest_first,
+    tasks_last_updated_first,
 )
 from projections.queries.log import Mark, StateCount, head_mark, log_head, mark_at, stream_counts
 from projections.queries.push import (
@@ -133,5 +133,5 @@ __all__ = [
     "task",
     "task_jobs",
     "task_of_command",
-    "tasks_newest_first",
+    "tasks_last_updated_first",
 ]

@@ -164,7 +164,9 @@ def task(conn: Any, task_id: str) -> TaskRow | None:
     return select_one(conn, TaskRow, "WHERE task_id = ?", task_id)
 
 
-def _task_filter(session_id: str | None, state: str | None) -> tuple[list[str], list[Any]]:
+def _task_filter(
+    session_id: str | None, state: str | None, updated_after: str | None
+) -> tuple[list[str], list[Any]]:
     where, args = [], []
     if session_id is not None:
         where.append("session_id = ?")
@@ -172,30 +174,38 @@ def _task_filter(session_id: str | None, state: str | None) -> tuple[list[str], 
     if state is not None:
         where.append("state = ?")
         args.append(state)
+    if updated_after is not None:  # the log's time form sorts like the time itself
+        where.append("updated_at > ?")
+        args.append(updated_after)
     return where, args
 
 
-def count_tasks(conn: Any, session_id: str | None, state: str | None) -> int:
-    where, args = _task_filter(session_id, state)
+def count_tasks(
+    conn: Any, session_id: str | None, state: str | None, updated_after: str | None = None
+) -> int:
+    where, args = _task_filter(session_id, state, updated_after)
     clause = f"WHERE {' AND '.join(where)}" if where else ""
     return int(conn.execute(f"SELECT count(*) FROM tasks {clause}", args).fetchall()[0][0])
 
 
-def tasks_newest_first(
+def tasks_last_updated_first(
     conn: Any,
     session_id: str | None,
     state: str | None,
+    updated_after: str | None,
     before: tuple[str, str] | None,
     limit: int,
 ) -> list[TaskRow]:
-    """Tasks newest first, keyset-paged below ``before`` = (created_at, task_id)."""
-    where, args = _task_filter(session_id, state)
+    """Tasks by their last update, newest first, keyset-paged below ``before`` =
+    (updated_at, task_id): a task appears at most once in a listing, and every task not
+    updated while it is read appears in it (one updated meanwhile moves to its top)."""
+    where, args = _task_filter(session_id, state, updated_after)
     if before is not None:
-        where.append("(created_at, task_id) < (?, ?)")
+        where.append("(updated_at, task_id) < (?, ?)")
         args += list(before)
     clause = f"WHERE {' AND '.join(where)}" if where else ""
     return select(
-        conn, TaskRow, f"{clause} ORDER BY created_at DESC, task_id DESC LIMIT ?", *args, limit
+        conn, TaskRow, f"{clause} ORDER BY updated_at DESC, task_id DESC LIMIT ?", *args, limit
     )
 
 

@@ -62,8 +62,10 @@ def test_a2a_send_message_answers_a_wrapped_completed_task(make_client: MakeClie
     assert task["artifacts"][0]["parts"] == [{"text": "echo: hello\n"}]
     assert task["history"][0]["role"] == "ROLE_USER"
     assert task["status"]["message"]["role"] == "ROLE_AGENT"
-    again = send(client, "ignored", "m1")  # messageId deduplicates: same task, no new run
+    again = send(client, "hello", "m1")  # messageId deduplicates: same task, no new run
     assert again["result"]["task"]["id"] == task["id"]
+    # A replay that says something else is refused, never silently answered as the first.
+    assert send(client, "ignored", "m1")["error"]["code"] == -32602
     got = rpc(client, "GetTask", {"id": task["id"], "historyLength": 0})["result"]
     assert got["id"] == task["id"] and "history" not in got  # GetTask answers a bare Task
 
@@ -169,7 +171,13 @@ def test_a2a_lease_busy_is_an_internal_error_with_the_stable_text(
     send(first, "mine", "a")
     second, _ = make_client(ECHO, holder="two")
     answer = send(second, "yours", "b")
-    assert answer["error"] == {"code": -32603, "message": LEASE_BUSY_TEXT}
+    info = {"reason": "INTERNAL_ERROR", "domain": "a2a-protocol.org"}
+    detail = {"@type": "type.googleapis.com/google.rpc.ErrorInfo", **info}
+    assert answer["error"] == {
+        "code": -32603,
+        "message": LEASE_BUSY_TEXT,
+        "data": [{**detail, "metadata": {"code": "lease_busy"}}],
+    }
 
 
 def test_a2a_cancel_and_its_errors(make_client: MakeClient) -> None:

@@ -150,7 +150,9 @@ def test_media_files_come_back_as_file_parts_of_the_result(tmp_path: Path) -> No
         ]
 
         # A listing sends no bytes: every file is a URL part.
-        listed = _rpc(server, "ListTasks", {"pageSize": 10})["result"]["tasks"]
+        listed = _rpc(server, "ListTasks", {"pageSize": 10, "includeArtifacts": True})["result"][
+            "tasks"
+        ]
         parts = [p for t in listed for p in t["artifacts"][0]["parts"][1:]]
         assert parts and all("url" in p and "raw" not in p for p in parts)
 
@@ -229,7 +231,7 @@ async def _through_the_client(url: str) -> dict[str, Any]:
     streaming = await create_client(url)
     seen["stream"] = [r async for r in streaming.send_message(user_message("m-again", "again"))]
     seen["get"] = await blocking.get_task(GetTaskRequest(id=seen["task"].id))
-    seen["list"] = await blocking.list_tasks(ListTasksRequest(page_size=10))
+    seen["list"] = await blocking.list_tasks(ListTasksRequest(page_size=10, include_artifacts=True))
     for client in (blocking, streaming):
         await client.close()
     return seen

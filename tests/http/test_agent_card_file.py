@@ -87,7 +87,9 @@ def test_the_card_file_is_served_merged_and_the_extended_card_to_the_operator(
         assert legacy == extended
         for token in (None, "not-the-token"):
             error = _rpc(server, "GetExtendedAgentCard", token)["error"]
-            assert error["code"] == -32000 and error["data"] == {"code": "unauthorized"}
+            (info,) = error["data"]
+            assert error["code"] == -32000 and info["reason"] == "UNAUTHENTICATED"
+            assert info["domain"] == "foldline" and info["metadata"] == {"code": "unauthorized"}
         by_sdk = asyncio.run(_extended_by_sdk(f"http://127.0.0.1:{server.port}"))
         assert [s.id for s in by_sdk.skills] == ["review", "merge"]
 

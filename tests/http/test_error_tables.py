@@ -23,7 +23,9 @@ def test_a2a_refusals_of_where_a_message_goes_keep_their_texts(make_client: Make
     task_id, context = task["id"], task["contextId"]
 
     def error(message_id: str, **extra: Any) -> dict[str, Any]:
-        return dict(send(client, "again", message_id, **extra)["error"])
+        """The error's code and message (its ErrorInfo is ``test_rpc_errors_carry_...``'s)."""
+        answer = send(client, "again", message_id, **extra)["error"]
+        return {"code": answer["code"], "message": answer["message"]}
 
     assert error("m2", contextId="ctx-nope") == {
         "code": -32602,
@@ -40,8 +42,29 @@ def test_a2a_refusals_of_where_a_message_goes_keep_their_texts(make_client: Make
 
 
 def rpc(error: Exception, step: str | None = None) -> dict[str, Any] | None:
+    """The error object in the 0.3 dialect: code, message and the detail's metadata."""
     answer = errors.rpc_error(error, step)
-    return None if answer is None else answer.to_dict()
+    return None if answer is None else answer.to_dict(legacy=True)
+
+
+def test_rpc_errors_carry_one_error_info_in_1_0() -> None:
+    full = errors.rpc_error(StorageFull("the disk is full"))
+    assert full is not None and full.to_dict() == {
+        "code": -32603,
+        "message": "the disk is full",
+        "data": [
+            {
+                "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                "reason": "INTERNAL_ERROR",
+                "domain": "a2a-protocol.org",
+                "metadata": {"code": "storage_full"},
+            }
+        ],
+    }
+    # Every code the server answers has its reason: none is left without one.
+    for code in (-32700, -32600, -32601, -32602, -32603, -32001, -32002, -32004, -32005):
+        (info,) = errors.RpcError(code, "m").to_dict()["data"]
+        assert info["domain"] == "a2a-protocol.org" and info["reason"], code
 
 
 def test_rpc_table_rows_by_step() -> None:
@@ -68,7 +91,11 @@ def test_rpc_table_rows_by_step() -> None:
             "message": full.message,
             "data": {"code": full.code},
         }
-        assert rpc(d.LeaseBusy("held"), step) == {"code": -32603, "message": LEASE_BUSY_TEXT}
+        assert rpc(d.LeaseBusy("held"), step) == {
+            "code": -32603,
+            "message": LEASE_BUSY_TEXT,
+            "data": {"code": "lease_busy"},
+        }
 
 
 def test_v1_and_console_rows() -> None:

@@ -38,6 +38,13 @@ from tests.support.server import RECOVERY_RUNNER, Server, read_until, serve, sto
 LOG_FILES = ("foldline.db", "foldline.db-wal", "foldline.db-shm")
 ENV = {"FOLDLINE_RUNNER": RECOVERY_RUNNER}  # a quick echo; the default lease timings
 CARD = "/.well-known/agent-card.json"
+# The ErrorInfo of a busy workspace's -32603 (A2A 1.0 §9.5): the source's code and text, and why.
+BUSY_INFO = {
+    "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+    "reason": "INTERNAL_ERROR",
+    "domain": "a2a-protocol.org",
+    "metadata": {"code": "lease_busy"},
+}
 LOCAL_TABLE = "27 1 254:0 / / rw,relatime - ext4 /dev/vda rw,discard\n"
 
 
@@ -105,7 +112,7 @@ def test_shared_volume_a2a_lease_busy_is_json_rpc_with_the_request_id(
     comes first (an unknown method, a bad version header), as in the source system."""
     client, runtime = make_client(shared_volume=True)
     _held_elsewhere(runtime)
-    busy = {"code": -32603, "message": LEASE_BUSY_TEXT}
+    busy = {"code": -32603, "message": LEASE_BUSY_TEXT, "data": [BUSY_INFO]}
     envelope = {"jsonrpc": "2.0", "id": "r-7", "method": "GetTask", "params": {"id": "t"}}
     answer = client.simulate_post("/", json=envelope)
     assert answer.status_code == 200 and answer.json == {
@@ -268,7 +275,7 @@ def test_shared_volume_server_on_nfs4_opens_nothing_then_takes_over_on_release(
         assert status == 200 and json.loads(raw) == {
             "jsonrpc": "2.0",
             "id": 1,
-            "error": {"code": -32603, "message": LEASE_BUSY_TEXT},
+            "error": {"code": -32603, "message": LEASE_BUSY_TEXT, "data": [BUSY_INFO]},
         }
         status, _, raw = second.request("GET", "/ping")
         assert status == 200 and json.loads(raw)["status"] == "Healthy"
@@ -379,10 +386,9 @@ def test_shared_volume_a2a_callers_see_lease_busy_and_retry_until_the_holder_rel
             stop(first.process)  # graceful: the lease is released before it exits
             answers = caller.result(timeout=sum(RETRIES_S) + 60)
     *busy, (_, last) = answers
+    error = {"code": -32603, "message": LEASE_BUSY_TEXT, "data": [BUSY_INFO]}
     assert busy and all(
-        answer
-        == {"jsonrpc": "2.0", "id": "halo-1", "error": {"code": -32603, "message": LEASE_BUSY_TEXT}}
-        for _, answer in busy
+        answer == {"jsonrpc": "2.0", "id": "halo-1", "error": error} for _, answer in busy
     ), busy
     assert all(status == 200 for status, _ in answers)
     assert last["id"] == "halo-1" and "error" not in last, last

@@ -175,7 +175,8 @@ def test_storage_full_answers_507_and_the_server_takes_writes_again_once_space_r
     assert {k.lower(): v for k, v in headers.items()}["retry-after"] == "5"
     status, _, raw = sent  # A2A: HTTP 200 and -32603 (the client keeps only those), code in data
     assert status == 200 and json.loads(raw)["error"]["code"] == -32603, raw
-    assert json.loads(raw)["error"]["data"] == {"code": "storage_full"}, raw
+    (info,) = json.loads(raw)["error"]["data"]  # one ErrorInfo (A2A 1.0 §9.5), the code in it
+    assert info["reason"] == "INTERNAL_ERROR" and info["metadata"] == {"code": "storage_full"}, raw
     refused = {k: v for k, v in answered.items() if 400 <= v[0] < 500 or v[0] == 500}
     assert not refused  # a full disk is never the caller's fault, nor an unexplained 500
     assert "disk is full" in waited  # the run held its end while the disk was full

@@ -6,6 +6,8 @@ from typing import Any
 
 import msgspec
 
+from engine import FixedClock
+from engine.clock import format_time
 from engine.domain import commands as c
 from engine.domain import ids
 from engine.domain.rows import JobRow, LeaseRow, SessionRow, TaskRow
@@ -105,18 +107,26 @@ def test_queries_controlled_sessions_in_transition(engine: Any) -> None:
     assert queries.session_controller(conn(engine), "nobody") is None
 
 
-def test_queries_tasks_newest_first_and_counted(engine: Any) -> None:
-    engine.handle(c.CreateSession(session_id="s", start_run_id="r"))
+def test_queries_tasks_last_updated_first_and_counted(engine: Any, clock: FixedClock) -> None:
+    for session in ("s", "s2", "s3"):  # a session owes one task at a time
+        engine.handle(c.CreateSession(session_id=session, start_run_id=f"r-{session}"))
     engine.handle(c.CreateTask(task_id="t1", session_id="s", message_id="m1", text="hi"))
-    engine.handle(c.CancelTask(task_id="t1", text="no"))
-    engine.handle(c.CreateTask(task_id="t2", session_id="s", message_id="m2"))
-    assert queries.count_tasks(conn(engine), "s", None) == 2
+    engine.handle(c.CreateTask(task_id="t2", session_id="s2", message_id="m2"))
+    engine.handle(c.CreateTask(task_id="t3", session_id="s3", message_id="m3"))
+    started = format_time(clock.now())
+    clock.advance(1)
+    engine.handle(c.CancelTask(task_id="t1", text="no"))  # the oldest, updated last
+    assert queries.count_tasks(conn(engine), "s", None) == 1
     assert queries.count_tasks(conn(engine), None, "canceled") == 1
-    page = queries.tasks_newest_first(conn(engine), "s", None, None, 10)
-    # One clock instant: the id breaks the tie, newest (largest) first.
-    assert [t.task_id for t in page] == ["t2", "t1"]
-    below = queries.tasks_newest_first(conn(engine), None, None, (page[0].created_at, "t2"), 10)
-    assert [t.task_id for t in below] == ["t1"]
+    assert queries.count_tasks(conn(engine), None, None, started) == 1
+    page = queries.tasks_last_updated_first(conn(engine), None, None, None, None, 2)
+    # t1 by its update; then one clock instant, where the id breaks the tie, largest first.
+    assert [t.task_id for t in page] == ["t1", "t3"]
+    below = (page[-1].updated_at, page[-1].task_id)
+    rest = queries.tasks_last_updated_first(conn(engine), None, None, None, below, 10)
+    assert [t.task_id for t in rest] == ["t2"]
+    since = queries.tasks_last_updated_first(conn(engine), None, None, started, None, 10)
+    assert [t.task_id for t in since] == ["t1"]
     task = queries.task(conn(engine), "t1")
     assert task is not None and (task.state, task.status_text, task.text) == (
         "canceled",

@@ -43,6 +43,7 @@ from adapters.http.follow import follow
 from adapters.http.inbound import SEND_MESSAGE_TEXTS, SendMessageIn, refusal
 from adapters.http.ports import ServerRuntime
 from adapters.system.url_policy import UrlPolicy
+from engine.clock import format_time, parse_time
 from engine.domain import commands as c
 from engine.domain import ids
 from engine.domain.errors import LeaseBusy
@@ -69,6 +70,23 @@ def _history_length(params: dict[str, Any]) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise RpcError(INVALID_PARAMS, "historyLength must be an integer >= 0")
     return value
+
+
+def _timestamp(params: dict[str, Any], name: str) -> str | None:
+    """An RFC 3339 time parameter, in the log's own time form (None when absent).
+
+    Raises:
+        RpcError: -32602, not an RFC 3339 time.
+    """
+    value = params.get(name)
+    if value is None:
+        return None
+    try:
+        if not isinstance(value, str):
+            raise ValueError(value)
+        return format_time(parse_time(value))
+    except ValueError:
+        raise RpcError(INVALID_PARAMS, f"{name} must be an RFC 3339 time") from None
 
 
 def _envelope(req: falcon.Request) -> dict[str, Any]:
@@ -122,6 +140,7 @@ class JsonRpc:
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         request_id: Any = None
+        in_03 = False  # a 0.3 method was asked for: its errors are in that dialect
         try:
             body = _envelope(req)
             request_id = _request_id(body)
@@ -133,6 +152,7 @@ class JsonRpc:
                 raise RpcError(VERSION_UNSUPPORTED, f"A2A version {version!r} is not supported")
             # The two sets of names do not collide: the method says which shapes to speak.
             legacy = v03.METHODS.get(method)
+            in_03 = legacy is not None or method in v03.PUSH_METHODS
             handler = self.methods.get(legacy or method)
             pushes = method in push.METHODS or method in v03.PUSH_METHODS
             if handler is None and not pushes:
@@ -157,9 +177,9 @@ class JsonRpc:
             answer = rpc_error(ex)
             if answer is None:
                 raise
-            self._error(resp, request_id, answer)
+            self._error(resp, request_id, answer, in_03)
         except RpcError as ex:
-            self._error(resp, request_id, ex)
+            self._error(resp, request_id, ex, in_03)
 
     def hold_or_answer_busy(self, req: falcon.Request, resp: falcon.Response) -> bool:
         """In shared-volume mode (ADR 0042), before anything else: hold the lease, or answer
@@ -173,17 +193,24 @@ class JsonRpc:
             answer = rpc_error(busy)  # the table's row for a busy workspace, anywhere
             if answer is None:
                 raise
-            request_id = None
+            request_id, method = None, None
             with contextlib.suppress(RpcError):
-                request_id = _request_id(_envelope(req))
-            self._error(resp, request_id, answer)
+                body = _envelope(req)
+                request_id, method = _request_id(body), body.get("method")
+            in_03 = method in v03.METHODS or method in v03.PUSH_METHODS
+            self._error(resp, request_id, answer, in_03)
             return False
         return True
 
     @staticmethod
-    def _error(resp: falcon.Response, request_id: Any, error: RpcError) -> None:
+    def _error(
+        resp: falcon.Response, request_id: Any, error: RpcError, legacy: bool = False
+    ) -> None:
+        """Answer ``error``: in 1.0 with its ``ErrorInfo`` (§9.5), in 0.3 as that dialect has
+        it (a method of neither, or a request too broken to name one, answers in 1.0)."""
         resp.content_type = falcon.MEDIA_JSON
-        resp.media = {"jsonrpc": "2.0", "id": request_id, "error": error.to_dict()}
+        error_object = error.to_dict(legacy=legacy)
+        resp.media = {"jsonrpc": "2.0", "id": request_id, "error": error_object}
 
     @staticmethod
     def _result(resp: falcon.Response, request_id: Any, result: Any) -> None:
@@ -192,7 +219,7 @@ class JsonRpc:
     def _task_row(self, task_id: str) -> TaskRow:
         record = self.runtime.reads.task(task_id)
         if record is None:
-            raise RpcError(TASK_NOT_FOUND, f"Task {task_id} not found")
+            raise RpcError(TASK_NOT_FOUND, f"Task {task_id} not found", {"taskId": task_id})
         return record
 
     def _files(self, *, inline: bool = True) -> result_files.Parts:
@@ -346,6 +373,8 @@ class JsonRpc:
         self._result(resp, request_id, task_json(self._task_row(task_id)))
 
     def list_tasks(self, params: dict[str, Any], request_id: Any, resp: falcon.Response) -> None:
+        """``ListTasks`` (§3.1.4): by last update, newest first, keyset-paged on
+        (status timestamp, id); artifacts only with ``includeArtifacts``."""
         size = params.get("pageSize", 50)
         if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= 100:
             raise RpcError(INVALID_PARAMS, "pageSize must be an integer from 1 to 100")
@@ -356,46 +385,50 @@ class JsonRpc:
             if status not in STATE_BY_NAME:
                 raise RpcError(INVALID_PARAMS, f"unknown status {status!r}")
             state = STATE_BY_NAME[status]
+        after = _timestamp(params, "statusTimestampAfter")
+        artifacts = params.get("includeArtifacts", False)
+        if not isinstance(artifacts, bool):
+            raise RpcError(INVALID_PARAMS, "includeArtifacts must be true or false")
         self._wake()
         reads = self.runtime.reads
-        total = reads.count_tasks(context, state)
+        total = reads.count_tasks(context, state, after)
         token = params.get("pageToken")
         before = None
-        if token:  # keyset: the last (created_at, task_id) of the previous page
+        if token:  # keyset: the last (updated_at, task_id) of the previous page
             try:
-                created, last_id = media.decode(
+                updated, last_id = media.decode(
                     base64.urlsafe_b64decode(token.encode()), tuple[str, str]
                 )
             except (ValueError, TypeError, AttributeError):
                 raise RpcError(INVALID_PARAMS, "pageToken is not one this server issued") from None
-            before = (created, last_id)
-        rows = reads.tasks_newest_first(context, state, before, size + 1)
+            before = (updated, last_id)
+        rows = reads.tasks_last_updated_first(context, state, after, before, size + 1)
         more = len(rows) > size
         rows = rows[:size]
         next_token = ""
         if more:
             next_token = base64.urlsafe_b64encode(
-                media.encode([rows[-1].created_at, rows[-1].task_id])
+                media.encode([rows[-1].updated_at, rows[-1].task_id])
             ).decode()
         history = _history_length(params)
-        self._result(
-            resp,
-            request_id,
-            {
-                # No file bytes in a listing: URL parts or descriptions (GetTask sends bytes).
-                "tasks": [task_json(row, history, self._files(inline=False)) for row in rows],
-                "nextPageToken": next_token,
-                "pageSize": size,
-                "totalSize": total,
-            },
-        )
+        # No file bytes in a listing: URL parts or descriptions (GetTask sends bytes).
+        tasks = [task_json(row, history, self._files(inline=False)) for row in rows]
+        if not artifacts:
+            for task in tasks:
+                task.pop("artifacts", None)
+        listing = {"tasks": tasks, "nextPageToken": next_token, "pageSize": size}
+        self._result(resp, request_id, {**listing, "totalSize": total})
 
     def subscribe(self, params: dict[str, Any], request_id: Any, resp: falcon.Response) -> None:
         task_id = self._task_id(params)
         self._wake()
         row = self._task_row(task_id)
         if row.state in TASK_TERMINAL:
-            raise RpcError(UNSUPPORTED, f"Task {task_id} is in terminal state: {STATE[row.state]}")
+            raise RpcError(
+                UNSUPPORTED,
+                f"Task {task_id} is in terminal state: {STATE[row.state]}",
+                {"taskId": task_id, "state": STATE[row.state]},
+            )
         self._stream(resp, task_id, request_id)
 
     def get_extended_card(

@@ -14,6 +14,7 @@ otherwise; 0.3 the Task, with the status of that transition.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -133,7 +134,7 @@ class PushMethods:
 
     def _task(self, task_id: str) -> None:
         if self.runtime.reads.task(task_id) is None:
-            raise RpcError(TASK_NOT_FOUND, f"Task {task_id} not found")
+            raise RpcError(TASK_NOT_FOUND, f"Task {task_id} not found", {"taskId": task_id})
 
     def _row(self, task_id: str, config_id: str | None) -> PushConfigRow:
         self._task(task_id)
@@ -171,14 +172,19 @@ class PushMethods:
         return self.runtime.reads.push_configs(task_id)
 
     def delete(self, params: dict[str, Any]) -> None:
-        row = self._row(_string(params, "taskId"), _string(params, "id"))
+        """Delete a config of a known task; idempotent (§3.1.10): a config already gone, or
+        never made, is deleted already, and nothing is recorded.
+
+        Raises:
+            RpcError: -32001, the task is unknown.
+        """
+        task_id, config_id = _string(params, "taskId"), _string(params, "id")
+        self._task(task_id)
+        if self.runtime.reads.push_config(task_id, config_id) is None:
+            return
         self.write()
-        try:
-            self.runtime.handle(
-                push_.DeletePushConfig(task_id=row.task_id, config_id=row.config_id)
-            )
-        except NotFound as ex:  # deleted meanwhile
-            raise as_rpc(ex, PUSH) from None
+        with contextlib.suppress(NotFound):  # deleted meanwhile: as wanted
+            self.runtime.handle(push_.DeletePushConfig(task_id=task_id, config_id=config_id))
 
     def answer(self, method: str, params: dict[str, Any]) -> Any:
         """The result of a config method of either dialect."""
