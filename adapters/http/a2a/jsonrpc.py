@@ -328,12 +328,20 @@ class JsonRpc:
         task_id = self._accept(self._send_params(params))
         self._stream(resp, task_id, request_id)
 
-    def _stream(self, resp: falcon.Response, task_id: str, request_id: Any) -> None:
+    def _stream(
+        self,
+        resp: falcon.Response,
+        task_id: str,
+        request_id: Any,
+        ends: frozenset[str] = stream.ENDS,
+    ) -> None:
         resp.content_type = "text/event-stream"
         resp.set_header("Cache-Control", "no-store")
-        resp.stream = self._events(task_id, request_id, self._files())
+        resp.stream = self._events(task_id, request_id, self._files(), ends)
 
-    def _events(self, task_id: str, request_id: Any, files: result_files.Parts) -> Iterator[bytes]:
+    def _events(
+        self, task_id: str, request_id: Any, files: result_files.Parts, ends: frozenset[str]
+    ) -> Iterator[bytes]:
         runtime = self.runtime
         for frame in stream.task_events(
             runtime.reads,
@@ -343,6 +351,7 @@ class JsonRpc:
             runtime.ending,
             keepalive_s=runtime.config.a2a_keepalive_s,
             files=files,
+            ends=ends,
         ):  # no deadline: the sync cap is for blocking SendMessage only
             if frame is stream.KEEPALIVE:
                 # After a kill, a subscriber may be the only caller: with no cap to end its
@@ -429,7 +438,8 @@ class JsonRpc:
                 f"Task {task_id} is in terminal state: {STATE[row.state]}",
                 {"taskId": task_id, "state": STATE[row.state]},
             )
-        self._stream(resp, task_id, request_id)
+        # §3.1.6: a subscription ends when the task does, through any question it asks.
+        self._stream(resp, task_id, request_id, ends=TASK_TERMINAL)
 
     def get_extended_card(
         self, params: dict[str, Any], request_id: Any, resp: falcon.Response

@@ -10,7 +10,8 @@ the client holds, ``append: false``; the next ones ``append: true``), each task 
 true``. A client that reconnects (``SubscribeToTask``) gets the same from the task's state, so
 nothing of the artifact is lost. A follow-up that starts a new run for the task (ADR 0024)
 simply restarts the artifact; one delivered into the running run (ADR 0038) starts none, so the
-artifact goes on. The stream ends at a terminal or interrupted state, when the client leaves, or
+artifact goes on. A message's stream ends at a terminal or interrupted state, a subscription's
+at a terminal one only (it sees the task through its questions), or when the client leaves, or
 when the server stops or its log is gone (``stop``); never at a cap, whatever
 ``FOLDLINE_SYNC_WAIT_S`` says: a stream ended early would look to the client like a task that
 never finished.
@@ -32,7 +33,8 @@ from engine.domain.task import TERMINAL
 from engine.domain.task import TaskState as T
 from engine.events import RecordedEvent
 
-# The states after which a stream ends: the task will not change without a new message.
+# The states after which a message's stream ends: the task will not change without a new
+# message. A subscription (§3.1.6) goes on through them, to a terminal state.
 ENDS = TERMINAL | {T.INPUT_REQUIRED, T.AUTH_REQUIRED}
 KEEPALIVE = b": keep-alive\n\n"
 # A push config changes nothing a subscriber sees (ADR 0039): no status update for it.
@@ -48,8 +50,9 @@ def task_events(
     *,
     keepalive_s: float,
     files: FileParts | None = None,
+    ends: frozenset[str] = ENDS,
 ) -> Iterator[bytes]:
-    """The SSE frames of the task's stream, until its final status or ``stop()``."""
+    """The SSE frames of the task's stream, until a status in ``ends`` or ``stop()``."""
 
     def frame(result: dict[str, Any]) -> bytes:
         return sse.data({"jsonrpc": "2.0", "id": request_id, "result": result})
@@ -59,7 +62,7 @@ def task_events(
     if record is None:
         return
     yield frame({"task": task_json(record, files=files)})
-    if record.state in ENDS:
+    if record.state in ends:
         return
     if record.state == T.WORKING:
         yield frame(status_update(record))
@@ -116,6 +119,6 @@ def task_events(
                     )
                 )
             yield frame(status_update(record))
-            if record.state in ENDS:
+            if record.state in ends:
                 return
     yield sse.SHUTDOWN  # with no deadline, follow ends only once stop() says so

@@ -11,6 +11,7 @@ the one implementation; this module only renames and reshapes.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 import falcon
@@ -35,6 +36,7 @@ PUSH_METHODS = frozenset(
 # 1.0 wire state -> 0.3 state (the task machine's own lowercase names are 0.3's).
 STATES = {name: str(state) for state, name in STATE.items()}
 FINAL = frozenset(STATE[s] for s in TERMINAL | {T.INPUT_REQUIRED, T.AUTH_REQUIRED})
+TERMINAL_NAMES = frozenset(STATE[s] for s in TERMINAL)
 
 
 def is_supported_version(version: str) -> bool:
@@ -149,14 +151,14 @@ def task(value: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def event(result: dict[str, Any]) -> dict[str, Any]:
+def event(result: dict[str, Any], final_states: frozenset[str] = FINAL) -> dict[str, Any]:
     """A 1.0 StreamResponse (``{"task"|"statusUpdate"|"artifactUpdate"|"message": ...}``) as
-    the 0.3 event it stands for."""
+    the 0.3 event it stands for; a status in ``final_states`` is ``final``."""
     if "task" in result:
         return task(result["task"])
     if "statusUpdate" in result:
         update = result["statusUpdate"]
-        final = update["status"]["state"] in FINAL
+        final = update["status"]["state"] in final_states
         return {
             **update,
             "kind": "status-update",
@@ -190,9 +192,11 @@ def _envelope(raw: bytes, reshape: Any) -> Any:
 def _frames(chunks: Iterator[bytes], method: str) -> Iterator[bytes]:
     """The 1.0 handler's body, reshaped: SSE ``data:`` frames as events, a blocking answer as
     its result; keep-alive spaces and comments go through untouched."""
+    # A resubscription goes on through a question: only a terminal status is its last.
+    final = TERMINAL_NAMES if method == "SubscribeToTask" else FINAL
     for chunk in chunks:
         if chunk.startswith(b"data: "):
-            yield sse.data(_envelope(chunk[len(b"data: ") :], event))
+            yield sse.data(_envelope(chunk[len(b"data: ") :], partial(event, final_states=final)))
         elif chunk.lstrip().startswith(b"{"):
             yield media.encode(_envelope(chunk, lambda value: result(method, value)))
         else:
