@@ -24,7 +24,7 @@ from typing import Any
 
 import msgspec
 
-from adapters.services import front_handoff, notify, sandbox
+from adapters.services import front_handoff, notify, run_given, sandbox
 from adapters.services.busy import BusyBoard
 from adapters.services.run import Run, RunSettings
 from adapters.services.writers import Worktrees
@@ -73,6 +73,7 @@ class Launch:
     env: Mapping[str, str] | None = None  # added to the run's environment (FOLDLINE_TASK_MESSAGES)
     write_scope: tuple[str, ...] = ()  # a writer: it runs in a worktree of its own
     worktree: tuple[Path, str] | None = None  # a resumed writer's worktree and base commit
+    history: bool = True  # a root job: its run gets its session's history (ADR 0049)
 
 
 def token_digest(token: str) -> str:
@@ -236,6 +237,8 @@ class Dispatcher:
             Launch(session_id, item.prompt.encode(), item.agent, write_scope=item.write_scope)
             for item in items
         ]
+        if parent_job is not None:  # a worker's parent tells it what it needs: no history
+            launches = [replace(launch, history=False) for launch in launches]
         job_ids, _ = self.launch_all(launches, admit)
         return job_ids
 
@@ -272,6 +275,7 @@ class Dispatcher:
             job_id=job_id,
             write_scope=tuple(accepted.write_scope),
             worktree=worktree,
+            history=accepted.parent_job is None,
         )
         self.launch_all([launch], lambda _: None)
 
@@ -298,7 +302,8 @@ class Dispatcher:
         Each run gets ``FOLDLINE_URL`` and a fresh ``FOLDLINE_RUN_TOKEN``; only the token's
         sha256 is recorded (``job.started``), so the log never holds a usable credential. Of
         the server's environment it gets the allowlist and what ``FOLDLINE_RUN_ENV`` names
-        (``adapters.settings.run_env``), never over the values set here.
+        (``adapters.settings.run_env``), never over the values set here. Its files to read
+        (its session's history, its job's earlier output) are ``adapters.services.run_given``'s.
 
         Raises:
             DispatchFailed: a run could not be started (nothing recorded).
@@ -307,6 +312,7 @@ class Dispatcher:
         engine = self._engine()
         started: list[tuple[Launch, str, Run]] = []
         made: list[str] = []  # the worktrees this launch made: gone again if it fails
+        given = run_given.Given(engine.log, self.sandbox, self.config.workspace, self.private)
         try:
             for launch in launches:
                 job_id, run_id = launch.job_id or new_id("job"), new_id("run")
@@ -325,6 +331,7 @@ class Dispatcher:
                 if writer is not None:
                     cwd = writer.worktree
                     env.update(FOLDLINE_WORKTREE=str(cwd), FOLDLINE_BASE_COMMIT=writer.base)
+                earlier = given.prepare(env, job_id, run_id, launch.history, bool(launch.job_id))
                 command = self.config.command_of(launch.agent)
                 env.update(
                     {"FOLDLINE_INPUT": "lines"} if self.config.input_of(launch.agent) else {}
@@ -345,10 +352,12 @@ class Dispatcher:
                     writer=writer,
                     input=self.config.input_of(launch.agent),
                     resumed=launch.job_id is not None,
+                    earlier=earlier,
                 )
                 started.append((launch, token_digest(token), run))
         except (OSError, GitFailed) as ex:
             self._abandon(started, made)
+            given.discard()
             raise DispatchFailed(f"runner could not start: {ex}") from ex
 
         job_ids = [run.job_id for *_, run in started]
@@ -370,13 +379,16 @@ class Dispatcher:
             outcome = usecases.start(engine, admit(job_ids), starts)
         except BaseException:
             self._abandon(started, made)
+            given.discard()
             raise
         if outcome.duplicate:  # nothing was recorded: these runs are not wanted
             self._abandon(started, made)
+            given.discard()
             return job_ids, outcome
-        for *_, run in started:
+        for launch, _, run in started:
+            files = given.settle(run.run_id, launch.session_id)
             thread = threading.Thread(
-                target=self._run, args=(run,), name=f"run-{run.job_id}", daemon=True
+                target=self._run, args=(run, files), name=f"run-{run.job_id}", daemon=True
             )
             with self._lock:
                 self._runs[run.job_id] = thread
@@ -391,11 +403,12 @@ class Dispatcher:
         for job_id in made:
             self.worktrees.drop(job_id)
 
-    def _run(self, run: Run) -> None:
+    def _run(self, run: Run, files: run_given.RunFiles) -> None:
         """A run's thread: the run to its end (``Run.to_end``), in-flight work meanwhile."""
         try:
             run.to_end()
         finally:
+            files.remove()  # what it was given to read goes with it
             with self._lock:
                 self._runs.pop(run.job_id, None)
             self.busy.leave()

@@ -102,12 +102,14 @@ class Run:
         writer: WriterRun | None = None,  # a writer's worktree: its patch is taken at the end
         input: str = "",  # "lines": the run takes controls while it runs (ADR 0038)
         resumed: bool = False,
+        earlier: str = "",  # a resumed run: what the job's earlier runs recorded (ADR 0049)
     ) -> None:
         self.job_id, self.run_id = job_id, run_id
         self.process = process
         self.writer = writer
         self._engine, self._settings = engine, settings
         self._prompt, self._resumed = prompt, resumed
+        self._earlier = earlier
         self._channel = input == ch.INPUT_LINES
         self._signals = Signals(job_id, run_id) if self._channel else None
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -213,16 +215,17 @@ class Run:
                 log.debug("output of %s not recorded: %s", self.job_id, ex)
 
     def _last_words(self, io: RunIO) -> tuple[str, str]:
-        """The output since the last tick, and the result. A channel run's signals are
-        recorded here, in order, before its end; neither keeps them."""
+        """The output since the last tick, and the result: the job's whole output, the
+        earlier runs' recorded output (a resumed run's) then this run's stdout. A channel
+        run's signals are recorded here, in order, before its end; neither keeps them."""
         last_output = self._decoder.decode(io.take_new(), final=True)
         result = io.stdout().decode("utf-8", errors="replace")
         if self._signals is None:
-            return last_output, result
+            return last_output, self._earlier + result
         said = self._signals.take(last_output, final=True)
         tail = said.pop() if said and isinstance(said[-1], str) else None
         record_said(self._engine, self.job_id, said)
-        return (tail if isinstance(tail, str) else ""), without_signals(result)
+        return (tail if isinstance(tail, str) else ""), self._earlier + without_signals(result)
 
     def _record_end(
         self,

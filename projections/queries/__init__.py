@@ -20,6 +20,7 @@ from projections.queries.channel import (
 )
 from projections.queries.entities import (
     Page,
+    RootJob,
     count_tasks,
     find_invocation,
     job,
@@ -36,6 +37,7 @@ from projections.queries.entities import (
     run_caller,
     session,
     session_controller,
+    session_root_jobs,
     sessions_page,
     task,
     task_jobs,
@@ -81,6 +83,7 @@ __all__ = [
     "Page",
     "PendingNotify",
     "RequestRow",
+    "RootJob",
     "Run",
     "StateCount",
     "Worktree",
@@ -127,6 +130,7 @@ __all__ = [
     "runs_before_epoch",
     "session",
     "session_controller",
+    "session_root_jobs",
     "session_runs",
     "sessions_page",
     "stream_counts",

@@ -123,6 +123,35 @@ def run_caller(conn: Any, token_digest: str) -> JobRow | None:
     return select_one(conn, JobRow, "WHERE token_digest = ? AND state = 'running'", token_digest)
 
 
+class RootJob(msgspec.Struct, frozen=True):
+    """One root job of a session as its history tells it (``adapters.services.run_given``):
+    where its prompt is (the ``job.accepted`` event at ``accepted_position``), its state,
+    times and reply."""
+
+    job_id: str
+    state: str
+    agent: str
+    accepted_position: int
+    prompt_file: str
+    result: str | None
+    created_at: str
+    started_at: str | None
+    finished_at: str | None
+
+
+def session_root_jobs(conn: Any, session_id: str, before_job: str, limit: int) -> list[RootJob]:
+    """The session's jobs without a parent accepted before ``before_job`` (all of them while
+    it is not recorded), newest first, at most ``limit``."""
+    sql = (
+        "SELECT job_id, state, agent, accepted_position, prompt_file, result, created_at,"
+        " started_at, finished_at FROM jobs WHERE session_id = ? AND parent_job IS NULL"
+        " AND accepted_position < coalesce("
+        "(SELECT accepted_position FROM jobs WHERE job_id = ?), 9223372036854775807)"
+        " ORDER BY accepted_position DESC LIMIT ?"
+    )
+    return decode(RootJob, conn.execute(sql, (session_id, before_job, limit)).fetchall())
+
+
 def job_state(conn: Any, job_id: str) -> str | None:
     rows = conn.execute("SELECT state FROM jobs WHERE job_id = ?", (job_id,)).fetchall()
     return str(rows[0][0]) if rows else None

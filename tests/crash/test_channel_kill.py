@@ -82,7 +82,9 @@ def test_a_control_recorded_before_a_kill_reaches_the_resumed_run_exactly_once(
         body = poll_invocation(second, job_id, "ok", limit=60)  # a get starts the recovery
         events = job_events(second, job_id)
     got = [[sent[3], "finalize"], [sent[4], "effort"]]
-    assert body["result"] == f"resumed run got {json.dumps(got)}\n"
+    # the job's whole output (ADR 0049): the first run's line, then the resumed run's
+    said = f"first run: reads nothing more\nresumed run got {json.dumps(got)}\n"
+    assert body["result"] == said
     runs = [e["event"]["run_id"] for e in of_type(events, "job.started")]
     assert len(runs) == 2 and runs[0] == first_run
     by_control: dict[int, str] = {}

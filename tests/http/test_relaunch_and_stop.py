@@ -101,7 +101,8 @@ def test_job_continue_relaunches_a_paused_gone_job_with_its_input(tmp_path: Path
         status, row = _json(server, "POST", f"/v1/jobs/{job_id}/continue", {"input": "and more"})
         assert status == 200, row
         row = _until(server, job_id, lambda r: r["state"] == "ok")
-        assert row["result"].splitlines()[:2] == ["task", "", "and more"][:2]
+        # the job's whole output (ADR 0049): the first run's, then the resumed run's
+        assert row["result"].splitlines()[:4] == ["ready", "task", "", "and more"]
         assert "and more" in row["result"] and row["runs"] == 2
 
 
