@@ -15,6 +15,7 @@ import pytest
 
 from tests.support.agents import python_agent, workspace_with_agents
 from tests.support.coordination import CALL
+from tests.support.postgres import session_cluster
 from tests.support.server import Server, serve
 
 pytestmark = [pytest.mark.server]
@@ -74,10 +75,13 @@ def _call(server: Server, body: dict[str, Any]) -> dict[str, Any]:
     return answer  # type: ignore[no-any-return]
 
 
+@pytest.mark.parametrize("storage", ["sqlite", pytest.param("postgres", marks=pytest.mark.slow)])
 def test_session_history_reaches_the_third_call_with_the_first_two_prompts_and_replies(
-    tmp_path: Path,
+    tmp_path: Path, storage: str
 ) -> None:
     workspace, env = _historian(tmp_path)
+    if storage == "postgres":  # the read of a session's root jobs, on the other backend
+        env["FOLDLINE_DB"] = session_cluster().url_for(tmp_path)
     with serve(workspace, env) as server:
         first = _call(server, {"prompt": "my name is Ada", "session": "s1"})
         second = _call(server, {"prompt": "what is my name?", "session": "s1"})
@@ -162,3 +166,31 @@ def test_a_run_as_another_user_reads_its_history_and_cannot_list_its_directory_a
         first["result"],
     )
     assert not Path(lines[1][3:]).parent.exists()
+
+
+def _a2a(server: Server, message: dict[str, Any]) -> dict[str, Any]:
+    """A blocking SendMessage: the task, once it is done."""
+    body = {"jsonrpc": "2.0", "id": "r", "method": "SendMessage", "params": {"message": message}}
+    status, _, raw = server.request("POST", "/", body, timeout=60)
+    assert status == 200, raw
+    return json.loads(raw)["result"]["task"]  # type: ignore[no-any-return]
+
+
+def test_an_a2a_tasks_run_gets_its_contexts_history_besides_its_messages(
+    tmp_path: Path,
+) -> None:
+    workspace, env = _historian(tmp_path)
+    with serve(workspace, env) as server:
+        first = _a2a(server, {"messageId": "m-1", "parts": [{"text": "hello"}]})
+        context = first["contextId"]
+        second = _a2a(
+            server, {"messageId": "m-2", "contextId": context, "parts": [{"text": "again"}]}
+        )
+        _, _, raw = server.request("GET", f"/v1/jobs?session={context}")
+    assert first["id"] != second["id"]
+    jobs = {job["task_id"]: job for job in json.loads(raw)["jobs"]}
+    seen = _seen(workspace, jobs[second["id"]]["job_id"])
+    assert [(e["job_id"], e["state"], e["prompt"]) for e in seen] == [
+        (jobs[first["id"]]["job_id"], "ok", "hello"),
+    ]
+    assert seen[0]["reply"].startswith("reply to hello: 0 earlier")
