@@ -25,6 +25,7 @@ RUN_OWN = frozenset(
         "FOLDLINE_RESUMED",
         "FOLDLINE_URL",
         "FOLDLINE_RUN_TOKEN",
+        "FOLDLINE_SESSION_HISTORY",  # a root job's run (ADR 0049)
     }
 )
 SHELL_OWN = frozenset({"PWD", "OLDPWD", "SHLVL", "_"})
