@@ -20,6 +20,7 @@ from engine.domain.job import (
     JobNotifyStarted,
     JobPaused,
     JobResumeFailed,
+    JobSettled,
     JobStarted,
     JobSuperseded,
     JobSuspended,
@@ -60,6 +61,7 @@ _STARTED = Shape(
 _FINISHED = Shape(
     "state", "version", "updated_at", "result", "files", "exit_code", "warnings",
     "finished_at", "result_state", "patch_sha256", "patch_size", "patch_paths", "patch_base",
+    "outcome",
 )  # fmt: skip
 
 
@@ -92,16 +94,23 @@ def finished(e: RecordedEvent, job: str) -> tuple[Any, ...]:
     ev: Any = e.event
     at = e.recorded_at
     files = msgspec.json.encode(ev.files).decode() if ev.files else "[]"
+    # A settling job's run ended, the job did not: it is finished when it settles (ADR 0050).
+    finished_at = None if ev.settling else at
     patch = ev.patch
     if patch is None:
         return (
             job, e.state, e.version, at, ev.result, files, ev.exit_code,
-            json_list(ev.warnings), at, UNREAD, None, None, None, None,
+            json_list(ev.warnings), finished_at, UNREAD, None, None, None, None, ev.outcome,
         )  # fmt: skip
     return (
         job, e.state, e.version, at, ev.result, files, ev.exit_code, json_list(ev.warnings),
-        at, UNREAD, patch.sha256, patch.size, json_list(patch.paths), patch.base_commit,
+        finished_at, UNREAD, patch.sha256, patch.size, json_list(patch.paths),
+        patch.base_commit, ev.outcome,
     )  # fmt: skip
+
+
+def settled(e: RecordedEvent, job: str) -> Change:
+    return _moved(e, job, finished_at=e.recorded_at)
 
 
 def superseded(e: RecordedEvent, job: str) -> Change:
@@ -215,6 +224,7 @@ FOLDS: dict[type[Event], Fold] = {
     JobAccepted: accepted,
     JobStarted: started,
     JobFinished: finished,
+    JobSettled: settled,
     JobSuperseded: superseded,
     JobPaused: paused,
     JobContinued: _moved,
@@ -240,8 +250,9 @@ FOLDS: dict[type[Event], Fold] = {
 class JobsProjection(FoldedProjection):
     name = "jobs"
     # 2: task_id column; 3: run token digest and result disposition; 4: a writer's worktree,
-    # its patch and the integration intent (issue 28); 5: the run's input and active turn
-    version = 5
+    # its patch and the integration intent (issue 28); 5: the run's input and active turn;
+    # 6: the run's outcome, kept while the job settles (ADR 0050)
+    version = 6
     tables = ("jobs",)
     folds_by_entity = True  # every row from its own entity's streams
     ddl = """
@@ -288,6 +299,7 @@ class JobsProjection(FoldedProjection):
             integration_after TEXT,
             integration_paths TEXT,
             integrated_tree   TEXT,
+            outcome           TEXT,
             superseded_by     TEXT,
             reason            TEXT,
             notify_pid        INTEGER,

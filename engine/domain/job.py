@@ -16,6 +16,9 @@ class JobState(StrEnum):
     PAUSED = "paused"
     SUSPENDED = "suspended"
     CANCELLING = "cancelling"
+    # Owed to a caller, its run ended while jobs of its subtree were live: it ends (with its
+    # own recorded outcome) in the commit that ends the last of them (ADR 0050).
+    SETTLING = "settling"
     OK = "ok"
     ERROR = "error"
     SUPERSEDED = "superseded"
@@ -29,6 +32,8 @@ LIVE_STATES = [s for s in J if s not in TERMINAL]
 HOLDS_CAPACITY = frozenset({J.QUEUED, J.RUNNING, J.CANCELLING})
 # A run process exists in these states: what it says, and what reaches it, is recorded.
 RUN_LIVE = [J.RUNNING, J.PAUSED, J.CANCELLING]
+# A settling job has no run left to confirm a cancel: it is cancelled at once.
+CANCEL_REQUESTABLE = [s for s in LIVE_STATES if s != J.SETTLING]
 
 
 class FileEntry(msgspec.Struct, frozen=True):
@@ -89,6 +94,16 @@ class JobFinished(Event, tag="job.finished", frozen=True, kw_only=True):
     exit_code: int | None = None
     warnings: tuple[str, ...] = ()
     patch: PatchEntry | None = None  # what a writer's run changed in its worktree, if anything
+    # The job is owed to a caller and jobs of its subtree were live when its run ended: the
+    # run's end is recorded here, and the job waits in ``settling`` (ADR 0050).
+    settling: bool = False
+
+
+class JobSettled(Event, tag="job.settled", frozen=True, kw_only=True):
+    """The last live job below a settling job ended: the settling job ends with the outcome
+    its run recorded (``job.finished``), in that same commit (ADR 0050)."""
+
+    outcome: str  # "ok" | "error", as the job's finish recorded it
 
 
 class JobOutput(Event, tag="job.output", frozen=True, kw_only=True):
@@ -209,10 +224,20 @@ class JobNotifyLost(Event, tag="job.notify_lost", frozen=True, kw_only=True):
 
 def _outcome_is(value: str):  # type: ignore[no-untyped-def]
     def guard(head: StreamHead, event: Event) -> bool:
-        return isinstance(event, JobFinished) and event.outcome == value
+        if isinstance(event, JobFinished):
+            return event.outcome == value and not event.settling
+        return isinstance(event, JobSettled) and event.outcome == value
 
     guard.__name__ = f"outcome_is_{value}"
     return guard
+
+
+_OK = _outcome_is("ok")
+_ERROR = _outcome_is("error")
+
+
+def _settling(head: StreamHead, event: Event) -> bool:
+    return isinstance(event, JobFinished) and event.settling
 
 
 JOB = MachineSpec(
@@ -224,16 +249,27 @@ JOB = MachineSpec(
     transitions=[
         Transition(JobAccepted, NEW, J.QUEUED),
         Transition(JobStarted, [J.QUEUED, J.PAUSED, J.SUSPENDED], J.RUNNING),
-        Transition(JobFinished, [J.RUNNING], J.OK, guard=_outcome_is("ok")),
-        Transition(JobFinished, [J.RUNNING], J.ERROR, guard=_outcome_is("error")),
-        Transition(JobSuperseded, [J.QUEUED, J.RUNNING, J.PAUSED, J.SUSPENDED], J.SUPERSEDED),
+        Transition(JobFinished, [J.RUNNING], J.OK, guard=_OK),
+        Transition(JobFinished, [J.RUNNING], J.ERROR, guard=_ERROR),
+        Transition(JobFinished, [J.RUNNING], J.SETTLING, guard=_settling),
+        Transition(JobSettled, [J.SETTLING], J.OK, guard=_OK),
+        Transition(JobSettled, [J.SETTLING], J.ERROR, guard=_ERROR),
+        Transition(
+            JobSuperseded,
+            [J.QUEUED, J.RUNNING, J.PAUSED, J.SUSPENDED, J.SETTLING],
+            J.SUPERSEDED,
+        ),
         Transition(JobOutput, [J.RUNNING, J.CANCELLING]),
         Transition(JobPaused, [J.RUNNING], J.PAUSED),
         Transition(JobContinued, [J.PAUSED], J.RUNNING),
         Transition(JobSuspended, [J.RUNNING, J.PAUSED], J.SUSPENDED),
         Transition(JobResumeFailed, [J.SUSPENDED], J.ERROR),
-        Transition(JobCancelRequested, LIVE_STATES, J.CANCELLING),
-        Transition(JobCancelled, [J.CANCELLING, J.QUEUED, J.PAUSED, J.SUSPENDED], J.CANCELLED),
+        Transition(JobCancelRequested, CANCEL_REQUESTABLE, J.CANCELLING),
+        Transition(
+            JobCancelled,
+            [J.CANCELLING, J.QUEUED, J.PAUSED, J.SUSPENDED, J.SETTLING],
+            J.CANCELLED,
+        ),
         Transition(JobControlSent, [J.RUNNING]),
         Transition(JobControlDelivered, RUN_LIVE),
         Transition(JobControlLost, LIVE_STATES),

@@ -123,6 +123,9 @@ class JobRow(msgspec.Struct, frozen=True, kw_only=True):
     # tree with while the result is ``integrating``.
     integration: Integration | None
     integrated_tree: str | None  # the working tree's git tree id once integrated
+    # How its run ended (``ok`` or ``error``), once it did: what a settling job ends as
+    # when its subtree is quiet (ADR 0050).
+    outcome: str | None = None
 
     @property
     def caller_id(self) -> str | None:

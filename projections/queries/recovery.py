@@ -122,19 +122,20 @@ def resumable_jobs(conn: Any, left_for_continue: str) -> list[str]:
     an A2A task that is still open, and the workers those spawned (their descendants, so a
     resumed root finds its batch running again), oldest first, so parents before children. Not
     those suspended with the reason ``left_for_continue`` (a paused run cut off: it waits for an
-    operator's continue)."""
+    operator's continue). An owed job that is settling (ADR 0050) has no run to resume, but
+    the workers it waits for are resumed, so it can end."""
     cut_off = f"j.state = '{J.SUSPENDED}' AND coalesce(j.reason, '') != ?"
     rows = conn.execute(
         "WITH RECURSIVE wanted (job_id) AS ("
         " SELECT j.job_id FROM jobs j JOIN sessions s ON s.session_id = j.session_id"
         " LEFT JOIN tasks t ON t.task_id = j.task_id"
-        f" WHERE {cut_off}"
+        f" WHERE ({cut_off} OR j.state = '{J.SETTLING}')"
         " AND ((s.owes_kind = 'job' AND s.owes_ref = j.job_id)"
         f" OR t.state IN ({_marks([T.SUBMITTED, T.WORKING])}))"
         " UNION SELECT j.job_id FROM jobs j JOIN wanted w ON j.parent_job = w.job_id"
         f" WHERE {cut_off})"
         " SELECT j.job_id FROM jobs j JOIN wanted w ON w.job_id = j.job_id"
-        " ORDER BY j.accepted_position",
+        f" WHERE j.state = '{J.SUSPENDED}' ORDER BY j.accepted_position",
         (left_for_continue, left_for_continue),
     ).fetchall()
     return [row[0] for row in rows]

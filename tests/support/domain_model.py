@@ -14,7 +14,7 @@ from tests.unit.test_domain_machines import SPEC
 
 SESSION_HOLDS = {"starting", "running", "detached", "finishing", "stopping", "cancelling"}
 JOB_HOLDS = {"queued", "running", "cancelling"}
-JOB_LIVE = {"queued", "running", "paused", "suspended", "cancelling"}
+JOB_LIVE = {"queued", "running", "paused", "suspended", "cancelling", "settling"}
 SESSION_TERMINAL = {"completed", "failed", "stopped", "cancelled"}
 TASK_OPEN = {"submitted", "working", "input-required", "auth-required"}
 FINISHED = {"ok", "error"}
@@ -54,6 +54,7 @@ class DomainModel:
         saved = copy.deepcopy((self.sessions, self.jobs, self.tasks, self.order))
         try:
             getattr(self, type(command).__name__)(command)
+            self._quiet()
         except Refused as refusal:
             self.sessions, self.jobs, self.tasks, self.order = saved
             return refusal.code
@@ -128,6 +129,15 @@ class DomainModel:
                 earlier["superseded_by"] = owed[1] if owed[0] == "job" else f"{owed[0]}:{owed[1]}"
         self._move("session", session, "session.owes")
         session["owes"] = owed
+
+    def _quiet(self) -> None:
+        """The quiet gate (ADR 0050): a settling job whose subtree is quiet ends as its run
+        did, and settles its session's pointer."""
+        for jid in self.order:
+            job = self.jobs[jid]
+            if job["state"] == "settling" and not self._descendants(jid):
+                job["state"] = job["outcome"]
+                self._settle(job["session"], ("job", jid))
 
     def _end_work(self, sid: str) -> None:
         """A session becoming terminal takes its live jobs and open tasks with it, and owes
@@ -287,10 +297,15 @@ class DomainModel:
 
     def FinishJob(self, cmd: c.FinishJob) -> None:
         job = self._get(self.jobs, cmd.job_id)
-        self._move("job", job, "job.finished", cmd.outcome)
+        # The quiet gate (ADR 0050): the job its session owes waits for its live subtree.
+        owed = self.sessions[job["session"]]["owes"] == ("job", cmd.job_id)
+        settling = owed and bool(self._descendants(cmd.job_id))
+        self._move("job", job, "job.finished", "settling" if settling else cmd.outcome)
+        job["outcome"] = cmd.outcome
         job["result"] = "unread"
         job["patch"] = cmd.patch.sha256 if cmd.patch else None
-        self._settle(job["session"], ("job", cmd.job_id))
+        if not settling:
+            self._settle(job["session"], ("job", cmd.job_id))
 
     def PauseJob(self, cmd: c.PauseJob) -> None:
         self._move("job", self._get(self.jobs, cmd.job_id), "job.paused")

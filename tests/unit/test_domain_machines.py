@@ -23,7 +23,7 @@ SESSION_LIVE = [
     "cancelling",
 ]
 SESSION_ALL = [*SESSION_LIVE, "completed", "failed", "stopped", "cancelled"]
-JOB_LIVE = ["queued", "running", "paused", "suspended", "cancelling"]
+JOB_LIVE = ["queued", "running", "paused", "suspended", "cancelling", "settling"]
 TASK_OPEN = ["submitted", "working", "input-required", "auth-required"]
 
 # event_type -> (sources, destinations); "=" means the state does not change.
@@ -64,8 +64,14 @@ SPEC: dict[str, dict[str, tuple[list[str | None], set[str]]]] = {
     "job": {
         "job.accepted": ([NEW], {"queued"}),
         "job.started": (["queued", "paused", "suspended"], {"running"}),
-        "job.finished": (["running"], {"ok", "error"}),
-        "job.superseded": (["queued", "running", "paused", "suspended"], {"superseded"}),
+        # ADR 0050: an owed job whose run ends with its subtree live settles, and ends when the
+        # last live job below it does.
+        "job.finished": (["running"], {"ok", "error", "settling"}),
+        "job.settled": (["settling"], {"ok", "error"}),
+        "job.superseded": (
+            ["queued", "running", "paused", "suspended", "settling"],
+            {"superseded"},
+        ),
         # Not in the design.md §4.4 table: live output chunks, kept in the log so that SSE deltas
         # have positions and survive a reconnect to another worker (ADR 0011).
         "job.output": (["running", "cancelling"], {"="}),
@@ -84,8 +90,12 @@ SPEC: dict[str, dict[str, tuple[list[str | None], set[str]]]] = {
         "job.suspended": (["running", "paused"], {"suspended"}),
         # Not in the design.md §4.4 table: recovery could not start a cut-off job again (ADR 0017).
         "job.resume_failed": (["suspended"], {"error"}),
-        "job.cancel_requested": (JOB_LIVE, {"cancelling"}),
-        "job.cancelled": (["cancelling", "queued", "paused", "suspended"], {"cancelled"}),
+        # A settling job has no run to confirm a cancel: it is cancelled at once.
+        "job.cancel_requested": ([s for s in JOB_LIVE if s != "settling"], {"cancelling"}),
+        "job.cancelled": (
+            ["cancelling", "queued", "paused", "suspended", "settling"],
+            {"cancelled"},
+        ),
         "job.notify_started": (["ok", "error"], {"="}),
         "job.notify_finished": (["ok", "error"], {"="}),
         "job.notify_lost": (["ok", "error"], {"="}),

@@ -7,13 +7,28 @@ Every rule reads the current rows through ``ctx.view`` and appends through ``ctx
 both bound to one write transaction: a later read in the same command sees the earlier appends
 (that is how a batch is admitted cumulatively), and any error rolls the whole command back.
 Rules never do IO of their own and never read the clock except through ``ctx.now``.
+
+``decide`` applies a command's rule, then the quiet gate (``quiet``, ADR 0050), which is a
+consequence of whatever command ended a job rather than a rule of its own.
 """
 
 from __future__ import annotations
 
 # Importing the aggregates' modules registers their rules.
-from engine.domain.rules import channel, job, lease, push, result, session, task
-from engine.domain.rules.registry import RULES, Context, Settings, decide, rule
+from engine.domain.commands import Command
+from engine.domain.rules import channel, job, lease, push, quiet, registry, result, session, task
+from engine.domain.rules.registry import RULES, Context, Settings, rule
+
+
+def decide(command: Command, ctx: Context) -> None:
+    """Apply the rules of ``command``, then end the settling jobs it left quiet (ADR 0050).
+
+    Raises:
+        EngineError: the rules refused the command (nothing is appended).
+    """
+    registry.decide(command, ctx)
+    quiet.complete_quiet_ancestors(ctx)
+
 
 __all__ = [
     "RULES",

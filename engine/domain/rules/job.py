@@ -1,7 +1,9 @@
 """Job rules (design.md §4.4): accept (one or a batch), start, finish, output, supersede, pause,
 continue, suspend, cancel and confirm, and the notify records. A job that works for an A2A task
-ends the task with it. A writer starts only in a git worktree, and finishes with the patch of
-what it changed there (if anything)."""
+ends the task with it. A job owed to a caller whose run ends while jobs below it are live waits
+``settling`` for them (the quiet gate, ``engine.domain.rules.quiet``, ADR 0050). A writer
+starts only in a git worktree, and finishes with the patch of what it changed there (if
+anything)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,6 @@ from engine.domain import ids
 from engine.domain import job as job_
 from engine.domain import task as task_
 from engine.domain.errors import AdmissionRejected, AlreadyExists, Conflict
-from engine.domain.job import FileEntry
 from engine.domain.job import JobState as J
 from engine.domain.rows import JobRow
 from engine.domain.rules import admission, lineage, lookups, pointer, roles
@@ -18,7 +19,6 @@ from engine.domain.rules.lookups import job_for
 from engine.domain.rules.registry import Context, rule
 from engine.domain.session import Owed
 from engine.domain.task import TaskState as T
-from engine.events import Event
 
 
 @rule(c.AcceptJob)
@@ -125,28 +125,6 @@ def readmit(ctx: Context, job: JobRow) -> None:
     admission.check_write_scope(ctx, job.write_scope)
 
 
-def end_task_of(
-    ctx: Context,
-    job: JobRow,
-    outcome: str,
-    text: str,
-    warnings: tuple[str, ...] = (),
-    files: tuple[FileEntry, ...] = (),
-) -> None:
-    """The job worked for an A2A task: its end is the task's end, in the same transaction;
-    a completed task carries the job's ``MEDIA:`` files (its result artifact's file parts)."""
-    task = ctx.view.task(job.task_id) if job.task_id else None
-    if task is None or task.state in task_.TERMINAL:
-        return
-    event: Event = (
-        task_.TaskCompleted(result=text, warnings=warnings, files=files)
-        if outcome == "ok"
-        else task_.TaskFailed(text=text)
-    )
-    ctx.append(ids.task(task.task_id), event)
-    pointer.settle(ctx, task.session_id, Owed("a2a", task.task_id))
-
-
 @rule(c.FinishJob)
 def finish_job(cmd: c.FinishJob, ctx: Context) -> None:
     row = job_for(cmd, ctx)
@@ -155,6 +133,10 @@ def finish_job(cmd: c.FinishJob, ctx: Context) -> None:
             f"run {cmd.run_id} of job {row.job_id} is not its current run {row.run_id}",
             job_id=row.job_id,
         )
+    # The quiet gate (ADR 0050): a job owed to a caller ends only once its subtree is quiet;
+    # until then its run's end is recorded and it waits, settling, for the last live job below
+    # it (``quiet.complete_quiet_ancestors``, in the commit that ends that one).
+    settling = pointer.is_owed(ctx, row) and bool(ctx.view.live_descendants(row.job_id))
     ctx.append(
         ids.job(row.job_id),
         job_.JobFinished(
@@ -164,10 +146,12 @@ def finish_job(cmd: c.FinishJob, ctx: Context) -> None:
             exit_code=cmd.exit_code,
             warnings=cmd.warnings,
             patch=cmd.patch,
+            settling=settling,
         ),
     )
-    pointer.settle(ctx, row.session_id, Owed("job", row.job_id))
-    end_task_of(ctx, row, cmd.outcome, cmd.result, cmd.warnings, cmd.files)
+    if not settling:
+        pointer.settle(ctx, row.session_id, Owed("job", row.job_id))
+        pointer.end_task_of(ctx, row, cmd.outcome, cmd.result, cmd.warnings, cmd.files)
 
 
 @rule(c.RecordJobOutput)
@@ -208,7 +192,7 @@ def fail_job_resume(cmd: c.FailJobResume, ctx: Context) -> None:
     row = job_for(cmd, ctx)
     ctx.append(ids.job(row.job_id), job_.JobResumeFailed(reason=cmd.reason))
     pointer.settle(ctx, row.session_id, Owed("job", row.job_id))
-    end_task_of(ctx, row, "error", cmd.reason)
+    pointer.end_task_of(ctx, row, "error", cmd.reason)
 
 
 @rule(c.CancelJob)

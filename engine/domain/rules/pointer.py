@@ -4,8 +4,11 @@ relay report, and the owed entity's terminal write settles it.
 Only an ``/invocations`` job takes the pointer as a job (``AcceptJob(owed=True)``); a worker
 spawned by a run or the operator, and the job of an A2A message, never do. Any later claim on
 the session supersedes the running job it points at, so a job that finishes while pointed at
-is the reply its caller was owed, and its finish records that by settling the pointer in the
-same commit (``is_owed_reply``): what the notify hook runs for (design.md §9).
+is the reply its caller was owed, and its end records that by settling the pointer in the
+same commit (``is_owed_reply``): what the notify hook runs for (design.md §9). That end is the
+finish of its run, or, for a job whose run ended while jobs of its subtree were live, the
+commit that ended the last of them (the quiet gate, ADR 0050): ``owed_replies`` reads either
+from the commit's recorded events.
 """
 
 from __future__ import annotations
@@ -15,14 +18,17 @@ from collections.abc import Iterable
 from engine.domain import ids
 from engine.domain import job as job_
 from engine.domain import session as session_
+from engine.domain import task as task_
 from engine.domain.errors import Conflict
+from engine.domain.job import FileEntry
 from engine.domain.job import JobState as J
-from engine.domain.rows import SessionRow
+from engine.domain.rows import JobRow, SessionRow
 from engine.domain.rules.registry import Context
 from engine.domain.session import Owed
-from engine.events import Event
+from engine.events import Event, RecordedEvent
 
-SUPERSEDABLE = frozenset({J.QUEUED, J.RUNNING, J.PAUSED, J.SUSPENDED})
+SUPERSEDABLE = frozenset({J.QUEUED, J.RUNNING, J.PAUSED, J.SUSPENDED, J.SETTLING})
+REPLIED = frozenset({J.OK, J.ERROR})  # the ends that are a reply (never a supersede or cancel)
 
 
 def settle(ctx: Context, session_id: str, owed: Owed) -> None:
@@ -38,6 +44,57 @@ def is_owed_reply(job_id: str, events: Iterable[Event]) -> bool:
     owed. A pure reading of recorded events, so any later reader decides the same."""
     owed = Owed("job", job_id)
     return any(isinstance(e, session_.SessionSettled) and e.owed == owed for e in events)
+
+
+def owed_replies(recorded: Iterable[RecordedEvent]) -> list[str]:
+    """The jobs whose end, in the commit that appended ``recorded``, is the reply a caller
+    was owed: each reached ``ok`` or ``error`` in it and its session's pointer was settled at
+    it in it (``is_owed_reply``). A run's finish names its own job; the end of a settling
+    job's last live descendant names that settling job (ADR 0050)."""
+    events = list(recorded)
+    ended = {
+        ids.entity_of(e.stream_id)
+        for e in events
+        if e.stream_id.startswith(ids.job("")) and e.state in REPLIED
+    }
+    settled = [
+        e.event.owed.ref
+        for e in events
+        if isinstance(e.event, session_.SessionSettled) and e.event.owed.kind == "job"
+    ]
+    return [job_id for job_id in settled if job_id in ended]
+
+
+def end_task_of(
+    ctx: Context,
+    job: JobRow,
+    outcome: str,
+    text: str,
+    warnings: tuple[str, ...] = (),
+    files: tuple[FileEntry, ...] = (),
+) -> None:
+    """The job worked for an A2A task: its end is the task's end, in the same transaction;
+    a completed task carries the job's ``MEDIA:`` files (its result artifact's file parts)."""
+    task = ctx.view.task(job.task_id) if job.task_id else None
+    if task is None or task.state in task_.TERMINAL:
+        return
+    event: Event = (
+        task_.TaskCompleted(result=text, warnings=warnings, files=files)
+        if outcome == "ok"
+        else task_.TaskFailed(text=text)
+    )
+    ctx.append(ids.task(task.task_id), event)
+    settle(ctx, task.session_id, Owed("a2a", task.task_id))
+
+
+def is_owed(ctx: Context, job: JobRow) -> bool:
+    """Whether ``job``'s end is owed to a caller: its session's pointer names it (an
+    ``/invocations`` job), or it works for an A2A task still open."""
+    session = ctx.view.session(job.session_id)
+    if session is not None and session.owes == Owed("job", job.job_id):
+        return True
+    task = ctx.view.task(job.task_id) if job.task_id else None
+    return task is not None and task.state not in task_.TERMINAL
 
 
 def take(ctx: Context, session: SessionRow, owed: Owed) -> None:
