@@ -49,6 +49,9 @@ class ReadModels:
     def job_body(self, job_id: str) -> JobRow | None:
         return queries.job_body(self._conn(), job_id)
 
+    def live_below(self, job_id: str) -> int:
+        return queries.live_below(self._conn(), job_id)
+
     def jobs_page(
         self,
         session_id: str | None,

@@ -25,7 +25,7 @@ from adapters.http.ports import ServerRuntime
 from engine.domain import ids
 from engine.domain.errors import LeaseBusy
 from engine.domain.job import TERMINAL as JOB_TERMINAL
-from engine.domain.job import JobInputRequested, JobOutput
+from engine.domain.job import JobInputRequested, JobOutput, JobState
 
 T = TypeVar("T")
 
@@ -44,26 +44,32 @@ def find_job(runtime: ServerRuntime, key: str) -> str | None:
 
 
 def job_body(runtime: ServerRuntime, job_id: str) -> dict[str, Any]:
-    """The AgentCore job body (design.md §5.1): ``status`` is ``running`` for any live state."""
+    """The AgentCore job body (design.md §5.1): ``status`` is ``running`` for any live state,
+    ``settling`` too: its run ended and the jobs below it still work (ADR 0050). Such a body
+    counts them in ``waitingOn`` and, as any running job's, has no ``result`` or ``files`` yet
+    (the row keeps the run's; ``/v1/jobs`` shows them)."""
     job = runtime.reads.job_body(job_id)
     if job is None:
         raise LookupError(f"no job {job_id}")  # callers pass ids of jobs they found or made
+    settling = job.state == JobState.SETTLING
     body: dict[str, Any] = {
         "status": job.state if job.terminal else "running",
         "invocation": job.job_id,
         "session": job.session_id,
         "id": job.caller_id,
-        "result": job.result,
-        "files": list(job.files),
+        "result": None if settling else job.result,
+        "files": [] if settling else list(job.files),
         "startedAt": job.started_at,
         "finishedAt": job.finished_at,
         "state": job.state,
         # An ok run's WARNING: lines: "completed with warnings".
-        "warnings": list(job.warnings),
+        "warnings": [] if settling else list(job.warnings),
     }
     if job.superseded_by is not None:
         body["supersededBy"] = job.superseded_by
-    if not job.terminal:
+    if settling:
+        body["waitingOn"] = runtime.reads.live_below(job_id)
+    elif not job.terminal:
         body.update(questions_of(runtime, job_id))
     return body
 

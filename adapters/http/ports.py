@@ -66,6 +66,8 @@ class JobReads(Protocol):
 
     def job_body(self, job_id: str) -> JobRow | None: ...
 
+    def live_below(self, job_id: str) -> int: ...
+
     def jobs_page(
         self,
         session_id: str | None,

@@ -35,6 +35,7 @@ from adapters.system.prompts import read_prompt
 from engine.domain import commands as c
 from engine.domain import ids, usecases
 from engine.domain.engine import DomainEngine
+from engine.engine import CommandResult
 from projections import queries
 
 log = logging.getLogger("foldline.dispatch")
@@ -413,9 +414,22 @@ class Dispatcher:
                 self._runs.pop(run.job_id, None)
             self.busy.leave()
 
+    def hand_on(self, done: CommandResult) -> None:
+        """Hand on the owed replies a commit made outside a run: an operator's cancel, or a
+        failed resume, of the last live job below a job that waited settling for its subtree
+        (ADR 0050). Each hook runs in a thread of its own: it may take minutes."""
+        for reply in notify.replies_in(self._engine(), done):
+            threading.Thread(
+                target=self._notify,
+                args=(reply.job_id, reply.status, reply.result),
+                name=f"notify-{reply.job_id}",
+                daemon=True,
+            ).start()
+
     def _notify(self, job_id: str, status: str, result: str) -> None:
         """Run the notify hook (or hand it to the front's) for a job whose end was the reply an
-        ``/invocations`` caller was owed: its ``Run`` hands that end, and only that, on here."""
+        ``/invocations`` caller was owed: the ``Run`` whose end made it (or ``hand_on``) hands
+        that end, and only that, on here."""
         in_front = front_handoff.hook_in_front()  # under a front, the hook is the front's to run
         if not self.config.notify and not in_front:
             return

@@ -1,7 +1,10 @@
 """The notify hook (design.md §9): once per owed ``/invocations`` reply, never again.
 
 It runs for a job that ended ``ok`` or ``error`` as the reply an ``/invocations`` caller was
-owed: its finish settled its session's reply pointer (``pointer.is_owed_reply``). Never for a
+owed: the commit that ended it settled its session's reply pointer (``pointer.owed_replies``,
+``replies_in``). That commit is its run's finish, or, for a job that waited ``settling`` for
+its subtree (the quiet gate, ADR 0050), the one that ended the last job below it: whoever made
+that commit hands the reply on, once. Never for a
 worker a run or the operator spawned (``/v1/jobs``), the job of an A2A message (A2A has push),
 or a job superseded or cancelled; a job its session stopped owing was superseded, so the newer
 prompt's job is the one that notifies.
@@ -23,15 +26,46 @@ import logging
 import os
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from adapters.system.processes import kill_group, spawn_gated
 from engine.domain import commands as c
+from engine.domain import ids
 from engine.domain.engine import DomainEngine
+from engine.domain.rules.pointer import owed_replies
+from engine.engine import CommandResult
 from engine.errors import EngineError
+from projections import queries
 
 log = logging.getLogger("foldline.notify")
 TAIL = 1000
+
+
+@dataclass(frozen=True)
+class Reply:
+    """An owed reply to hand on: the job, ``ok`` or ``error``, and its result."""
+
+    job_id: str
+    status: str
+    result: str
+
+
+def replies_in(engine: DomainEngine, done: CommandResult) -> list[Reply]:
+    """The owed replies the commit that recorded ``done`` made, read back from its events (a
+    handful) and the jobs' rows. Only a commit that touched a session can have settled one."""
+    session_stream = ids.session("")
+    if not done.appended or not any(s.startswith(session_stream) for s in done.streams):
+        return []
+    count = done.last_position - done.first_position + 1
+    events = engine.log.read_all(after_position=done.first_position - 1, limit=count)
+    conn = engine.log.connection()
+    found = []
+    for job_id in owed_replies(events):
+        row = queries.job(conn, job_id)
+        if row is not None:
+            found.append(Reply(job_id, row.state, row.result or ""))
+    return found
 
 
 def run_hook(

@@ -13,12 +13,14 @@ dispatches anything new. Every decision is recorded as an event; nothing is "wri
    works for) is resumed as a new run with ``FOLDLINE_RESUMED=1`` (not one that had been
    paused: that waits for a continue, which relaunches it). One that cannot be (its
    prompt file is gone, its capacity is taken) is recorded ``job.resume_failed`` and recovery
-   goes on: one bad entity never locks the workspace.
+   goes on: one bad entity never locks the workspace. A settling job (ADR 0050) is not
+   resumed (its run ended), but the workers it waits for are; a failure recorded for the last
+   of them ends it, and that owed reply is handed on (``hand_on``).
 6. The timeouts of design.md §4.3 are recorded for sessions with a controller (``record_timeouts``,
    also run by the holder at every lease renewal).
 
-The port is narrow: the engine, a way to start a job again, and the two graces. Recovery knows
-nothing else of the server.
+The port is narrow: the engine, a way to start a job again, the two graces, and a way to hand
+on an owed reply a recorded failure made. Recovery knows nothing else of the server.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from engine.domain import commands as c
 from engine.domain.engine import DomainEngine
 from engine.domain.job import JobState as J
 from engine.domain.session import SessionState as S
+from engine.engine import CommandResult
 from engine.errors import EngineError, StorageError
 from projections import queries
 
@@ -56,7 +59,12 @@ class Graces:
     transition_s: float
 
 
-def recover(engine: DomainEngine, resume: Callable[[str], None], graces: Graces) -> list[str]:
+def recover(
+    engine: DomainEngine,
+    resume: Callable[[str], None],
+    graces: Graces,
+    hand_on: Callable[[CommandResult], None] = lambda done: None,
+) -> list[str]:
     """Sweep, record and resume; returns the ids of the jobs resumed.
 
     Raises:
@@ -80,7 +88,9 @@ def recover(engine: DomainEngine, resume: Callable[[str], None], graces: Graces)
             continue
         try:
             if kind == "job":
-                _cut_off_job(engine, entity)
+                done = _cut_off_job(engine, entity)
+                if done is not None:  # a cancel confirmed may end a settling job (ADR 0050)
+                    hand_on(done)
             else:
                 engine.handle(c.SuspendSession(session_id=entity, reason="controller lost"))
         except EngineError as ex:  # it moved on meanwhile: nothing to record
@@ -92,7 +102,7 @@ def recover(engine: DomainEngine, resume: Callable[[str], None], graces: Graces)
         try:
             resume(job_id)
         except Exception as ex:
-            _record_resume_failed(engine, job_id, ex)
+            _record_resume_failed(engine, job_id, ex, hand_on)
             continue
         resumed.append(job_id)
     if resumed:
@@ -100,14 +110,18 @@ def recover(engine: DomainEngine, resume: Callable[[str], None], graces: Graces)
     return resumed
 
 
-def _record_resume_failed(engine: DomainEngine, job_id: str, ex: Exception) -> None:
+def _record_resume_failed(
+    engine: DomainEngine, job_id: str, ex: Exception, hand_on: Callable[[CommandResult], None]
+) -> None:
     detail = getattr(ex, "message", None) or str(ex) or type(ex).__name__
     reason = f"could not resume: {detail}"[:REASON_LIMIT]
     log.error("job %s %s", job_id, reason)
     try:
-        engine.handle(c.FailJobResume(job_id=job_id, reason=reason))
+        done = engine.handle(c.FailJobResume(job_id=job_id, reason=reason))
     except EngineError as recorded:  # it moved on meanwhile (cancelled, superseded)
         log.info("resume failure of %s not recorded: %s", job_id, recorded)
+        return
+    hand_on(done)
 
 
 def _record_lost_notifications(engine: DomainEngine) -> None:
@@ -166,14 +180,16 @@ def record_timeouts(engine: DomainEngine, graces: Graces) -> None:
                 log.info("timeout of session %s not recorded: %s", session_id, ex)
 
 
-def _cut_off_job(engine: DomainEngine, job_id: str) -> None:
+def _cut_off_job(engine: DomainEngine, job_id: str) -> CommandResult | None:
+    """Record a job's run cut off; returns the commit, if one was made."""
     state = queries.job_state(engine.log.connection(), job_id)
     if state == J.CANCELLING:
-        engine.handle(c.ConfirmJobCancelled(job_id=job_id))
-    elif state == J.RUNNING:
-        engine.handle(c.SuspendJob(job_id=job_id, reason="run cut off"))
-    elif state == J.PAUSED:  # its process is gone: cut off too, but left for a continue
-        engine.handle(c.SuspendJob(job_id=job_id, reason=PAUSED_CUT_OFF))
+        return engine.handle(c.ConfirmJobCancelled(job_id=job_id))
+    if state == J.RUNNING:
+        return engine.handle(c.SuspendJob(job_id=job_id, reason="run cut off"))
+    if state == J.PAUSED:  # its process is gone: cut off too, but left for a continue
+        return engine.handle(c.SuspendJob(job_id=job_id, reason=PAUSED_CUT_OFF))
+    return None
 
 
 def is_recovered(engine: DomainEngine) -> bool:

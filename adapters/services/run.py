@@ -16,9 +16,11 @@ dispatcher, as a new run. ``Run.to_end`` reads top-down:
 3. reap: the exit code, the group killed (whatever the run left behind), the pipes closed;
 4. finish: the last output and the finish in one commit; the final stdout is the result, exit
    0 means ``ok``, a timed-out run ends ``error``; a cancel is confirmed once the process is
-   gone. A finish that settled its session's reply pointer is the reply an ``/invocations``
-   caller was owed (``pointer.is_owed_reply``, read from the finish's own commit): only that
-   one is handed on (``on_reply``, the notify hook);
+   gone. A commit that settled a session's reply pointer at a job it ended ``ok`` or
+   ``error`` is the reply an ``/invocations`` caller was owed (``notify.replies_in``, read
+   from that commit): only that one is handed on (``on_reply``, the notify hook). It is this
+   job's finish, or, when this job was the last live one below a job that waited
+   ``settling`` for its subtree (ADR 0050), that job's end, made by this run's end;
 5. release: a writer's worktree goes once its job is over (its patch is kept).
 
 A stopping server kills the run and records nothing: the job stays ``running``, cut off, for
@@ -47,6 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from adapters.services.notify import replies_in
 from adapters.services.run_channel import Said, Signals, prompt_line, recorded, without_signals
 from adapters.services.run_result import files_manifest, warnings_of
 from adapters.services.writers import WriterRun
@@ -57,7 +60,6 @@ from engine.domain import commands as c
 from engine.domain.engine import DomainEngine
 from engine.domain.job import TERMINAL
 from engine.domain.job import JobState as J
-from engine.domain.rules.pointer import is_owed_reply
 from engine.engine import CommandResult
 from engine.errors import EngineError, LogMissing, StorageError, StorageFull
 from projections import queries
@@ -235,13 +237,13 @@ class Run:
         stopped_because: str | None,
         stderr_tail: str,
     ) -> None:
-        """Record how the run ended, then hand an owed reply on."""
+        """Record how the run ended, then hand on the owed replies its commit made."""
         engine, job_id = self._engine, self.job_id
         try:
             if stopped_because in ENDED:
                 self._publish(last_output)
                 if stopped_because == J.CANCELLING:
-                    engine.handle(c.ConfirmJobCancelled(job_id=job_id))
+                    self._hand_on(engine.handle(c.ConfirmJobCancelled(job_id=job_id)))
                 return
             if stopped_because == "timeout":
                 timeout_s = self._settings.timeout_s
@@ -268,10 +270,9 @@ class Run:
         except EngineError as ex:  # first writer wins: the job ended another way meanwhile
             log.info("job %s ended elsewhere: %s", job_id, ex)
             if self._job_state() == "cancelling":
-                engine.handle(c.ConfirmJobCancelled(job_id=job_id))
+                self._hand_on(engine.handle(c.ConfirmJobCancelled(job_id=job_id)))
             return
-        if self._was_owed_reply(finished):
-            self._settings.on_reply(job_id, outcome, result)
+        self._hand_on(finished)
 
     def _finish_when_room(self, last_output: str, finish: c.FinishJob) -> CommandResult | None:
         """``_finish``, tried again while the disk is full: the run's end is known and held
@@ -304,12 +305,11 @@ class Run:
                 self._publish(last_output)
         return self._engine.handle(finish)
 
-    def _was_owed_reply(self, finished: CommandResult) -> bool:
-        """Whether the commit that finished the job settled its session's pointer at it, read
-        back from that commit's events (a handful: the finish, the pointer, an A2A task's end)."""
-        count = finished.last_position - finished.first_position + 1
-        events = self._engine.log.read_all(after_position=finished.first_position - 1, limit=count)
-        return is_owed_reply(self.job_id, (e.event for e in events))
+    def _hand_on(self, done: CommandResult) -> None:
+        """Hand on each owed reply the commit ``done`` made: this job's own, or that of a job
+        that waited settling for its subtree and ended with this one (ADR 0050)."""
+        for reply in replies_in(self._engine, done):
+            self._settings.on_reply(reply.job_id, reply.status, reply.result)
 
     def _release_if_ended(self) -> None:
         """A writer's worktree goes once its job is over (its patch, if any, is kept); a run

@@ -8,6 +8,7 @@ from typing import Any
 import msgspec
 
 from engine.domain import ids
+from engine.domain.job import TERMINAL as JOB_TERMINAL
 from engine.domain.lease import LeaseState
 from engine.domain.rows import JobRow, LeaseRow, SessionRow, TaskRow
 from projections.rows import columns, decode, select, select_one
@@ -94,6 +95,21 @@ def job(conn: Any, job_id: str) -> JobRow | None:
 def job_body(conn: Any, job_id: str) -> JobRow | None:
     """The job an AgentCore job body is made of (``caller_id``, ``terminal``)."""
     return job(conn, job_id)
+
+
+def live_below(conn: Any, job_id: str) -> int:
+    """How many jobs below ``job_id`` in the lineage are live (not terminal): what a settling
+    job waits for (ADR 0050)."""
+    terminal = ", ".join(f"'{state}'" for state in sorted(JOB_TERMINAL))
+    rows = conn.execute(
+        "WITH RECURSIVE below (job_id) AS ("
+        " SELECT job_id FROM jobs WHERE parent_job = ?"
+        " UNION SELECT j.job_id FROM jobs j JOIN below b ON j.parent_job = b.job_id)"
+        " SELECT count(*) FROM jobs WHERE job_id IN (SELECT job_id FROM below)"
+        f" AND state NOT IN ({terminal})",
+        (job_id,),
+    ).fetchall()
+    return int(rows[0][0])
 
 
 def jobs_page(
