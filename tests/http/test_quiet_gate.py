@@ -17,6 +17,7 @@ import pytest
 from tests.crash.test_server_recovery import kill_everything
 from tests.http.test_notify_owed import HOOK, _count
 from tests.support.agents import python_agent, workspace_with_agents
+from tests.support.cli import foldline
 from tests.support.coordination import CALL
 from tests.support.front import wait_until
 from tests.support.server import RECOVERY_ENV, Server, serve
@@ -193,6 +194,8 @@ def test_quiet_gate_kill_9_between_root_exit_and_workers_end_completes_once(
     assert hooks == [f"{root} root reply"]
     assert (_count(db, "job.notify_started"), _count(db, "job.notify_finished")) == (1, 1)
     assert _settled_events(workspace, root) == ["job.finished", "job.settled"]
+    verified = foldline("verify", str(db))  # legal transitions, read models equal a refold
+    assert verified.returncode == 0 and json.loads(verified.stdout)["ok"], verified.stdout
 
 
 def _runs(workspace: Path) -> int:
