@@ -12,6 +12,7 @@ from typing import Any
 from tests.support.agents import python_agent, workspace_with_agents
 from tests.support.cli import boot_refusal
 from tests.support.coordination import write_scripts
+from tests.support.front import wait_until
 from tests.support.server import ROOT, Server, serve
 from tests.support.writers import git, repository
 
@@ -159,9 +160,18 @@ def test_root_spawns_waits_reads_accepts_rejects_and_integrates(tmp_path: Path) 
 def test_max_children_is_exact_under_sixteen_concurrent_spawns(tmp_path: Path) -> None:
     workspace, env = _setup(tmp_path)
     with serve(workspace, env, workers=2) as server:
-        body = _invoke(server, "fanout", "go", "s1")
-        assert body["status"] == "ok", body
-        text = body["result"]
+        status, receipt = _json(
+            server,
+            "POST",
+            "/invocations",
+            {"prompt": "go", "session": "s1", "agent": "fanout", "async": True},
+        )
+        assert status == 200, receipt
+        # The fanout's run exits with its sleepers running: it settles until they end (ADR
+        # 0050), its run's result already on its row.
+        root = f"/v1/jobs/{receipt['invocation']}"
+        wait_until(lambda: _json(server, "GET", root)[1]["state"] == "settling", 60, "settling")
+        text = _json(server, "GET", root)[1]["result"]
         summary = json.loads(text.splitlines()[0])
         assert summary["statuses"] == [201] * 3 + [429] * 13
         assert summary["reasons"] == ["", "max_children"]
