@@ -316,7 +316,8 @@ class Run:
         cut off by a stop keeps it for the resumed run."""
         if self.writer is None or self._settings.stopping.is_set():
             return
-        if self._job_state() in TERMINAL:
+        # A settling job's run is over too, its patch taken (ADR 0050).
+        if self._job_state() in TERMINAL or self._job_state() == J.SETTLING:
             self.writer.release()
 
     def _job_state(self) -> str | None:
