@@ -24,8 +24,9 @@ from typing import Any
 
 import msgspec
 
-from adapters.services import front_handoff, notify, run_given, sandbox
+from adapters.services import run_given, sandbox
 from adapters.services.busy import BusyBoard
+from adapters.services.owed_replies import OwedReplies
 from adapters.services.run import Run, RunSettings
 from adapters.services.writers import Worktrees
 from adapters.settings.config import ServerConfig
@@ -35,7 +36,6 @@ from adapters.system.prompts import read_prompt
 from engine.domain import commands as c
 from engine.domain import ids, usecases
 from engine.domain.engine import DomainEngine
-from engine.engine import CommandResult
 from projections import queries
 
 log = logging.getLogger("foldline.dispatch")
@@ -108,13 +108,15 @@ class Dispatcher:
         # What a run may never have read to it: the log's directory (its token beside it).
         self.private = config.db.parent if config.db_url is None else config.state_dir
         self.worktrees = Worktrees.for_server(config, self.sandbox, self.private)
+        # The notify hook of each owed reply, whichever commit made it (ADR 0050).
+        self.replies = OwedReplies(config, engine, busy)
         # What every run shares; a run cut off by ``stopping`` records nothing (recovery's).
         self._run_settings = RunSettings(
             config.workspace,
             config.job_timeout_s,
             config.output_flush_s,
             stopping,
-            on_reply=self._notify,
+            on_reply=self.replies.run,
         )
 
     def join(self, timeout_s: float) -> None:
@@ -412,48 +414,4 @@ class Dispatcher:
             files.remove()  # what it was given to read goes with it
             with self._lock:
                 self._runs.pop(run.job_id, None)
-            self.busy.leave()
-
-    def hand_on(self, done: CommandResult) -> None:
-        """Hand on the owed replies a commit made outside a run: an operator's cancel, or a
-        failed resume, of the last live job below a job that waited settling for its subtree
-        (ADR 0050). Each hook runs in a thread of its own: it may take minutes."""
-        for reply in notify.replies_in(self._engine(), done):
-            threading.Thread(
-                target=self._notify,
-                args=(reply.job_id, reply.status, reply.result),
-                name=f"notify-{reply.job_id}",
-                daemon=True,
-            ).start()
-
-    def _notify(self, job_id: str, status: str, result: str) -> None:
-        """Run the notify hook (or hand it to the front's) for a job whose end was the reply an
-        ``/invocations`` caller was owed: the ``Run`` whose end made it (or ``hand_on``) hands
-        that end, and only that, on here."""
-        in_front = front_handoff.hook_in_front()  # under a front, the hook is the front's to run
-        if not self.config.notify and not in_front:
-            return
-        engine = self._engine()
-        session_id = queries.job_session(engine.log.connection(), job_id)
-        if session_id is None:  # its run just recorded this job's end: a bug if missing
-            raise LookupError(f"no job {job_id}")
-        self.busy.enter()
-        try:
-            if in_front:
-                front_handoff.notify_front(
-                    engine, job_id, session_id, status, result, self.config.notify_timeout_s
-                )
-                return
-            assert self.config.notify is not None
-            notify.run_hook(
-                engine,
-                self.config.notify,
-                self.config.workspace,
-                self.config.notify_timeout_s,
-                job_id,
-                session_id,
-                status,
-                result,
-            )
-        finally:
             self.busy.leave()

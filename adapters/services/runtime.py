@@ -187,7 +187,7 @@ class Runtime:
         """Decide and record one command on this process's log (the caller holds the lease);
         an owed reply its commit made is handed on (ADR 0050)."""
         done = self.engine.handle(command)
-        self.jobs.hand_on(done)
+        self.jobs.replies.hand_on(done)
         return done
 
     def _open_checked(self) -> DomainEngine:
@@ -295,7 +295,7 @@ class Runtime:
     def _recover(self) -> None:
         # An integration cut off is finished or undone before any run starts in the tree.
         self.integration.recover()
-        recovery.recover(self.engine, self.jobs.resume, self.graces, self.jobs.hand_on)
+        recovery.recover(self.engine, self.jobs.resume, self.graces, self.jobs.replies.hand_on)
         self.winddown.sweep_worktrees(unknown_too=True)
 
     def _renewed(self) -> None:
