@@ -52,7 +52,7 @@ def _moved(e: RecordedEvent, job: str, **fields: Any) -> Update:
 _ACCEPTED = Shape(
     "session_id", "state", "version", "accepted_position", "agent", "prompt_file",
     "command_id", "parent_job", "depth", "batch", "resource_group", "units", "write_scope",
-    "task_id", "created_at", "updated_at",
+    "task_id", "covers", "agent_ignored", "created_at", "updated_at",
 )  # fmt: skip
 _STARTED = Shape(
     "state", "version", "updated_at", "run_id", "pid", "start_token", "epoch", "token_digest",
@@ -72,7 +72,8 @@ def accepted(e: RecordedEvent, job: str) -> tuple[Any, ...]:
     return (
         job, ev.session, e.state, e.version, e.position, ev.agent, ev.prompt_file,
         e.command_id, ev.parent_job, ev.depth, ev.batch, ev.resource_group, ev.units,
-        json_list(ev.write_scope), ev.task, at, at,
+        json_list(ev.write_scope), ev.task, json_list(ev.covers), ev.agent_ignored or None,
+        at, at,
     )  # fmt: skip
 
 
@@ -251,8 +252,9 @@ class JobsProjection(FoldedProjection):
     name = "jobs"
     # 2: task_id column; 3: run token digest and result disposition; 4: a writer's worktree,
     # its patch and the integration intent (issue 28); 5: the run's input and active turn;
-    # 6: the run's outcome, kept while the job settles (ADR 0050)
-    version = 6
+    # 6: the run's outcome, kept while the job settles (ADR 0050); 7: the jobs a root job
+    # covers and the agent its caller named in vain (ADR 0048)
+    version = 7
     tables = ("jobs",)
     folds_by_entity = True  # every row from its own entity's streams
     ddl = """
@@ -272,6 +274,8 @@ class JobsProjection(FoldedProjection):
             units             INTEGER NOT NULL,
             write_scope       TEXT    NOT NULL,
             task_id           TEXT,
+            covers            TEXT    NOT NULL DEFAULT '[]',
+            agent_ignored     TEXT,
             run_id            TEXT,
             pid               INTEGER,
             start_token       TEXT,

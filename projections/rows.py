@@ -68,6 +68,7 @@ SOURCES: dict[type[msgspec.Struct], dict[str, Json | Expression | Composed]] = {
     JobRow: {
         "files": Json(),
         "warnings": Json(),
+        "covers": Json(),
         "write_scope": Json(),
         "notify_lost": Expression(NOTIFY_LOST),
         "pending_requests": Expression(PENDING_REQUESTS),

@@ -1,7 +1,9 @@
 """The AgentCore runtime contract (design.md §5.1): ``GET /ping`` and ``POST /invocations``.
 
-``deliver: true`` sends the prompt into the session's running job when its run takes input
-(ADR 0038, ``Dispatcher.deliver``) instead of starting a new job; otherwise it changes nothing.
+``deliver`` (the default) sends the prompt into the session's running job when its run takes
+input (ADR 0038, ``Dispatcher.deliver``) instead of starting a new job; otherwise the new job's
+run gets the prompts of the job it supersedes too (ADR 0048). A session runs the agent it was
+created with: a call naming another one is answered with a warning (``agent_warning``).
 """
 
 from __future__ import annotations
@@ -62,8 +64,14 @@ def job_body(runtime: ServerRuntime, job_id: str) -> dict[str, Any]:
         "startedAt": job.started_at,
         "finishedAt": job.finished_at,
         "state": job.state,
-        # An ok run's WARNING: lines: "completed with warnings".
-        "warnings": [] if settling else list(job.warnings),
+        # The agent named in vain first (ADR 0048), then an ok run's WARNING: lines
+        # ("completed with warnings"), which a settling job has not given yet (ADR 0050).
+        "warnings": [
+            *_ignored(job.session_id, job.agent, job.agent_ignored),
+            *([] if settling else job.warnings),
+        ],
+        "agent": job.agent,  # the agent that ran: the session's (ADR 0048)
+        "covers": list(job.covers),  # the superseded jobs whose prompts it answers too
     }
     if job.superseded_by is not None:
         body["supersededBy"] = job.superseded_by
@@ -92,6 +100,23 @@ def answered(runtime: ServerRuntime, job_id: str, control: int) -> dict[str, Any
         if request.answer == control:
             return {"answered": request.request}
     return {}
+
+
+def agent_warning(session_id: str, agent: str, named: str) -> str:
+    """What the answer says when the call named ``named`` on a session that runs ``agent``
+    (ADR 0048): ``session s1 runs agent a; agent b ignored``."""
+    ran = f"agent {agent}" if agent else "the default agent"
+    return f"session {session_id} runs {ran}; agent {named} ignored"
+
+
+def _ignored(session_id: str, agent: str, named: str | None) -> list[str]:
+    return [agent_warning(session_id, agent, named)] if named and named != agent else []
+
+
+def _with_warnings(body: dict[str, Any], warnings: list[str]) -> dict[str, Any]:
+    """``body`` with ``warnings`` first in its own, each once."""
+    kept = [w for w in body.get("warnings", []) if w not in warnings]
+    return {**body, "warnings": [*warnings, *kept]}
 
 
 def wait_until_done(runtime: ServerRuntime, job_id: str, timeout_s: float) -> dict[str, Any]:
@@ -217,12 +242,16 @@ class Invocations:
         delivery = {"delivered": True, "control": accepted.control} if accepted.control else {}
         if accepted.control:  # an answer to the run's question names the question
             delivery.update(answered(runtime, accepted.job_id, accepted.control))
+        # The agent that runs it is the session's (ADR 0048): one named in vain is warned of.
+        ran = job_body(runtime, accepted.job_id)
+        warnings = _ignored(accepted.session_id, ran["agent"], agent)
         receipt = {
             "status": "accepted",
             "invocation": accepted.job_id,
             "session": accepted.session_id,
             "id": caller_id,
             **delivery,
+            **({"warnings": warnings} if warnings else {}),
         }
         if is_async:
             resp.media = receipt
@@ -231,7 +260,7 @@ class Invocations:
             self._stream(resp, accepted.job_id, receipt, accepted.position, after=after)
         else:
             done = wait_until_done(runtime, accepted.job_id, self.config.sync_wait_s)
-            resp.media = {**done, **delivery}
+            resp.media = _with_warnings({**done, **delivery}, warnings)
 
     def _duplicate(self, resp: falcon.Response, job_id: str) -> None:
         resp.media = {**job_body(self.runtime, job_id), "duplicate": True}

@@ -68,6 +68,7 @@ STATUS: dict[type[e.EngineError], str] = {
     d.TaskNotFound: falcon.HTTP_404,
     d.TaskEnded: falcon.HTTP_409,
     d.TaskMoved: falcon.HTTP_409,
+    d.SessionMoved: falcon.HTTP_409,
     d.NoChannel: falcon.HTTP_409,
     d.StaleTurn: falcon.HTTP_409,
     d.UnknownRequest: falcon.HTTP_409,

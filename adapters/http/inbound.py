@@ -36,9 +36,10 @@ class InvocationIn(
     agent: Short | None = None
     id: Annotated[str, Meta(min_length=1, max_length=256)] | None = None
     is_async: bool = False
-    # Deliver this prompt into the session's running job when its run takes input (ADR 0038);
-    # otherwise a new job as usual, superseding the old one.
-    deliver: bool = False
+    # A busy session keeps its work (ADRs 0038, 0048): the prompt goes into the session's
+    # running job when its run takes input, else the new job's run gets the superseded job's
+    # prompts before its own. ``false``: a new job with its own prompt alone.
+    deliver: bool = True
 
 
 INVOCATION_TEXTS = {

@@ -203,12 +203,17 @@ CARD = (
 INVOKE = (
     "Plain JSON waits at most FOLDLINE_SYNC_WAIT_S (600 s) and may answer a running job; with"
     " Accept: text/event-stream the stream has no cap: accepted, delta per output chunk,"
-    " keep-alive comments, and always the final result. deliver: true sends the prompt into the"
-    " session's running job when its run takes input (every answer then says delivered: true"
-    " and its control). A run that asks its caller a question answers sync at once: the job,"
-    " status running, with waitingForInput: true and questions (request, question); SSE sends"
-    " an input_required event and stays open. The next prompt on that session, whatever"
-    " deliver says, is the answer to the oldest question (answered names it)."
+    " keep-alive comments, and always the final result. deliver (default true) sends the prompt"
+    " into the session's running job when its run takes input (every answer then says"
+    " delivered: true and its control); otherwise the new job supersedes it and its run gets"
+    " the superseded job's prompts first, joined by a blank line (covers; the superseded body's"
+    " supersededBy names the new job). deliver: false runs the new prompt alone. A session runs"
+    " the agent it was created with: a call naming another gets that agent's answer and a"
+    " warning (warnings: session s1 runs agent a; agent b ignored). A run that asks its caller"
+    " a question answers sync at once: the job, status running, with waitingForInput: true and"
+    " questions (request, question); SSE sends an input_required event and stays open. The next"
+    " prompt on that session, whatever deliver says, is the answer to the oldest question"
+    " (answered names it)."
 )
 A2A = (
     "A2A JSON-RPC: SendMessage, SendStreamingMessage, GetTask, CancelTask, ListTasks,"

@@ -232,7 +232,7 @@ class Invoking(Protocol):
         agent: str,
         caller_id: str | None,
         *,
-        deliver: bool = False,
+        deliver: bool = True,
     ) -> Accepted: ...
 
 

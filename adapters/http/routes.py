@@ -368,7 +368,9 @@ ROUTES = Routes(
                 "invoke",
                 "AgentCore: a new job (sync, async or SSE), or a get of one",
                 Answer(
-                    doc.ANY_OBJECT, "the job body, a receipt (async) or an SSE stream", sse=True
+                    (s.InvocationOut, s.InvocationReceiptOut),
+                    "the job body, a receipt (async) or an SSE stream",
+                    sse=True,
                 ),
                 body=Body(InvocationIn),
                 description=doc.INVOKE,

@@ -119,6 +119,49 @@ class AgentErrorOut(msgspec.Struct, kw_only=True):
     error: str
 
 
+_CAMEL = {"started_at": "startedAt", "finished_at": "finishedAt", "superseded_by": "supersededBy"}
+
+
+class InvocationOut(msgspec.Struct, kw_only=True, rename=_CAMEL):
+    """``POST /invocations``' job body (sync, a ``get``, an SSE ``result``). ``status`` is
+    ``running`` for any live ``state``. ``agent`` is the agent that ran: the session's, fixed
+    when it was created (ADR 0048); ``warnings`` first says when the call named another one
+    (``session s1 runs agent a; agent b ignored``), then an ok run's ``WARNING:`` lines.
+    ``covers``: the superseded jobs whose prompts this job's run got before its own;
+    ``supersededBy``: the job that covers a superseded job's prompt. ``duplicate`` answers a
+    known ``id``; ``delivered`` and ``control`` a prompt sent into the running job."""
+
+    status: Literal["running", "ok", "error", "superseded", "cancelled"]
+    invocation: str
+    session: str
+    id: str | None
+    result: str | None
+    files: list[FileOut]
+    started_at: str | None
+    finished_at: str | None
+    state: str
+    warnings: list[str]
+    agent: str
+    covers: list[str]
+    superseded_by: str | msgspec.UnsetType = msgspec.UNSET
+    duplicate: bool | msgspec.UnsetType = msgspec.UNSET
+    delivered: bool | msgspec.UnsetType = msgspec.UNSET
+    control: int | msgspec.UnsetType = msgspec.UNSET
+
+
+class InvocationReceiptOut(msgspec.Struct, kw_only=True):
+    """``POST /invocations``' receipt (``async``, the SSE ``accepted`` event); ``warnings``
+    only when the call named an agent its session does not run (ADR 0048)."""
+
+    status: Literal["accepted"]
+    invocation: str
+    session: str
+    id: str | None
+    delivered: bool | msgspec.UnsetType = msgspec.UNSET
+    control: int | msgspec.UnsetType = msgspec.UNSET
+    warnings: list[str] | msgspec.UnsetType = msgspec.UNSET
+
+
 # -- agents that coordinate workers ------------------------------------------------------------
 
 # A relative path that stays in the workspace: no leading "/", no ".." segment, no NUL.

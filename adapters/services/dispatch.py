@@ -32,7 +32,7 @@ from adapters.services.writers import Worktrees
 from adapters.settings.config import ServerConfig
 from adapters.system.gitwork.runner import GitFailed
 from adapters.system.processes import spawn_gated
-from adapters.system.prompts import read_prompt
+from adapters.system.prompts import join_prompts, read_prompt
 from engine.domain import commands as c
 from engine.domain import ids, usecases
 from engine.domain.engine import DomainEngine
@@ -153,46 +153,23 @@ class Dispatcher:
         job_id, position, duplicate = started.job_id, started.position, started.duplicate
         return Accepted(job_id, session_id, caller_id, position, duplicate, started.control)
 
-    def dispatch(
-        self,
-        prompt: str,
-        prompt_file: str,
-        session_id: str | None,
-        agent: str,
-        caller_id: str | None,
-    ) -> Accepted:
-        """Record a new job and start its run, or answer the job a known ``caller_id`` made.
+    def prompts_of(self, job_ids: tuple[str, ...]) -> list[bytes]:
+        """The prompts the accepted jobs ``job_ids`` were given, in order, as their runs read
+        them (a ``promptFile`` is read now).
 
         Raises:
-            DispatchFailed: the run could not be started (nothing recorded).
-            EngineError: the rules refused it (unknown agent, pointer conflict, admission, ...).
+            OSError: a prompt file could not be read.
         """
-        engine = self._engine()
-        session_id = session_id or new_id("inv")
-        command_id = ids.invocation_command(caller_id) if caller_id is not None else None
-        engine.settings.agent(agent)  # an unknown agent is refused before any IO
-        try:
-            # Read before anything is recorded: a file gone now is a failed dispatch, not a
-            # recorded job whose run can never start.
-            stdin = read_prompt(self.config.workspace, prompt, prompt_file, self.private)
-        except OSError as ex:
-            raise DispatchFailed(f"prompt file could not be read: {ex}") from ex
-
-        request = usecases.Invocation(
-            session_id=session_id,
-            agent=agent,
-            prompt=prompt,
-            prompt_file=prompt_file,
-            command_id=command_id,
-            session_run_id=new_id("run"),
-        )
-        started = self.launch(
-            session_id, stdin, agent, lambda job_ids: replace(request, job_id=job_ids[0])
-        )
-        assert started.job_id is not None  # an invocation always names its job
-        return Accepted(
-            started.job_id, session_id, caller_id, started.position, duplicate=started.duplicate
-        )
+        log_ = self._engine().log
+        prompts = []
+        for job_id in job_ids:
+            accepted: Any = log_.read_stream(ids.job(job_id))[0].event
+            prompts.append(
+                read_prompt(
+                    self.config.workspace, accepted.prompt, accepted.prompt_file, self.private
+                )
+            )
+        return prompts
 
     def spawn(
         self,
@@ -261,10 +238,8 @@ class Dispatcher:
             if not Path(job.worktree).is_dir():
                 raise DispatchFailed(f"its worktree {job.worktree} is gone")
             worktree = (Path(job.worktree), job.base_commit or "")
-        try:
-            stdin = read_prompt(
-                self.config.workspace, accepted.prompt, accepted.prompt_file, self.private
-            )
+        try:  # the prompts it covers (ADR 0048), then its own, as its first run got them
+            stdin = join_prompts(self.prompts_of((*accepted.covers, job_id)))
         except OSError as ex:
             raise DispatchFailed(
                 f"promptFile {accepted.prompt_file} could not be read: {ex.strerror or ex}"

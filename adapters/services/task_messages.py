@@ -2,7 +2,8 @@
 
 A message goes to a new task, or to the open task it names (or its context owes), into which it
 is folded (``engine.domain.usecases.route``). When the task's live run is running and takes
-input, the message is delivered into it and nothing is spawned (``usecases.deliver``).
+input, the message is delivered into it and nothing is spawned (``usecases.deliver``). A new
+run runs the agent of the message's context, whatever the message names (ADR 0048).
 Otherwise a new run starts with all the task's messages in order on stdin, one per line, and
 ``FOLDLINE_TASK_MESSAGES`` = their count; the task stays working and completes once, with the
 last run's result.
@@ -74,6 +75,18 @@ class Message:
     agent: str = ""
     interrupt: bool = False
     push: PushConfig | None = None
+
+
+def _runs_session_agent(
+    request: usecases.TaskMessage, session_agent: str | None
+) -> usecases.TaskMessage:
+    """A context keeps the agent it was created with (ADR 0048): a message on an existing
+    one runs it, and one naming another records that name as ignored (on its job)."""
+    if session_agent is None:
+        return request
+    named = request.agent
+    ignored = named if named and named != session_agent else ""
+    return replace(request, agent=session_agent, agent_ignored=ignored)
 
 
 class Files(Protocol):
@@ -158,6 +171,7 @@ class TaskMessages:
                 if route.replay is not None:
                     return self._replayed(request, files, route.replay)
         task_id = route.task.task_id if route.task is not None else request.new_task_id
+        request = _runs_session_agent(request, route.session_agent)
         text, env = files.told(request.text, task_id)
         request = replace(request, text=text)
         messages: tuple[str, ...] = (request.text,)
@@ -230,8 +244,8 @@ class TaskMessages:
         messages: tuple[str, ...],
         files_env: dict[str, str],
     ) -> str:
-        try:
-            self._engine().settings.agent(request.agent)
+        try:  # the agent it names, even if its session runs another (ADR 0048)
+            self._engine().settings.agent(request.agent_ignored or request.agent)
         except InvalidArgument as ex:  # an unknown agent: the message's params
             raise MessageRefused(AGENT, ex) from None
         stdin = "\n".join(messages).encode()

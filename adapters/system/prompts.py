@@ -40,3 +40,11 @@ def read_prompt(workspace: Path, prompt: str, prompt_file: str, private: Path) -
     if len(data) > PROMPT_LIMIT:
         raise OSError(errno.EFBIG, f"more than {PROMPT_LIMIT} bytes")
     return data
+
+
+def join_prompts(prompts: list[bytes]) -> bytes:
+    """A run's stdin from the prompts it answers, oldest first (ADR 0048): one prompt is
+    given as it is; several are each stripped of trailing newlines and joined by one blank
+    line (the last one kept whole)."""
+    *earlier, last = prompts
+    return b"".join(p.rstrip(b"\n") + b"\n\n" for p in earlier) + last

@@ -189,6 +189,9 @@ class AcceptJob(Command, tag="AcceptJob", frozen=True, kw_only=True):
     # Spawned by a running job: the digest of the run token it called with. The rule admits
     # the child only while ``parent_job``'s current run carries this digest.
     caller_token_digest: Digest | None = None
+    root: bool = False  # ADR 0048: a session's root job runs the session's agent, not this:
+    agent_ignored: Short = ""  # the one its caller named; ``covers`` (not None: it folds) the
+    covers: tuple[Id, ...] | None = None  # owed jobs planned to go before it, oldest first
 
 
 class AcceptJobs(Command, tag="AcceptJobs", frozen=True, kw_only=True):

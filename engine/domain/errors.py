@@ -89,6 +89,14 @@ class TaskMoved(Conflict):
     code = "task_moved"
 
 
+class SessionMoved(Conflict):
+    """The session changed between the plan of an invocation (its run's agent, the prompts on
+    its stdin) and the write that records it: another first call created it with its own
+    agent, or the job it would supersede ended or was superseded. The caller plans again."""
+
+    code = "session_moved"
+
+
 # -- a run's live channel (engine.domain.channel) ------------------------------------------
 
 

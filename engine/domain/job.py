@@ -70,6 +70,11 @@ class JobAccepted(Event, tag="job.accepted", frozen=True, kw_only=True):
     units: int = 1
     write_scope: tuple[str, ...] = ()
     task: str | None = None  # the A2A task this job works for
+    # The jobs whose prompts come before this job's own on its run's stdin, oldest first: the
+    # owed jobs it superseded on a busy session, and the ones those covered (ADR 0048).
+    covers: tuple[str, ...] = ()
+    # The agent the caller named and the session's own agent overrode (ADR 0048); "" if none.
+    agent_ignored: str = ""
 
 
 class JobStarted(Event, tag="job.started", frozen=True, kw_only=True):

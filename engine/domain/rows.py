@@ -77,13 +77,16 @@ class JobRow(msgspec.Struct, frozen=True, kw_only=True):
     session_id: str
     state: str
     version: int
-    agent: str
+    agent: str  # the agent its runs run: a root job's is its session's (ADR 0048)
+    agent_ignored: str | None  # the agent its caller named instead, overridden by the session's
     parent_job: str | None
     depth: int
     batch: str | None
     resource_group: str | None
     units: int
     task_id: str | None
+    # The owed jobs it superseded whose prompts its runs get before its own, oldest first.
+    covers: tuple[str, ...]
     run_id: str | None  # the current run
     pid: int | None
     runs: int

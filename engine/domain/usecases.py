@@ -54,6 +54,10 @@ class Invocation:
     command_id: str | None  # the caller's idempotency key, as a command id
     session_run_id: str  # the run of the session, if this request creates it
     job_id: str = ""  # filled in by the caller once the run is spawned
+    # As planned (``engine.domain.plans``, ADR 0048): the agent the caller named in vain, and
+    # (not None: it folds) the owed jobs whose prompts go before its own.
+    agent_ignored: str = ""
+    covers: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -73,6 +77,7 @@ class TaskMessage:
     job_id: str = ""  # filled in by the caller once the run is spawned
     interrupt: bool = False  # ``halo/interrupt``: a delivered follow-up interrupts the turn
     push: PushConfig | None = None  # a webhook for the task, set in the same write (ADR 0039)
+    agent_ignored: str = ""  # the agent the message named, overridden by its session's
 
     @property
     def command_id(self) -> str:
@@ -102,6 +107,7 @@ class Route:
     replay: Started | None  # the message was recorded before: what it made
     task: TaskRow | None  # the open task it folds into; None: a new task
     listening: JobRow | None = None  # the task's live run, if it takes input: deliver into it
+    session_agent: str | None = None  # the agent its session runs (None: a new session)
 
 
 def start(engine: DomainEngine, request: Request, starts: Sequence[c.StartJob]) -> Started:
@@ -137,7 +143,13 @@ def route(engine: DomainEngine, message: TaskMessage) -> Route:
         return Route(replay, None)
     view = engine.view_of(engine.log.connection())
     task = _target(view, message)
-    return Route(None, task, listening(view, task) if task is not None else None)
+    session = view.session(message.session_id)
+    return Route(
+        None,
+        task,
+        listening(view, task) if task is not None else None,
+        session.agent if session is not None else None,
+    )
 
 
 def deliver(engine: DomainEngine, message: TaskMessage) -> Started:
@@ -312,6 +324,9 @@ def _invoke(engine: DomainEngine, tx: Transaction, request: Invocation) -> Start
             resource_group=policy.resource_group,
             units=policy.units,
             command_id=command_id,
+            root=True,
+            agent_ignored=request.agent_ignored,
+            covers=request.covers,
         ),
     )
     return Started(request.job_id)
@@ -380,7 +395,10 @@ def _fold(engine: DomainEngine, tx: Transaction, message: TaskMessage) -> Starte
             engine.handle_in(
                 tx,
                 c.CreateSession(
-                    session_id=session_id, origin="a2a", start_run_id=message.session_run_id
+                    session_id=session_id,
+                    agent=message.agent,
+                    origin="a2a",
+                    start_run_id=message.session_run_id,
                 ),
             )
         task_id = message.new_task_id
@@ -417,6 +435,8 @@ def _fold(engine: DomainEngine, tx: Transaction, message: TaskMessage) -> Starte
             task_id=task_id,
             owed=False,
             command_id=command_id,
+            root=True,
+            agent_ignored=message.agent_ignored,
         ),
     )
     return Started(message.job_id, task_id)

@@ -342,7 +342,7 @@ def test_invocation_storage_fault_keeps_its_server_status_never_a_409(
     def failing(*args: object, **kwargs: object) -> None:
         raise error
 
-    monkeypatch.setattr(runtime.jobs, "dispatch", failing)
+    monkeypatch.setattr(runtime.invocations, "dispatch", failing)
     answer = post(client, PROMPT)
     assert answer.status_code == status
     assert answer.json == {"error": error.message, "code": error.code}

@@ -1,6 +1,6 @@
 """``/invocations`` with ``deliver: true`` (ADR 0038), on a real gunicorn with the example agent
 (``adapters.programs.channel_agent``): the prompt goes into the session's running job when its run
-takes input, as a message; otherwise, and without ``deliver``, a new job as before."""
+takes input, as a message; otherwise, and with ``deliver: false``, a new job as before."""
 
 from __future__ import annotations
 
@@ -104,12 +104,12 @@ def test_invocations_channel_deliver_streams_the_job_from_its_control(tmp_path: 
     assert f"message {from_file['control']} in t2: from a file" in result["result"]
 
 
-def test_invocations_channel_without_deliver_supersedes_as_before(tmp_path: Path) -> None:
+def test_invocations_channel_deliver_false_supersedes_as_before(tmp_path: Path) -> None:
     workspace = tmp_path / "ws"
     workspace.mkdir()
     with serve(workspace, CHANNEL_ENV) as server:
         job_id = _waiting(server, "s1")
-        answer = _invoke(server, {"prompt": "next", "session": "s1"})
+        answer = _invoke(server, {"prompt": "next", "session": "s1", "deliver": False})
         superseded = of_type(job_events(server, job_id), "job.superseded")
 
     assert answer["invocation"] != job_id and answer["status"] == "ok"

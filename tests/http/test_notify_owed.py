@@ -131,7 +131,8 @@ def test_notify_skips_superseded_cancelled_and_operator_jobs(tmp_path: Path) -> 
     db = workspace / ".foldline" / "foldline.db"
     with serve(workspace, env) as server:
         _, first = server.invoke({"prompt": "hold on", "session": "s1", "async": True})
-        _, newer = server.invoke({"prompt": "newer", "session": "s1"})
+        # Replace-only, so the newer run reads its own prompt alone (ADR 0048).
+        _, newer = server.invoke({"prompt": "newer", "session": "s1", "deliver": False})
         assert newer["status"] == "ok", newer
         _, held = server.invoke({"prompt": "hold again", "session": "s2", "async": True})
         cancel = f"/v1/jobs/{held['invocation']}/cancel"

@@ -157,7 +157,8 @@ def test_server_twenty_concurrent_requests_with_one_id_run_one_job(workspace: Pa
 def test_server_new_job_supersedes_the_earlier_one_across_workers(workspace: Path) -> None:
     with serve(workspace, {"FOLDLINE_RUNNER": RUNNER}, workers=2) as server:
         _, first = server.invoke({"prompt": "sleepy", "session": "s", "async": True})
-        status, second = server.invoke({"prompt": "quick", "session": "s"})
+        # Replace-only: the new run gets its own prompt alone (ADR 0048).
+        status, second = server.invoke({"prompt": "quick", "session": "s", "deliver": False})
         assert (status, second["status"]) == (200, "ok")
         body = _wait_status(server, first["invocation"])
         assert (body["status"], body["supersededBy"]) == ("superseded", second["invocation"])

@@ -15,10 +15,12 @@ from engine.domain.errors import AdmissionRejected, AlreadyExists, Conflict
 from engine.domain.job import JobState as J
 from engine.domain.rows import JobRow
 from engine.domain.rules import admission, lineage, lookups, pointer, roles
+from engine.domain.rules import session as session_rules
 from engine.domain.rules.lookups import job_for
 from engine.domain.rules.registry import Context, rule
 from engine.domain.session import Owed
 from engine.domain.task import TaskState as T
+from engine.errors import InvalidArgument
 
 
 @rule(c.AcceptJob)
@@ -32,8 +34,13 @@ def accept_job(cmd: c.AcceptJob, ctx: Context) -> None:
     roles.check_spawn(ctx, cmd, parent)
     admission.admit(ctx, cmd.resource_group, cmd.units)
     admission.check_write_scope(ctx, cmd.write_scope)
+    if cmd.root:
+        session_rules.check_root_agent(session, cmd.agent)
     if cmd.owed:  # checks the pointer (may refuse) before anything is appended
+        pointer.check_covers(ctx, session, cmd.covers)
         pointer.take(ctx, session, Owed("job", cmd.job_id))
+    elif cmd.covers:
+        raise InvalidArgument(f"job {cmd.job_id} covers jobs but takes no reply pointer")
     ctx.append(
         ids.job(cmd.job_id),
         job_.JobAccepted(
@@ -48,6 +55,8 @@ def accept_job(cmd: c.AcceptJob, ctx: Context) -> None:
             units=cmd.units,
             write_scope=cmd.write_scope,
             task=cmd.task_id,
+            covers=cmd.covers or (),
+            agent_ignored=cmd.agent_ignored,
         ),
     )
 

@@ -19,10 +19,10 @@ from engine.domain import ids
 from engine.domain import job as job_
 from engine.domain import session as session_
 from engine.domain import task as task_
-from engine.domain.errors import Conflict
+from engine.domain.errors import Conflict, SessionMoved
 from engine.domain.job import FileEntry
 from engine.domain.job import JobState as J
-from engine.domain.rows import JobRow, SessionRow
+from engine.domain.rows import DomainView, JobRow, SessionRow
 from engine.domain.rules.registry import Context
 from engine.domain.session import Owed
 from engine.events import Event, RecordedEvent
@@ -95,6 +95,35 @@ def is_owed(ctx: Context, job: JobRow) -> bool:
         return True
     task = ctx.view.task(job.task_id) if job.task_id else None
     return task is not None and task.state not in task_.TERMINAL
+
+
+def superseded_by_next(view: DomainView, session: SessionRow) -> JobRow | None:
+    """The job a new owed job on ``session`` supersedes: the one it owes, if still live."""
+    owes = session.owes
+    earlier = view.job(owes.ref) if owes is not None and owes.kind == "job" else None
+    return earlier if earlier is not None and earlier.state in SUPERSEDABLE else None
+
+
+def check_covers(ctx: Context, session: SessionRow, covers: tuple[str, ...] | None) -> None:
+    """A new owed job whose run gets the prompts of the job it supersedes (``covers`` not
+    None: it folds) covers exactly that job's covers and then that job (ADR 0048); one that
+    does not fold covers nothing. The caller planned ``covers`` from the committed log
+    before spawning the run: this is the check, in the write, that the plan still holds, so
+    a prompt is neither lost nor answered twice when the run's finish (or another prompt)
+    got there first.
+
+    Raises:
+        SessionMoved: the session's owed job is no longer the one planned for.
+    """
+    earlier = superseded_by_next(ctx.view, session) if covers is not None else None
+    expected = () if earlier is None else (*earlier.covers, earlier.job_id)
+    planned = covers or ()
+    if planned != expected:
+        raise SessionMoved(
+            f"session {session.session_id} moved: the new job would cover"
+            f" {', '.join(expected) or 'no job'}, not {', '.join(planned) or 'no job'}",
+            session_id=session.session_id,
+        )
 
 
 def take(ctx: Context, session: SessionRow, owed: Owed) -> None:

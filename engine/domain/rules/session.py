@@ -9,7 +9,7 @@ from engine.domain import ids
 from engine.domain import job as job_
 from engine.domain import session as session_
 from engine.domain import task as task_
-from engine.domain.errors import AlreadyExists, Conflict
+from engine.domain.errors import AlreadyExists, Conflict, SessionMoved
 from engine.domain.job import JobState as J
 from engine.domain.rows import SessionRow
 from engine.domain.rules import admission, pointer
@@ -36,6 +36,29 @@ def end_work(ctx: Context, session_id: str, reason: str) -> None:
     row = ctx.view.session(session_id)
     if row is not None and row.owes is not None:
         ctx.append(ids.session(session_id), session_.SessionSettled(owed=row.owes))
+
+
+def agent_name(agent: str) -> str:
+    """How a message names an agent: ``agent a``, or the default one (``""``)."""
+    return f"agent {agent}" if agent else "the default agent"
+
+
+def check_root_agent(session: SessionRow, agent: str) -> None:
+    """A session keeps the agent it was created with (ADR 0048): each of its root jobs (an
+    ``/invocations`` job, an A2A task's) runs that agent. The caller planned the run's agent
+    from the committed log; this is the check in the write, so two first calls racing on one
+    session id cannot both fix an agent.
+
+    Raises:
+        SessionMoved: the session runs another agent than the job was planned with.
+    """
+    if agent != session.agent:
+        raise SessionMoved(
+            f"session {session.session_id} runs {agent_name(session.agent)}, not"
+            f" {agent_name(agent)}",
+            session_id=session.session_id,
+            agent=session.agent,
+        )
 
 
 @rule(c.CreateSession)
