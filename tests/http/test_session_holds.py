@@ -93,6 +93,20 @@ def test_session_without_an_agent_keeps_the_default_one(tmp_path: Path) -> None:
     ]
 
 
+def test_session_a2a_context_keeps_the_agent_of_its_first_task(tmp_path: Path) -> None:
+    with _serve(tmp_path) as server:
+        first = _send(server, {"messageId": "m1", "parts": [{"text": "hi"}]}, agent="a")
+        context = first["contextId"]
+        later = {"messageId": "m2", "contextId": context, "parts": [{"text": "again"}]}
+        second = _send(server, later, agent="b")
+        rows = _jobs(server, context)
+
+    assert first["artifacts"][0]["parts"][0]["text"] == "a saw hi\n"
+    assert second["artifacts"][0]["parts"][0]["text"] == "a saw again\n"
+    ran = {(row["agent"], row["agent_ignored"]) for row in rows}
+    assert len(rows) == 2 and ran == {("a", None), ("a", "b")}
+
+
 def test_session_busy_prompt_is_answered_with_the_superseded_one(tmp_path: Path) -> None:
     with _serve(tmp_path) as server, ThreadPoolExecutor(1) as pool:
         waiting = pool.submit(_invoke, server, {"prompt": "hold 1", "session": "s1", "id": "k1"})
@@ -148,6 +162,16 @@ def _wait_running(server: Server, key: str, limit: float = 60) -> str:
     job_id = str(found[1]["invocation"])
     wait_for(server, job_id, "job.output", limit=limit)
     return job_id
+
+
+def _send(server: Server, message: dict[str, Any], agent: str) -> dict[str, Any]:
+    """A blocking A2A SendMessage naming ``agent`` in its metadata: the task it answers."""
+    params = {"message": {**message, "role": "ROLE_USER", "metadata": {"agent": agent}}}
+    body = {"jsonrpc": "2.0", "id": "r", "method": "SendMessage", "params": params}
+    status, _, raw = server.request("POST", "/", body, timeout=90)
+    answer = json.loads(raw)
+    assert status == 200 and "result" in answer, answer
+    return answer["result"]["task"]  # type: ignore[no-any-return]
 
 
 def _stream(server: Server, body: dict[str, Any]) -> list[dict[str, Any]]:
