@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 from adapters.services.dispatch import Dispatcher, DispatchFailed, new_id
-from engine.domain import usecases
+from engine.domain import plans, usecases
 from engine.domain.engine import DomainEngine
 from engine.domain.errors import NoChannel, SessionNotFound, TaskEnded, TaskMoved, TaskNotFound
 from engine.domain.push import PushConfig
@@ -171,7 +171,7 @@ class TaskMessages:
                 if route.replay is not None:
                     return self._replayed(request, files, route.replay)
         task_id = route.task.task_id if route.task is not None else request.new_task_id
-        request = _runs_session_agent(request, route.session_agent)
+        request = _runs_session_agent(request, plans.session_agent(engine, request.session_id))
         text, env = files.told(request.text, task_id)
         request = replace(request, text=text)
         messages: tuple[str, ...] = (request.text,)

@@ -44,4 +44,11 @@ def plan_invocation(
     return InvocationPlan(session.agent, ignored, covers)
 
 
-__all__ = ["InvocationPlan", "plan_invocation"]
+def session_agent(engine: DomainEngine, session_id: str) -> str | None:
+    """The agent session ``session_id`` runs, as committed (None: no such session yet): what
+    an A2A message on an existing context runs, whatever it names."""
+    session = engine.view_of(engine.log.connection()).session(session_id)
+    return session.agent if session is not None else None
+
+
+__all__ = ["InvocationPlan", "plan_invocation", "session_agent"]

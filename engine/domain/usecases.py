@@ -54,10 +54,8 @@ class Invocation:
     command_id: str | None  # the caller's idempotency key, as a command id
     session_run_id: str  # the run of the session, if this request creates it
     job_id: str = ""  # filled in by the caller once the run is spawned
-    # As planned (``engine.domain.plans``, ADR 0048): the agent the caller named in vain, and
-    # (not None: it folds) the owed jobs whose prompts go before its own.
-    agent_ignored: str = ""
-    covers: tuple[str, ...] | None = None
+    agent_ignored: str = ""  # as planned (ADR 0048): the agent the caller named in vain, and
+    covers: tuple[str, ...] | None = None  # the jobs whose prompts it answers (None: no fold)
 
 
 @dataclass(frozen=True)
@@ -107,7 +105,6 @@ class Route:
     replay: Started | None  # the message was recorded before: what it made
     task: TaskRow | None  # the open task it folds into; None: a new task
     listening: JobRow | None = None  # the task's live run, if it takes input: deliver into it
-    session_agent: str | None = None  # the agent its session runs (None: a new session)
 
 
 def start(engine: DomainEngine, request: Request, starts: Sequence[c.StartJob]) -> Started:
@@ -143,13 +140,7 @@ def route(engine: DomainEngine, message: TaskMessage) -> Route:
         return Route(replay, None)
     view = engine.view_of(engine.log.connection())
     task = _target(view, message)
-    session = view.session(message.session_id)
-    return Route(
-        None,
-        task,
-        listening(view, task) if task is not None else None,
-        session.agent if session is not None else None,
-    )
+    return Route(None, task, listening(view, task) if task is not None else None)
 
 
 def deliver(engine: DomainEngine, message: TaskMessage) -> Started:

@@ -107,7 +107,7 @@ def test_session_a2a_context_keeps_the_agent_of_its_first_task(engine: DomainEng
     usecases.start(engine, replace(later, agent="a", agent_ignored="b"), [])
 
     assert queries.session(engine.log.connection(), "ctx").agent == "a"  # type: ignore[union-attr]
-    assert usecases.route(engine, replace(later, message_id="m3")).session_agent == "a"
+    assert plans.session_agent(engine, "ctx") == "a" and plans.session_agent(engine, "x") is None
     assert job(engine, "j2").agent == "a" and job(engine, "j2").agent_ignored == "b"
 
 
