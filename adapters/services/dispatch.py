@@ -34,7 +34,7 @@ from adapters.system.gitwork.runner import GitFailed
 from adapters.system.processes import spawn_gated
 from adapters.system.prompts import join_prompts, read_prompt
 from engine.domain import commands as c
-from engine.domain import ids, usecases
+from engine.domain import ids, prompt_delivery, usecases
 from engine.domain.engine import DomainEngine
 from projections import queries
 
@@ -147,7 +147,7 @@ class Dispatcher:
         except OSError as ex:
             raise DispatchFailed(f"prompt file could not be read: {ex}") from ex
         text = raw.decode("utf-8", errors="replace")  # a run's prompt is bytes; a control, text
-        started = usecases.deliver_prompt(self._engine(), session_id, text, command_id)
+        started = prompt_delivery.deliver_prompt(self._engine(), session_id, text, command_id)
         if started is None or started.job_id is None:
             return None
         job_id, position, duplicate = started.job_id, started.position, started.duplicate

@@ -23,7 +23,7 @@ from dataclasses import replace
 
 from adapters.services.dispatch import Accepted, Dispatcher, DispatchFailed, new_id
 from adapters.system.prompts import join_prompts, read_prompt
-from engine.domain import ids, plans, usecases
+from engine.domain import ids, plans, prompt_delivery, usecases
 from engine.domain.engine import DomainEngine
 from engine.domain.errors import SessionMoved
 
@@ -70,7 +70,7 @@ class Invocations:
         self, session_id: str, agent: str, prompt: str, prompt_file: str, caller_id: str | None
     ) -> Accepted | None:
         """Deliver the prompt (or the text of ``prompt_file``) as the answer to the oldest
-        question the session's job has pending (``usecases.answer_prompt``), whatever
+        question the session's job has pending (``prompt_delivery.answer_prompt``), whatever
         ``deliver`` says; else None, with nothing read or recorded.
 
         Raises:
@@ -78,7 +78,7 @@ class Invocations:
             EngineError: the rules refused it (an unknown agent, an answer over its limit).
         """
         engine = self._engine()
-        if not usecases.is_waiting_for_answer(engine, session_id):
+        if not prompt_delivery.is_waiting_for_answer(engine, session_id):
             return None  # the common case costs one read, and no prompt file is read twice
         engine.settings.agent(agent)  # an unknown agent is refused either way
         jobs = self._jobs
@@ -88,7 +88,7 @@ class Invocations:
             raise DispatchFailed(f"prompt file could not be read: {ex}") from ex
         text = raw.decode("utf-8", errors="replace")
         command_id = ids.invocation_command(caller_id) if caller_id is not None else None
-        started = usecases.answer_prompt(engine, session_id, text, command_id)
+        started = prompt_delivery.answer_prompt(engine, session_id, text, command_id)
         if started is None or started.job_id is None:
             return None  # answered meanwhile, or the job ended: the prompt goes on as usual
         return Accepted(

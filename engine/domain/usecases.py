@@ -16,16 +16,14 @@ committed log before the write (``route``) and checked again inside it: a task t
 between is a ``TaskMoved``, and the caller plans again.
 
 Work that is already running and takes input (ADR 0038) gets a request without a new run: a
-follow-up on a task whose live run reads controls is delivered into it (``deliver``), and so is
-an invocation that asks for it on a session whose owed job does (``deliver_prompt``). An
-invocation on a session whose owed job has a question pending is its answer, whatever it asks
-for (``answer_prompt``). The request's idempotency key is then the command id of what it
-recorded (the control), so a repeat answers the job it went into (``_made_by``).
+follow-up on a task whose live run reads controls is delivered into it (``deliver``); an
+invocation's prompt into the job its session owes is ``engine.domain.prompt_delivery``'s. The
+request's idempotency key is then the command id of what it recorded (the control), so a
+repeat answers the job it went into (``_made_by``).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -33,12 +31,11 @@ import msgspec
 
 from engine.domain import commands as c
 from engine.domain import ids
-from engine.domain.channel import SendControl
 from engine.domain.engine import DomainEngine
 from engine.domain.errors import NoChannel, SessionNotFound, TaskEnded, TaskMoved, TaskNotFound
 from engine.domain.push import PushConfig, SetPushConfig
 from engine.domain.rows import DomainView, JobRow, TaskRow
-from engine.domain.rules.channel import listening, owed_question, takes_input
+from engine.domain.rules.channel import listening
 from engine.domain.task import TERMINAL
 from engine.log import Transaction
 
@@ -156,7 +153,7 @@ def deliver(engine: DomainEngine, message: TaskMessage) -> Started:
 
     def work(tx: Transaction) -> Started:
         view = engine.view_of(tx.cursor)
-        replay = _replay(tx, view, message.command_id)
+        replay = repeat_of(tx, view, message.command_id)
         if replay is not None:
             return replay
         task = _planned(view, message)
@@ -178,77 +175,6 @@ def deliver(engine: DomainEngine, message: TaskMessage) -> Started:
         )
         # The rule's last event is the control that carries the text (or the answer).
         return Started(job.job_id, task.task_id, position=tx.position, control=done.last_position)
-
-    return engine.log.write(work)
-
-
-def deliver_prompt(
-    engine: DomainEngine, session_id: str, prompt: str, command_id: str | None
-) -> Started | None:
-    """Deliver an invocation's prompt into the job ``session_id`` owes, as a message, if that
-    job is running and its run takes input; else None, and nothing is recorded (the caller
-    starts a new job as usual). A repeat of ``command_id`` appends nothing.
-
-    Raises:
-        EngineError: the rules refused the control (a text outside its limits).
-    """
-
-    def work(tx: Transaction) -> Started | None:
-        view = engine.view_of(tx.cursor)
-        replay = _replay(tx, view, command_id)
-        if replay is not None:
-            return replay
-        session = view.session(session_id)
-        owes = session.owes if session is not None else None
-        job = view.job(owes.ref) if owes is not None and owes.kind == "job" else None
-        if job is None or not takes_input(job):
-            return None
-        control = SendControl(
-            job_id=job.job_id, action="message", text=prompt, by="invocation", command_id=command_id
-        )
-        done = engine.handle_in(tx, control)
-        return Started(job.job_id, job.task_id, position=tx.position, control=done.last_position)
-
-    return engine.log.write(work)
-
-
-def is_waiting_for_answer(engine: DomainEngine, session_id: str) -> bool:
-    """Whether the job ``session_id`` owes has a question pending, as the committed log says
-    (a hint: ``answer_prompt`` decides again inside its write)."""
-    return owed_question(engine.view_of(engine.log.connection()), session_id) is not None
-
-
-def answer_prompt(
-    engine: DomainEngine, session_id: str, prompt: str, command_id: str | None
-) -> Started | None:
-    """Deliver an invocation's prompt as the answer to the oldest pending question of the job
-    ``session_id`` owes (``respond`` with ``{"text": prompt}``, as an A2A follow-up answers
-    one); else None, and nothing is recorded. A repeat of ``command_id`` appends nothing.
-
-    Raises:
-        EngineError: the rules refused the control (a response of more than 64 KiB of JSON).
-    """
-
-    def work(tx: Transaction) -> Started | None:
-        view = engine.view_of(tx.cursor)
-        replay = _replay(tx, view, command_id)
-        if replay is not None:
-            return replay
-        asked = owed_question(view, session_id)
-        if asked is None:
-            return None
-        job, request = asked
-        answer = json.dumps({"text": prompt}, ensure_ascii=False)
-        control = SendControl(
-            job_id=job.job_id,
-            action="respond",
-            request=request,
-            response=answer,
-            by="invocation",
-            command_id=command_id,
-        )
-        done = engine.handle_in(tx, control)
-        return Started(job.job_id, job.task_id, position=tx.position, control=done.last_position)
 
     return engine.log.write(work)
 
@@ -277,8 +203,9 @@ def _made_by(view: DomainView, command_id: str) -> Started | None:
     return None if job is None else Started(job.job_id, job.task_id, duplicate=True)
 
 
-def _replay(tx: Transaction, view: DomainView, command_id: str | None) -> Started | None:
-    """Inside the write, the authority: a command id the log knows is a repeat."""
+def repeat_of(tx: Transaction, view: DomainView, command_id: str | None) -> Started | None:
+    """Inside the write, the authority: a command id the log knows is a repeat (what it
+    made), else None."""
     if command_id is None or tx.known_command(command_id) is None:
         return None
     replay = _made_by(view, command_id)
@@ -290,7 +217,7 @@ def _replay(tx: Transaction, view: DomainView, command_id: str | None) -> Starte
 def _invoke(engine: DomainEngine, tx: Transaction, request: Invocation) -> Started:
     view = engine.view_of(tx.cursor)
     command_id = request.command_id
-    replay = _replay(tx, view, command_id)
+    replay = repeat_of(tx, view, command_id)
     if replay is not None:
         return replay
     policy = engine.settings.agent(request.agent)
@@ -375,7 +302,7 @@ def _planned(view: DomainView, message: TaskMessage) -> TaskRow | None:
 def _fold(engine: DomainEngine, tx: Transaction, message: TaskMessage) -> Started:
     view = engine.view_of(tx.cursor)
     command_id = message.command_id
-    replay = _replay(tx, view, command_id)
+    replay = repeat_of(tx, view, command_id)
     if replay is not None:
         return replay
     policy = engine.settings.agent(message.agent)
@@ -447,7 +374,7 @@ __all__ = [
     "Started",
     "TaskMessage",
     "deliver",
-    "deliver_prompt",
+    "repeat_of",
     "route",
     "start",
 ]

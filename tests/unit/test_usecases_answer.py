@@ -14,7 +14,7 @@ import pytest
 
 from engine.domain import channel as ch
 from engine.domain import commands as c
-from engine.domain import usecases
+from engine.domain import prompt_delivery, usecases
 from engine.domain.engine import DomainEngine
 from projections import open_engine, queries
 from tests.support.backends import log_target
@@ -59,9 +59,9 @@ def test_usecases_answer_prompt_answers_the_oldest_pending_question(
     owed(engine)
     asks(engine, "colour", "Which colour?")
     asks(engine, "size", "Which size?")
-    assert usecases.is_waiting_for_answer(engine, "s1")
+    assert prompt_delivery.is_waiting_for_answer(engine, "s1")
 
-    started = usecases.answer_prompt(engine, "s1", "blue", "inv:k2")
+    started = prompt_delivery.answer_prompt(engine, "s1", "blue", "inv:k2")
 
     assert started is not None and (started.job_id, started.duplicate) == ("j1", False)
     assert started.control == engine.log.head()
@@ -74,9 +74,9 @@ def test_usecases_answer_prompt_answers_the_oldest_pending_question(
         ("size", "pending", None),
     ]
     # The next prompt answers the next question; then nothing is pending.
-    usecases.answer_prompt(engine, "s1", "large", None)
+    prompt_delivery.answer_prompt(engine, "s1", "large", None)
     assert [a["request"] for a in answers(engine)] == ["colour", "size"]
-    assert not usecases.is_waiting_for_answer(engine, "s1")
+    assert not prompt_delivery.is_waiting_for_answer(engine, "s1")
 
 
 def test_usecases_answer_prompt_repeat_answers_the_job_and_records_nothing(
@@ -84,11 +84,11 @@ def test_usecases_answer_prompt_repeat_answers_the_job_and_records_nothing(
 ) -> None:
     owed(engine)
     asks(engine, "q1", "Which?")
-    usecases.answer_prompt(engine, "s1", "that one", "inv:k2")
+    prompt_delivery.answer_prompt(engine, "s1", "that one", "inv:k2")
     asks(engine, "q2", "And then?")  # a question pending again: the repeat still answers none
     head = engine.log.head()
 
-    again = usecases.answer_prompt(engine, "s1", "that one", "inv:k2")
+    again = prompt_delivery.answer_prompt(engine, "s1", "that one", "inv:k2")
 
     assert again == usecases.Started("j1", None, duplicate=True)
     assert usecases.recorded(engine, "inv:k2") == again
@@ -98,12 +98,12 @@ def test_usecases_answer_prompt_repeat_answers_the_job_and_records_nothing(
 def test_usecases_answer_prompt_without_a_pending_question_records_nothing(
     engine: DomainEngine,
 ) -> None:
-    assert usecases.answer_prompt(engine, "s1", "hello", None) is None  # no session
-    assert not usecases.is_waiting_for_answer(engine, "s1")
+    assert prompt_delivery.answer_prompt(engine, "s1", "hello", None) is None  # no session
+    assert not prompt_delivery.is_waiting_for_answer(engine, "s1")
     owed(engine)
     head = engine.log.head()
-    assert usecases.answer_prompt(engine, "s1", "hello", "inv:k2") is None  # nothing asked
-    assert not usecases.is_waiting_for_answer(engine, "s1")
+    assert prompt_delivery.answer_prompt(engine, "s1", "hello", "inv:k2") is None  # nothing asked
+    assert not prompt_delivery.is_waiting_for_answer(engine, "s1")
     assert engine.log.head() == head
     assert usecases.recorded(engine, "inv:k2") is None  # the caller's id stays free
 
@@ -115,6 +115,6 @@ def test_usecases_answer_prompt_ignores_a_question_of_a_job_that_ended(
     asks(engine, "q1", "Which?")
     engine.handle(c.FinishJob(job_id="j1", run_id="r1", outcome="ok", result="gave up"))
     head = engine.log.head()
-    assert not usecases.is_waiting_for_answer(engine, "s1")
-    assert usecases.answer_prompt(engine, "s1", "that one", None) is None
+    assert not prompt_delivery.is_waiting_for_answer(engine, "s1")
+    assert prompt_delivery.answer_prompt(engine, "s1", "that one", None) is None
     assert engine.log.head() == head

@@ -13,7 +13,7 @@ import pytest
 
 from engine.domain import channel as ch
 from engine.domain import commands as c
-from engine.domain import usecases
+from engine.domain import prompt_delivery, usecases
 from engine.domain.engine import DomainEngine
 from engine.domain.errors import NoChannel, TaskMoved
 from projections import open_engine
@@ -112,22 +112,22 @@ def test_usecases_deliver_prompt_into_the_owed_job_when_it_takes_input(
 ) -> None:
     start = c.StartJob(job_id="j1", run_id="r1", input="lines")
     usecases.start(engine, invocation("j1"), [start])
-    started = usecases.deliver_prompt(engine, "s1", "more", "inv:k2")
+    started = prompt_delivery.deliver_prompt(engine, "s1", "more", "inv:k2")
     assert started is not None and (started.job_id, started.duplicate) == ("j1", False)
     assert started.control == engine.log.head()
     assert controls(engine) == [
         {"action": "message", "text": "more", "by": "invocation", "id": "inv:k2"}
     ]
     head = engine.log.head()
-    again = usecases.deliver_prompt(engine, "s1", "more", "inv:k2")
+    again = prompt_delivery.deliver_prompt(engine, "s1", "more", "inv:k2")
     assert again == usecases.Started("j1", None, duplicate=True)
     assert usecases.recorded(engine, "inv:k2") == again
     assert engine.log.head() == head
 
 
 def test_usecases_deliver_prompt_finds_nothing_to_deliver_into(engine: DomainEngine) -> None:
-    assert usecases.deliver_prompt(engine, "s1", "more", None) is None  # no session
+    assert prompt_delivery.deliver_prompt(engine, "s1", "more", None) is None  # no session
     usecases.start(engine, invocation("j1"), [c.StartJob(job_id="j1", run_id="r1")])
     head = engine.log.head()
-    assert usecases.deliver_prompt(engine, "s1", "more", None) is None  # no input
+    assert prompt_delivery.deliver_prompt(engine, "s1", "more", None) is None  # no input
     assert engine.log.head() == head

@@ -181,7 +181,7 @@ def listening(view: DomainView, task: TaskRow) -> JobRow | None:
 def owed_question(view: DomainView, session_id: str) -> tuple[JobRow, str] | None:
     """The job ``session_id`` owes and the request id of its run's oldest unanswered question,
     if that job is running, takes input and asked one: an invocation's prompt on the session
-    answers it (``engine.domain.usecases.answer_prompt``)."""
+    answers it (``engine.domain.prompt_delivery.answer_prompt``)."""
     session = view.session(session_id)
     owes = session.owes if session is not None else None
     job = view.job(owes.ref) if owes is not None and owes.kind == "job" else None
