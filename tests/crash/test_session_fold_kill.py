@@ -31,7 +31,9 @@ def test_resume_after_sigkill_gives_the_covering_run_every_prompt_again(tmp_path
             body = poll_invocation(second, "k2", "ok", limit=60)
             superseded = second.invoke({"get": "k1"})[1]
 
-    assert body["result"] == "- saw hold 1 | hold 2\n"  # the resumed run: both prompts again
+    # The resumed run got both prompts again; the job's result is its whole output (ADR
+    # 0049): what the cut-off run printed, then the resumed run's.
+    assert body["result"] == "- saw hold 1 | hold 2\n" * 2
     assert body["covers"] == [first_id]
     assert superseded["status"] == "superseded"
     assert superseded["supersededBy"] == receipt["invocation"]

@@ -36,11 +36,15 @@ with open(os.path.join("seen", os.environ["FOLDLINE_JOB_ID"] + ".jsonl"), "w") a
 print(f"reply to {prompt}: {len(seen.splitlines())} earlier")
 print("history at " + path)
 """
-# Spawns one historian as its worker and answers with the worker's result.
+# Asked to spawn, spawns one historian as its worker and answers with the worker's result;
+# else says what it was told.
 PARENT = (
     CALL
     + """
-sys.stdin.read()
+prompt = sys.stdin.read().strip()
+if prompt != "spawn":
+    print("parent heard", prompt)
+    sys.exit(0)
 print("root saw", len(open(os.environ["FOLDLINE_SESSION_HISTORY"]).read().splitlines()))
 status, body = call("POST", "/v1/jobs", {"agent": "historian", "prompt": "as a worker"})
 print(wait_all([job["job_id"] for job in body["jobs"]])[0]["result"], end="")
@@ -115,13 +119,15 @@ def test_a_superseded_job_is_in_the_history_without_a_reply_and_a_worker_gets_no
         slow = _call(server, {"prompt": "slow work", "session": "s1", "async": True})
         _until_said(server, slow["invocation"], "working")
         after = _call(server, {"prompt": "instead", "session": "s1", "deliver": False})
-        parent = _call(server, {"prompt": "spawn", "session": "s1", "agent": "parent"})
+        # A session keeps its agent (ADR 0048): the parent's own session.
+        _call(server, {"prompt": "hello", "session": "s2", "agent": "parent"})
+        parent = _call(server, {"prompt": "spawn", "session": "s2"})
     seen = _seen(workspace, after["invocation"])
     assert [(e["job_id"], e["state"], e["prompt"], e["reply"]) for e in seen] == [
         (slow["invocation"], "superseded", "slow work", None),
     ]
     assert parent["status"] == "ok", parent["result"]
-    assert parent["result"].startswith("root saw 2\n")  # a root: both earlier jobs
+    assert parent["result"].startswith("root saw 1\n")  # a root: its session's earlier job
     assert "history at \n" in parent["result"]  # its worker: no history
 
 
