@@ -36,7 +36,7 @@ def link(
     envelope = _encode(
         [position, stream_id, version, event_type, recorded_at, epoch, command_id, state]
     )
-    return hashlib.sha256(previous + envelope + payload).digest()
+    return hashlib.sha256(b"".join((previous, envelope, payload))).digest()
 
 
 # position, stream_id, version, event_type, recorded_at, epoch, command_id, state, payload, hash

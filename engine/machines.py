@@ -331,6 +331,10 @@ def build_machine(spec: MachineSpec) -> Machine:
     return Machine(spec=spec, event_classes=classes, table=table)
 
 
+# Stream ids whose machine ``Machines.for_stream`` keeps (a bounded cache, emptied when full).
+STREAM_CACHE_SIZE = 8192
+
+
 class Machines:
     """The machines a log knows, by stream kind."""
 
@@ -346,6 +350,9 @@ class Machines:
                     raise InvalidDeclaration(f"{event_type} is declared by two machines")
                 self.event_classes[event_type] = cls
             self.by_kind[spec.kind] = machine
+        # Stream ids already matched, with their machine: every append asks, and the pattern
+        # match costs more than the rest of the lookup. Emptied when full, so it stays bounded.
+        self._by_stream: dict[str, Machine] = {}
 
     def for_stream(self, stream_id: str) -> Machine:
         """The machine of a stream id ``kind:id``.
@@ -353,6 +360,9 @@ class Machines:
         Raises:
             UnknownStreamKind: malformed id, or no machine for its kind.
         """
+        known = self._by_stream.get(stream_id) if type(stream_id) is str else None
+        if known is not None:
+            return known
         match = STREAM_ID_PATTERN.match(stream_id) if isinstance(stream_id, str) else None
         if match is None:
             raise UnknownStreamKind(
@@ -365,4 +375,7 @@ class Machines:
             raise UnknownStreamKind(
                 f"no machine is declared for stream kind {match.group(1)!r}", stream_id=stream_id
             )
+        if len(self._by_stream) >= STREAM_CACHE_SIZE:
+            self._by_stream.clear()
+        self._by_stream[stream_id] = machine
         return machine

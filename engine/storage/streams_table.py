@@ -80,6 +80,10 @@ def head_rows(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     """The ``streams`` rows for a run of event rows (``engine.chain.Row``), one per stream:
     the same rows ``StreamsProjection.apply`` leaves after each event in turn (the write path
     upserts them once per batch instead of once per event)."""
+    if len(rows) == 1:  # a lone append's: its one event opens or moves the row alike
+        position, stream_id, version, _, recorded_at, _, _, state, *_ = rows[0]
+        kind = stream_id.partition(":")[0]
+        return [(stream_id, kind, version, state, position, position, recorded_at, recorded_at)]
     heads: dict[str, list[Any]] = {}
     for position, stream_id, version, _, recorded_at, _, _, state, *_ in rows:
         fold_head(heads, stream_id, version, state, position, recorded_at)

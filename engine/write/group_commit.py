@@ -24,6 +24,9 @@ from typing import Any
 
 _allocate_lock = threading.Lock
 MAX_LINGER_S = 0.002
+# This process's id, kept current across fork: ``os.getpid`` is a system call per append.
+_process = [os.getpid()]
+os.register_at_fork(after_in_child=lambda: _process.__setitem__(0, os.getpid()))
 
 
 class Request:
@@ -62,7 +65,7 @@ class GroupCommit:
         self._reset()
 
     def _reset(self) -> None:
-        self._pid = os.getpid()
+        self._pid = _process[0]
         self._queue: list[Request] = []
         self._lock = threading.Lock()
         self._leading = False
@@ -82,7 +85,7 @@ class GroupCommit:
         """Run ``work`` in the next batch; returns its result (or raises its error) after the
         batch's commit. ``stream_id``: the stream ``work`` will append to, if known;
         ``expected``: see ``Request``."""
-        if self._pid != os.getpid():
+        if self._pid != _process[0]:
             self._reset()
         request = Request(work, stream_id, expected)
         with self._lock:

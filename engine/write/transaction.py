@@ -31,7 +31,7 @@ from engine import chain
 from engine.clock import Clock, SystemClock, format_time
 from engine.errors import ConcurrencyError, FencedOut, InvalidArgument
 from engine.events import Event, RecordedEvent
-from engine.machines import Machine, StreamHead
+from engine.machines import Machine, StreamHead, stream_head
 from engine.storage.seam import Buffered, CommandRow, EventRow, Writer
 from engine.storage.streams_table import head_rows
 
@@ -61,13 +61,12 @@ def _system_now() -> str:
     """``format_time(SystemClock().now())`` without building a datetime: the text of the
     current second is kept, only the microseconds are formatted per call."""
     global _second  # one small cache, replaced whole (thread-safe)
-    micros = time.time_ns() // 1000
-    seconds, fraction = divmod(micros, 1_000_000)
+    seconds, nanos = divmod(time.time_ns(), 1_000_000_000)
     known, prefix = _second
     if seconds != known:
         prefix = datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S.")
         _second = (seconds, prefix)
-    return f"{prefix}{fraction:06d}Z"
+    return f"{prefix}{nanos // 1000:06d}Z"
 
 
 _second: tuple[int, str] = (-1, "")
@@ -297,7 +296,7 @@ class Transaction:
         if head is not None:
             return head
         row = self.writer.stream_head(stream_id)
-        return StreamHead(stream_id, row[0], row[1]) if row else StreamHead(stream_id, 0, None)
+        return stream_head(stream_id, *row) if row else stream_head(stream_id, 0, None)
 
     def events_after(
         self, position: int, event_types: frozenset[str] | None = None
@@ -362,25 +361,23 @@ class Transaction:
         link = chain.link
         rows = []
         recorded = []
+        from_row = RecordedEvent.from_row
         for event, (event_type, payload) in zip(events, encoded, strict=True):
             state = machine.next_state(head, event, event_type)
             position += 1
-            head = StreamHead(stream_id, head.version + 1, state)
+            version = head.version + 1
+            head = stream_head(stream_id, version, state)
             # The envelope in column order: hashed, then stored with its hash.
+            previous = link(
+                previous, position, stream_id, version, event_type,
+                recorded_at, epoch, command_id, state, payload,
+            )  # fmt: skip
             row = (
-                position,
-                stream_id,
-                head.version,
-                event_type,
-                recorded_at,
-                epoch,
-                command_id,
-                state,
-                payload,
-            )
-            previous = link(previous, *row)
-            rows.append((*row, previous))
-            recorded.append(RecordedEvent.from_row((*row, previous), event))
+                position, stream_id, version, event_type,
+                recorded_at, epoch, command_id, state, payload, previous,
+            )  # fmt: skip
+            rows.append(row)
+            recorded.append(from_row(row, event))
         first = self.position + 1
         self.position, self.last_hash, self.epoch = position, previous, epoch
         self.appended.extend(recorded)
