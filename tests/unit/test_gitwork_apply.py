@@ -267,6 +267,38 @@ def test_apply_a_patch_creating_an_ignored_file_that_exists_conflicts(tmp_path: 
     assert (setup.workspace / "out.log").read_text() == "the owner's, ignored\n"
 
 
+def test_apply_a_created_path_an_ignored_directory_holds_conflicts_renames_included(
+    tmp_path: Path,
+) -> None:
+    # The plan asks git where each created path lies only when something untracked is near
+    # it: a file inside an ignored directory is, and a path a rename creates (a patch without
+    # any "new file" header) counts as created too.
+    setup = Setup(tmp_path, {**FILES, ".gitignore": b"build/\n"})
+    wt = setup.worktree()
+    (wt / "build").mkdir()
+    (wt / "build" / "out.txt").write_text("the job's\n")
+    git_cli(wt, "add", "-f", "build/out.txt")
+    created = setup.patch(wt)
+    wt = setup.worktree()
+    (wt / "build").mkdir()
+    git_cli(wt, "mv", "b.txt", "build/b.txt")
+    renamed = git_cli(wt, "diff", "--cached", "-M", "--binary", "--full-index", setup.base)
+    assert "rename to build/b.txt" in renamed and "new file mode" not in renamed
+    (setup.workspace / "build").mkdir()
+    (setup.workspace / "build" / "out.txt").write_text("the owner's, ignored\n")
+    (setup.workspace / "build" / "b.txt").write_text("the owner's too\n")
+    before = setup.state()
+    with pytest.raises(Conflicts, match=r"build/out\.txt"):
+        setup.plan(created)
+    with pytest.raises(Conflicts, match=r"build/b\.txt"):
+        setup.plan(renamed.encode())
+    assert setup.state() == before
+    (setup.workspace / "build" / "b.txt").unlink()  # nothing hidden there now: it applies
+    setup.integrate(renamed.encode())
+    assert (setup.workspace / "build" / "b.txt").read_bytes() == FILES["b.txt"]
+    assert not (setup.workspace / "b.txt").exists()
+
+
 def test_apply_write_never_goes_through_a_planted_symlink(tmp_path: Path) -> None:
     setup = Setup(tmp_path)
     victim_dir = tmp_path / "outside"

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from adapters.system.gitwork.patches import LOG_DIR, stage_all
 from adapters.system.gitwork.runner import Git, GitFailed
-from adapters.system.gitwork.scratch import Scratch, entries, layers
+from adapters.system.gitwork.scratch import Scratch, entries, layers, parents
 from adapters.system.gitwork.worktrees import head_commit
 
 # `git apply` matches these with wildmatch without WM_PATHNAME: `*` crosses slashes.
@@ -80,12 +80,14 @@ def plan(git: Git, workspace: Path, patch: bytes, scratch: Path) -> Plan:
         GitFailed: git failed otherwise, a corrupt patch included.
     """
     head = head_commit(git, workspace)
-    with Scratch(git, workspace, scratch) as index:
-        index.run(["read-tree", head])
+    with Scratch(git, workspace, scratch, start=head) as index:
         stage_all(index.run)
         before = index.write_tree()
         if not patch:
             return Plan(before, before, ())
+        # What the working tree holds that the index now does not (ignored files): listed
+        # only if the patch may create a path, before the apply adds its paths to the index.
+        others = _untracked(index) if _may_create(patch) else None
         try:
             index.run(list(APPLY), input=patch)
         except GitFailed as ex:
@@ -100,11 +102,22 @@ def plan(git: Git, workspace: Path, patch: bytes, scratch: Path) -> Plan:
                 raise  # not a conflict: a corrupt patch, or git failing for its own reasons
             raise Conflicts("the patch does not apply", sorted(conflicting), ex.stderr) from ex
         after = index.write_tree()
-        changed = index.run(["diff-tree", "-r", "--no-renames", "--name-only", "-z", before, after])
-    paths = tuple(sorted(p for p in changed.decode("utf-8", "surrogateescape").split("\0") if p))
-    existed = entries(git, workspace, before, paths)
-    created = [p for p in paths if p not in existed]
-    if created and not matches(git, workspace, before, created, scratch):
+        changed = index.run(
+            ["diff-tree", "-r", "--no-renames", "--name-status", "-z", before, after]
+        ).split(b"\0")
+    status = {
+        changed[i + 1].decode("utf-8", "surrogateescape"): changed[i]
+        for i in range(0, len(changed) - 1, 2)
+    }
+    paths = tuple(sorted(status))
+    created = [p for p in paths if status[p] == b"A"]  # absent from the working tree's tree
+    # Only a created path near something untracked can be hidden there; the exact check
+    # (``matches``, a command per layer of paths) is made for those alone.
+    if (
+        created
+        and (others is None or _near(created, others))
+        and not matches(git, workspace, before, created, scratch)
+    ):
         hidden = [p for p in created if not matches(git, workspace, before, [p], scratch)]
         raise Conflicts("the patch creates files the working tree has (ignored)", hidden)
     return Plan(before, after, paths)
@@ -124,18 +137,24 @@ def write(git: Git, workspace: Path, tree: str, paths: Sequence[str], scratch: P
     """
     wanted = _checked(paths)
     present = entries(git, workspace, tree, wanted)
-    with Scratch(git, workspace, scratch) as index:
-        empty = index.write_tree()
-        target = index.load(present) if present else empty
+    with Scratch(git, workspace, scratch) as index:  # empty
+        target = ""
+        if present:
+            index.put(present)
+            target = index.write_tree()
         hole = index.placeholder()
         # An index cannot hold both `a` and `a/b`: deletions go layer by layer, and before
         # the writes, so a file that must become a directory (or back) is out of the way.
+        empty = ""
         for layer in layers([p for p in wanted if p not in present]):
-            index.load({p: hole for p in layer})
+            index.run(["read-tree", "--empty"])
+            empty = empty or index.write_tree()
+            index.put({p: hole for p in layer})
             index.run(["read-tree", "--reset", "-u", "--no-sparse-checkout", empty])
         if present:
             # Old entries that differ from the target make git check every path out anew.
-            index.load({p: hole for p in present})
+            # (They replace the target's own entries, or fill the index the deletions emptied.)
+            index.put({p: hole for p in present})
             index.run(["read-tree", "--reset", "-u", "--no-sparse-checkout", target])
 
 
@@ -167,6 +186,29 @@ def matches(git: Git, workspace: Path, tree: str, paths: Sequence[str], scratch:
                 if (p in present and p in status) or (p not in present and status.get(p) != b"D"):
                     return False
     return True
+
+
+def _may_create(patch: bytes) -> bool:
+    """Whether a patch has a header that makes a path (a new file, a rename's or a copy's
+    target): only then can it create a path the working tree hides."""
+    return any(
+        marker in patch for marker in (b"\nnew file mode ", b"\nrename to ", b"\ncopy to ")
+    ) or patch.startswith(b"new file mode ")
+
+
+def _untracked(index: Scratch) -> set[str]:
+    """Everything in the working tree the scratch index does not hold, ignore rules not
+    applied, a directory holding nothing tracked named once (as ``dir``)."""
+    out = index.run(["ls-files", "--others", "--directory", "-z"])
+    return {
+        name.decode("utf-8", "surrogateescape").rstrip("/") for name in out.split(b"\0") if name
+    }
+
+
+def _near(paths: Sequence[str], others: set[str]) -> bool:
+    """Whether any of ``paths`` is one of ``others``, lies below one, or has one below it."""
+    above = {parent for other in others for parent in parents(other)}
+    return any(p in others or p in above or any(d in others for d in parents(p)) for p in paths)
 
 
 def _checked(paths: Sequence[str]) -> list[str]:

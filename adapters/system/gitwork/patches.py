@@ -21,8 +21,8 @@ LOG_DIR = ".foldline"
 EXCLUDE_LOG = f":(exclude,top){LOG_DIR}"
 # Plumbing, not `git diff`: porcelain reads diff.noprefix, color.diff, diff.external and
 # textconv settings from the (agent-written) repository config, any of which would yield a
-# patch `git apply` misreads or run a command.
-DIFF = ("diff-tree", "-r", "--no-renames", "--no-ext-diff", "--no-textconv")
+# patch `git apply` misreads or run a command. The staged index against the base commit.
+DIFF = ("diff-index", "--cached", "-r", "--no-renames", "--no-ext-diff", "--no-textconv")
 
 
 @dataclass(frozen=True)
@@ -50,14 +50,31 @@ def capture(git: Git, worktree: Path, base: str) -> Patch:
         GitFailed: ``worktree`` is not a work tree, ``base`` is not a commit.
     """
     stage_all(functools.partial(git.run, cwd=worktree))
-    # One tree, written once, for both the patch and its paths: the worktree's index can
-    # change under a run of the same user between two reads of it, and the paths judged
-    # against the write scope must be the patch's own.
-    tree = git.run(["write-tree"], worktree).decode().strip()
-    data = git.run([*DIFF, "-p", "--binary", "--full-index", base, tree, "--"], worktree)
-    names = git.run([*DIFF, "--name-only", "-z", base, tree, "--"], worktree)
-    paths = tuple(sorted(p for p in names.decode("utf-8", "surrogateescape").split("\0") if p))
+    # One read of the index for both the patch and its paths (the worktree's index can change
+    # under a run of the same user between two reads, and the paths judged against the write
+    # scope must be the patch's own): the raw records (``-z``: NUL-terminated, so any path
+    # reads back as written) and then, after an empty record, the patch, byte for byte what
+    # ``-p`` alone prints.
+    out = git.run([*DIFF, "-z", "--raw", "-p", "--binary", "--full-index", base, "--"], worktree)
+    names, data = _split_raw(out)
+    paths = tuple(sorted(n.decode("utf-8", "surrogateescape") for n in names))
     return Patch(data, hashlib.sha256(data).hexdigest(), len(data), paths, base)
+
+
+def _split_raw(out: bytes) -> tuple[list[bytes], bytes]:
+    """The paths of ``diff-index -z --raw -p`` output's raw records, and the patch after them.
+
+    A record is ``:<modes> <ids> <status>`` NUL ``<path>`` NUL (no renames: one path each)."""
+    names: list[bytes] = []
+    at = 0
+    while out.startswith(b":", at):
+        path_start = out.index(b"\0", at) + 1
+        path_end = out.index(b"\0", path_start)
+        names.append(out[path_start:path_end])
+        at = path_end + 1
+    if out.startswith(b"\0", at):  # the empty record between the two parts
+        at += 1
+    return names, out[at:]
 
 
 def outside(paths: Iterable[str], scopes: Iterable[str]) -> tuple[str, ...]:

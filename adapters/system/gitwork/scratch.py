@@ -19,11 +19,13 @@ from adapters.system.gitwork.runner import Git
 class Scratch:
     """One scratch index file in use for one operation (not shared by concurrent ones)."""
 
-    def __init__(self, git: Git, workspace: Path, path: Path) -> None:
+    def __init__(self, git: Git, workspace: Path, path: Path, start: str | None = None) -> None:
         self.git, self.workspace, self.path = git, workspace, path
+        self.start = start
 
     def __enter__(self) -> Scratch:
-        self.run(["read-tree", "--empty"])
+        # Reading a tree without merging replaces the whole index, as emptying it does.
+        self.run(["read-tree", self.start] if self.start else ["read-tree", "--empty"])
         return self
 
     def __exit__(
@@ -44,12 +46,17 @@ class Scratch:
     def load(self, records: Mapping[str, bytes]) -> str:
         """Replace the scratch index by ``records`` (path -> ``b"<mode> <oid>"``); its tree."""
         self.run(["read-tree", "--empty"])
+        self.put(records)
+        return self.write_tree()
+
+    def put(self, records: Mapping[str, bytes]) -> None:
+        """Add ``records`` (path -> ``b"<mode> <oid>"``) to the scratch index, each replacing
+        the entry at its path, if any."""
         info = b"".join(
             record + b"\t" + path.encode("utf-8", "surrogateescape") + b"\0"
             for path, record in records.items()
         )
         self.run(["update-index", "-z", "--index-info"], input=info)
-        return self.write_tree()
 
     def placeholder(self) -> bytes:
         """An index record (the empty blob) for a path whose working-tree file is to be
@@ -86,17 +93,18 @@ def layers(paths: Sequence[str]) -> list[list[str]]:
         dirs: set[str] = set()
         left: list[str] = []
         for path in remaining:
-            parents = _parents(path)
-            if path in dirs or path in files or any(d in files for d in parents):
+            above = parents(path)
+            if path in dirs or path in files or any(d in files for d in above):
                 left.append(path)
                 continue
             files.add(path)
-            dirs.update(parents)
+            dirs.update(above)
         groups.append(sorted(files))
         remaining = left
     return groups
 
 
-def _parents(path: str) -> list[str]:
+def parents(path: str) -> list[str]:
+    """The directories above ``path``, outermost first (``a/b/c``: ``a``, ``a/b``)."""
     parts = path.split("/")
     return ["/".join(parts[:i]) for i in range(1, len(parts))]

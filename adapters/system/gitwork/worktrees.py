@@ -34,14 +34,24 @@ def head_commit(git: Git, workspace: Path) -> str:
             repository has no commit yet.
         GitFailed: git could not be run.
     """
+    # One command for both answers: the top, then the commit (missing when there is none).
     try:
-        top = git.run(["rev-parse", "--show-toplevel"], workspace).decode().strip()
+        found = git.run(
+            ["rev-parse", "--show-toplevel", "--verify", "--quiet", "HEAD^{commit}"],
+            workspace,
+            check=False,
+        )
+        lines = found.decode().splitlines()
+        if not lines:  # not a work tree at all: ask again, checked, for git's reason
+            git.run(["rev-parse", "--show-toplevel"], workspace)
     except GitFailed as ex:
         raise NotARepository(f"{workspace} is not a git work tree: {ex}") from ex
+    if not lines:
+        raise NotARepository(f"{workspace} is not a git work tree")
+    top = lines[0].strip()
     if not top or Path(top).resolve() != workspace.resolve():
         raise NotARepository(f"{workspace} is not the top of its git work tree ({top})")
-    found = git.run(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], workspace, check=False)
-    head = found.decode().strip()
+    head = lines[1].strip() if len(lines) > 1 else ""
     if not head:
         raise NotARepository(f"{workspace} is a git repository without any commit")
     return head
@@ -74,15 +84,20 @@ def remove(git: Git, workspace: Path, where: Path, job_id: str) -> None:
         GitFailed: the worktree is still registered after removal and pruning.
     """
     command = ["worktree", "remove", "--force", "--force", "--", _absolute(where)]
-    git.run(command, workspace, check=False)
-    git.run(["worktree", "prune"], workspace)
-    if _is_listed(git, workspace, where):
-        # Ask again with checking on, so the error names git's reason.
+    try:
         git.run(command, workspace)
+    except GitFailed:  # gone already, or deleted behind git's back: prune, then make sure
+        git.run(["worktree", "prune"], workspace)
+        if _is_listed(git, workspace, where):
+            # Ask again, so the error names git's reason.
+            git.run(command, workspace)
     ref = "refs/heads/" + branch_of(job_id)
-    exists = git.run(["rev-parse", "--verify", "--quiet", ref], workspace, check=False)
-    if exists.strip():
-        git.run(["update-ref", "-d", ref], workspace)
+    try:
+        git.run(["update-ref", "-d", ref], workspace)  # a missing ref is no error to git
+    except GitFailed:
+        exists = git.run(["rev-parse", "--verify", "--quiet", ref], workspace, check=False)
+        if exists.strip():
+            raise
 
 
 def listed(git: Git, workspace: Path) -> list[tuple[Path, str | None]]:
