@@ -82,7 +82,7 @@ SOURCES: dict[type[msgspec.Struct], dict[str, Json | Expression | Composed]] = {
             json=("integration_paths",),
         ),
     },
-    TaskRow: {"followups": Json(), "files": Json()},
+    TaskRow: {"followups": Json(), "files": Json(), "artifacts": Json(), "reply": Json()},
 }
 
 

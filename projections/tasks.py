@@ -6,9 +6,10 @@ from typing import Any
 
 import msgspec
 
-from engine.domain import ids
+from engine.domain import answer, ids
 from engine.domain.push import TaskPushConfigDeleted, TaskPushConfigSet
 from engine.domain.task import (
+    TaskArtifactUpdated,
     TaskAuthRequired,
     TaskCanceled,
     TaskCompleted,
@@ -27,8 +28,9 @@ from engine.projection import DispatchProjection, handles
 class TasksProjection(DispatchProjection):
     name = "tasks"
     # 2: follow-ups (ADR 0024); 3: a completed task's status text is its warnings; 4: its files
-    # and, for push configs (ADR 0039), its version only
-    version = 4
+    # and, for push configs (ADR 0039), its version only; 5: the run's artifacts and reply
+    # (ADR 0054)
+    version = 5
     tables = ("tasks",)
     folds_by_entity = True  # every row from its own entity's streams
     ddl = """
@@ -43,6 +45,8 @@ class TasksProjection(DispatchProjection):
             result      TEXT,
             followups   TEXT    NOT NULL DEFAULT '[]',  -- [[message_id, text], ...] in order
             files       TEXT    NOT NULL DEFAULT '[]',  -- the MEDIA files of the result
+            artifacts   TEXT    NOT NULL DEFAULT '[]',  -- the run's own artifacts, as chunked
+            reply       TEXT    NOT NULL DEFAULT 'null',  -- a direct message's parts
             created_at  TEXT    NOT NULL,
             updated_at  TEXT    NOT NULL
         ) WITHOUT ROWID;
@@ -108,8 +112,29 @@ class TasksProjection(DispatchProjection):
         ev: Any = e.event
         status = completed_status(ev)  # NULL: the status message is the result
         files = msgspec.json.encode(ev.files).decode() if ev.files else "[]"
+        reply = msgspec.json.encode(ev.reply).decode()  # "null": no direct message
         cur.execute(
             "UPDATE tasks SET state = ?, version = ?, result = ?,"
-            " status_text = ?, files = ?, updated_at = ? WHERE task_id = ?",
-            (e.state, e.version, ev.result, status, files, e.recorded_at, self._id(e)),
+            " status_text = ?, files = ?, reply = ?, updated_at = ? WHERE task_id = ?",
+            (e.state, e.version, ev.result, status, files, reply, e.recorded_at, self._id(e)),
+        )
+
+    @handles(TaskArtifactUpdated)
+    def on_artifact_updated(self, cur: Any, e: RecordedEvent) -> None:
+        ev: Any = e.event
+        (stored,) = cur.execute(
+            "SELECT artifacts FROM tasks WHERE task_id = ?", (self._id(e),)
+        ).fetchone()
+        artifacts = answer.folded(
+            msgspec.json.decode(stored, type=tuple[answer.Artifact, ...]),
+            ev.artifact_id,
+            ev.parts,
+            append=ev.append,
+            name=ev.name,
+            description=ev.description,
+        )
+        cur.execute(
+            # The status, and its timestamp (ListTasks' order), stay as they are.
+            "UPDATE tasks SET version = ?, artifacts = ? WHERE task_id = ?",
+            (e.version, msgspec.json.encode(artifacts).decode(), self._id(e)),
         )

@@ -20,14 +20,15 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from adapters.http import media, sse
+from adapters.http.a2a.wire import artifact_json, part_json
 from adapters.http.errors import ApiError
 from adapters.http.follow import follow
 from adapters.http.inbound import INVOCATION_TEXTS, InvocationIn, refusal
 from adapters.http.ports import ServerRuntime
-from engine.domain import ids
+from engine.domain import answer, ids
 from engine.domain.errors import LeaseBusy
 from engine.domain.job import TERMINAL as JOB_TERMINAL
-from engine.domain.job import JobInputRequested, JobOutput, JobState
+from engine.domain.job import JobAnswered, JobArtifact, JobInputRequested, JobOutput, JobState
 
 T = TypeVar("T")
 
@@ -79,7 +80,35 @@ def job_body(runtime: ServerRuntime, job_id: str) -> dict[str, Any]:
         body["waitingOn"] = runtime.reads.live_below(job_id)
     elif not job.terminal:
         body.update(questions_of(runtime, job_id))
+    else:
+        body.update(answers_of(runtime, job_id))
     return body
+
+
+def answers_of(runtime: ServerRuntime, job_id: str) -> dict[str, Any]:
+    """What an ended job's runs answered beyond their text (ADR 0054), in A2A 1.0 shapes:
+    ``artifacts`` (each whole, its chunks folded), ``message`` (``{"parts": [...]}``, a direct
+    answer) and ``rejected`` (the reason of a refusal); only those it has."""
+    artifacts: tuple[answer.Artifact, ...] = ()
+    out: dict[str, Any] = {}
+    for recorded in runtime.events.read_stream(ids.job(job_id)):
+        said = recorded.event
+        if isinstance(said, JobArtifact):
+            artifacts = answer.folded(
+                artifacts,
+                said.artifact_id,
+                said.parts,
+                append=said.append,
+                name=said.name,
+                description=said.description,
+            )
+        elif isinstance(said, JobAnswered) and said.kind == "message":
+            out["message"] = {"parts": [part_json(p) for p in said.parts]}
+        elif isinstance(said, JobAnswered) and said.kind == "reject":
+            out["rejected"] = said.text
+    if artifacts:
+        out["artifacts"] = [artifact_json(a) for a in artifacts]
+    return out
 
 
 def questions_of(runtime: ServerRuntime, job_id: str) -> dict[str, Any]:

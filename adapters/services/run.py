@@ -14,7 +14,9 @@ dispatcher, as a new run. ``Run.to_end`` reads top-down:
    cancelled work is killed (whole group), a paused job's group stopped and continued, a run
    past its timeout killed; the job's pending controls are written into a channel run's stdin;
 3. reap: the exit code, the group killed (whatever the run left behind), the pipes closed;
-4. finish: the last output and the finish in one commit; the final stdout is the result, exit
+4. finish: a run without a channel's answers (ADR 0054: artifacts, a message, a refusal, a
+   request for authorization), read from its final stdout, in one commit; then the last
+   output and the finish in one commit; the final stdout is the result, exit
    0 means ``ok``, a timed-out run ends ``error``; a cancel is confirmed once the process is
    gone. A commit that settled a session's reply pointer at a job it ended ``ok`` or
    ``error`` is the reply an ``/invocations`` caller was owed (``notify.replies_in``, read
@@ -50,7 +52,14 @@ from pathlib import Path
 from typing import Any
 
 from adapters.services.notify import replies_in
-from adapters.services.run_channel import Said, Signals, prompt_line, recorded, without_signals
+from adapters.services.run_channel import (
+    Said,
+    Signals,
+    answers,
+    prompt_line,
+    recorded,
+    without_signals,
+)
 from adapters.services.run_result import files_manifest, warnings_of
 from adapters.services.writers import WriterRun
 from adapters.system.processes import GatedProcess, kill_group
@@ -222,7 +231,9 @@ class Run:
         run's signals are recorded here, in order, before its end; neither keeps them."""
         last_output = self._decoder.decode(io.take_new(), final=True)
         result = io.stdout().decode("utf-8", errors="replace")
-        if self._signals is None:
+        if self._signals is None:  # its answers (ADR 0054) are read here, before its finish
+            answered, result = answers(result, self.job_id, self.run_id)
+            record(self._engine, self.job_id, answered)
             return last_output, self._earlier + result
         said = self._signals.take(last_output, final=True)
         tail = said.pop() if said and isinstance(said[-1], str) else None

@@ -12,6 +12,12 @@ Out of the run: a stdout line ``FOLDLINE: {json}`` is a signal (``turn_started``
 ``turn_ended``, ``input_required``, ``progress``), recorded in the order the run wrote it, with
 the output between, in one commit per tick, and kept out of the output and the result. Any
 other line, a malformed signal included, is output, as for any run.
+
+Answers (ADR 0054: ``artifact``, ``message``, ``reject``, ``auth_required``) are signals too,
+and the only ones a run without a channel may give: there they are read from its final stdout
+when it ends (as its ``MEDIA:`` lines are) and kept out of its result (``answers``), while a
+channel run's are recorded as it says them. An answer line may be long (a file by its bytes):
+up to ``ANSWER_LIMIT`` characters.
 """
 
 from __future__ import annotations
@@ -21,8 +27,10 @@ from typing import Any
 
 import msgspec
 
+from engine.domain import answer
 from engine.domain import channel as ch
 from engine.domain import commands as c
+from engine.errors import InvalidArgument
 
 SIGNAL = "FOLDLINE: "
 # Each signal, and the field it cannot go without.
@@ -33,6 +41,11 @@ SIGNALS = {
     "progress": "text",
 }
 SIGNAL_LIMIT = 65_536  # characters: a longer FOLDLINE: line is output, never parsed
+# The answers (ADR 0054), and what each cannot go without ("" nothing).
+ANSWERS = {"artifact": "artifact_id", "message": "parts", "reject": "", "auth_required": ""}
+ANSWER_LIMIT = 8 << 20  # characters of an answer line: a file part of 4 MiB, in base64, fits
+PART_KEYS = {"text", "data", "raw", "url", "filename", "mediaType"}
+AUTH_REQUEST = "auth"  # an auth_required's request id when the run names none
 
 
 def prompt_line(prompt: bytes, resumed: bool) -> bytes:
@@ -42,24 +55,104 @@ def prompt_line(prompt: bytes, resumed: bool) -> bytes:
     return json.dumps(body, ensure_ascii=False).encode() + b"\n"
 
 
-def parse_signal(line: str) -> dict[str, Any] | None:
+def parse_signal(line: str, answers_only: bool = False) -> dict[str, Any] | None:
     """The fields of a ``FOLDLINE:`` line that is a valid signal, else None: a JSON object of a
-    known type with the field it cannot go without. Text too long for the log is cut, not
-    refused (a question must still put its task in ``input-required``)."""
-    if not line.startswith(SIGNAL) or len(line) > SIGNAL_LIMIT:
+    known type with the field it cannot go without (of an answer only, ``answers_only``).
+    Text too long for the log is cut, not refused (a question must still put its task in
+    ``input-required``)."""
+    if not line.startswith(SIGNAL) or len(line) > ANSWER_LIMIT:
         return None
+    if answers_only and not line.startswith(SIGNAL + "{"):
+        return None  # what most lines of a run without a channel are not: no parse of them
     try:
         body = json.loads(line[len(SIGNAL) :])
     except (ValueError, RecursionError):
         return None
-    if not isinstance(body, dict) or body.get("type") not in SIGNALS:
+    if not isinstance(body, dict):
+        return None
+    kind = body.get("type")
+    if kind in ANSWERS:
+        return _answer(kind, body)
+    if answers_only or kind not in SIGNALS or len(line) > SIGNAL_LIMIT:
         return None
     fields = {name: _text(body.get(name)) for name in ("turn", "request", "question", "text")}
-    if not fields[SIGNALS[body["type"]]]:
+    if not fields[SIGNALS[kind]]:
         return None
     fields["question"] = (fields["question"] or "")[:20_000]
     fields["text"] = (fields["text"] or "")[: ch.RUN_TEXT_LIMIT]
-    return {"signal": body["type"], **fields}
+    return {"signal": kind, **fields}
+
+
+def _answer(kind: str, body: dict[str, Any]) -> dict[str, Any] | None:
+    """The fields of an answer (ADR 0054), its parts checked, else None. A file by its bytes
+    past ``answer.RAW_LIMIT`` is sent as a data part that describes it (as a result file that
+    does not fit is, ``adapters.http.a2a.result_files``)."""
+    fields: dict[str, Any] = {"signal": kind}
+    if kind in ("artifact", "message"):
+        parts = _parts(body.get("parts"))
+        if parts is None:
+            return None
+        fields["parts"] = parts
+    if kind == "artifact":
+        fields["artifact_id"] = _text(body.get("artifactId"))
+        fields["name"] = _string(body.get("name"))[:200]
+        fields["description"] = _string(body.get("description"))[: ch.RUN_TEXT_LIMIT]
+        fields["append"] = body.get("append") is True
+        fields["last_chunk"] = body.get("lastChunk") is True
+    elif kind == "reject":
+        fields["text"] = _string(body.get("reason"))[: ch.RUN_TEXT_LIMIT]
+    elif kind == "auth_required":
+        fields["request"] = _text(body.get("request")) or AUTH_REQUEST
+        fields["question"] = _string(body.get("question"))[:20_000]
+    required = ANSWERS[kind]
+    if required and not fields[required]:
+        return None
+    try:
+        if "parts" in fields:
+            answer.check_parts(fields["parts"], kind)
+    except InvalidArgument:
+        return None
+    return fields
+
+
+def _parts(value: Any) -> tuple[answer.Part, ...] | None:
+    """1.0 parts (``text``, ``data``, ``raw`` or ``url`` with ``filename``, ``mediaType``) as
+    the domain's, else None."""
+    if not isinstance(value, list):
+        return None
+    parts = []
+    for item in value:
+        if not isinstance(item, dict) or not set(item) <= PART_KEYS:
+            return None
+        fields = {k: item[k] for k in ("text", "data", "raw", "url", "filename") if k in item}
+        if "mediaType" in item:
+            fields["media_type"] = item["mediaType"]
+        try:
+            part = msgspec.convert(fields, answer.Part)
+        except msgspec.ValidationError:
+            return None
+        parts.append(_fitting(part))
+    return tuple(parts)
+
+
+def _fitting(part: answer.Part) -> answer.Part:
+    """A file by its bytes past the limit, as a data part describing it."""
+    if part.raw is None or len(part.raw) <= (answer.RAW_LIMIT + 2) // 3 * 4:
+        return part
+    size = len(part.raw) * 3 // 4 - part.raw[-2:].count("=")
+    description = {
+        "omitted": "too_large",
+        "filename": part.filename,
+        "mediaType": part.media_type,
+        "size": size,
+        "message": f"the file is {size} bytes, over the {answer.RAW_LIMIT} bytes a run may"
+        " send by its bytes: send it by a URL",
+    }
+    return answer.Part(data={k: v for k, v in description.items() if v is not None})
+
+
+def _string(value: Any) -> str:
+    return value if isinstance(value, str) else ""
 
 
 def _text(value: Any) -> str | None:
@@ -138,3 +231,26 @@ def recorded(said: Said, job_id: str) -> list[c.Command]:
 def without_signals(result: str) -> str:
     """A channel run's result: its stdout without the valid ``FOLDLINE:`` lines."""
     return "".join(line for line in _lines(result) if parse_signal(line) is None)
+
+
+def answers(result: str, job_id: str, run_id: str) -> tuple[list[c.Command], str]:
+    """What a run without a channel answers (ADR 0054), read from its final stdout: the
+    commands that record its answer lines, in order, and its result without them (the same
+    text when it has none)."""
+    commands: list[c.Command] = []
+    kept = []
+    for line in _lines(result):
+        fields = parse_signal(line, answers_only=True)
+        signal = None
+        if fields is not None:
+            try:
+                signal = msgspec.convert(
+                    {"job_id": job_id, "run_id": run_id, **fields}, ch.RecordRunSignal
+                )
+            except msgspec.ValidationError:
+                signal = None
+        if signal is None:
+            kept.append(line)
+        else:
+            commands.append(signal)
+    return commands, "".join(kept) if commands else result

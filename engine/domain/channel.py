@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
+from engine.domain.answer import Part
 from engine.domain.commands import Command, Digest, Id, Short, Text
 
 ACTIONS = ("message", "steer", "interrupt", "finalize", "respond", "effort")
@@ -65,17 +66,38 @@ class RecordControlLost(Command, tag="RecordControlLost", frozen=True, kw_only=T
     reason: Short = ""
 
 
+ANSWERS = ("artifact", "message", "reject", "auth_required")  # ADR 0054: any run may say them
+
+
 class RecordRunSignal(Command, tag="RecordRunSignal", frozen=True, kw_only=True):
     """What a run said on its channel: ``turn_started`` or ``turn_ended`` (``turn``),
-    ``input_required`` (``request``, ``question``) or ``progress`` (``text``)."""
+    ``input_required`` (``request``, ``question``) or ``progress`` (``text``); or what it
+    answers (ADR 0054): ``artifact`` (``artifact_id``, ``parts``, ``append``, ``last_chunk``,
+    optional ``name`` and ``description``), ``message`` (``parts``), ``reject`` (the reason,
+    ``text``) or ``auth_required`` (``request``, ``question``)."""
 
     job_id: Id
     run_id: Id
-    signal: Literal["turn_started", "turn_ended", "input_required", "progress"]
+    signal: Literal[
+        "turn_started",
+        "turn_ended",
+        "input_required",
+        "progress",
+        "artifact",
+        "message",
+        "reject",
+        "auth_required",
+    ]
     turn: Turn | None = None
     request: Turn | None = None
     question: Annotated[str, msgspec.Meta(max_length=20_000)] = ""
     text: RunText = ""
+    artifact_id: Turn | None = None
+    name: Annotated[str, msgspec.Meta(max_length=200)] = ""
+    description: RunText = ""
+    parts: tuple[Part, ...] = ()
+    append: bool = False
+    last_chunk: bool = False
 
 
 def nesting(text: str) -> int:

@@ -6,6 +6,7 @@ from enum import StrEnum
 
 import msgspec
 
+from engine.domain.answer import Part
 from engine.events import Event
 from engine.machines import NEW, MachineSpec, StreamHead, Transition
 
@@ -196,10 +197,33 @@ class JobTurnEnded(Event, tag="job.turn_ended", frozen=True, kw_only=True):
 
 class JobInputRequested(Event, tag="job.input_requested", frozen=True, kw_only=True):
     """The run asked its caller a question, ``request`` being its own id for it; a
-    ``respond`` control answers it."""
+    ``respond`` control answers it. ``kind`` ``auth``: it asked for authorization (its task
+    is ``auth-required``, ADR 0054), answered the same way."""
 
     request: str
     question: str = ""
+    kind: str = ""
+
+
+class JobArtifact(Event, tag="job.artifact", frozen=True, kw_only=True):
+    """The run made a chunk of an artifact (ADR 0054): ``append`` adds ``parts`` to the
+    artifact ``artifact_id``, otherwise they replace it; ``last_chunk`` says it is whole."""
+
+    artifact_id: str
+    name: str = ""
+    description: str = ""
+    parts: tuple[Part, ...] = ()
+    append: bool = False
+    last_chunk: bool = False
+
+
+class JobAnswered(Event, tag="job.answered", frozen=True, kw_only=True):
+    """The run answered its caller (ADR 0054): ``kind`` ``message``, a direct message of
+    ``parts``; or ``reject``, a refusal for the reason ``text``."""
+
+    kind: str
+    parts: tuple[Part, ...] = ()
+    text: str = ""
 
 
 class JobProgress(Event, tag="job.progress", frozen=True, kw_only=True):
@@ -282,6 +306,8 @@ JOB = MachineSpec(
         Transition(JobTurnEnded, RUN_LIVE),
         Transition(JobInputRequested, RUN_LIVE),
         Transition(JobProgress, RUN_LIVE),
+        Transition(JobArtifact, RUN_LIVE),
+        Transition(JobAnswered, RUN_LIVE),
         Transition(JobNotifyStarted, [J.OK, J.ERROR]),
         Transition(JobNotifyFinished, [J.OK, J.ERROR]),
         Transition(JobNotifyLost, [J.OK, J.ERROR]),

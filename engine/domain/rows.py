@@ -19,6 +19,7 @@ from typing import Any, Protocol
 import msgspec
 
 from engine.domain import ids
+from engine.domain.answer import Artifact, Part
 from engine.domain.job import TERMINAL as JOB_TERMINAL
 from engine.domain.job import FileEntry, PatchEntry
 from engine.domain.session import Owed
@@ -154,6 +155,8 @@ class TaskRow(msgspec.Struct, frozen=True, kw_only=True):
     # -- not on the wire
     followups: tuple[tuple[str, str], ...]  # the messages after the first: (message id, text)
     files: tuple[FileEntry, ...] = ()  # a completed task's MEDIA: files, as its job recorded them
+    artifacts: tuple[Artifact, ...] = ()  # its runs' own artifacts (ADR 0054)
+    reply: tuple[Part, ...] | None = None  # the direct message it completed with (ADR 0054)
 
     def messages(self) -> list[tuple[str, str]]:
         """Every message of the task, in order: (message id, text)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from engine.domain.answer import Part
 from engine.domain.job import FileEntry
 from engine.domain.push import TaskPushConfigDeleted, TaskPushConfigSet
 from engine.events import Event
@@ -57,6 +58,19 @@ class TaskCompleted(Event, tag="task.completed", frozen=True, kw_only=True):
     result: str = ""
     warnings: tuple[str, ...] = ()  # the job's WARNING: lines
     files: tuple[FileEntry, ...] = ()  # the job's MEDIA: files: the result artifact's file parts
+    # The run answered with a message (ADR 0054): its parts are the answer, not an artifact.
+    reply: tuple[Part, ...] | None = None
+
+
+class TaskArtifactUpdated(Event, tag="task.artifact_updated", frozen=True, kw_only=True):
+    """A chunk of an artifact the task's run made (ADR 0054), as ``job.artifact`` says it."""
+
+    artifact_id: str
+    name: str = ""
+    description: str = ""
+    parts: tuple[Part, ...] = ()
+    append: bool = False
+    last_chunk: bool = False
 
 
 class TaskFailed(Event, tag="task.failed", frozen=True, kw_only=True):
@@ -92,7 +106,8 @@ TASK = MachineSpec(
         Transition(TaskCompleted, OPEN, T.COMPLETED),
         Transition(TaskFailed, OPEN, T.FAILED),
         Transition(TaskCanceled, OPEN, T.CANCELED),
-        Transition(TaskRejected, [T.SUBMITTED, T.WORKING], T.REJECTED),
+        Transition(TaskRejected, OPEN, T.REJECTED),
+        Transition(TaskArtifactUpdated, OPEN),  # ADR 0054
         Transition(TaskPushConfigSet, OPEN),  # ADR 0039
         Transition(TaskPushConfigDeleted, list(T)),
     ],

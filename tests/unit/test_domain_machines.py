@@ -84,6 +84,9 @@ SPEC: dict[str, dict[str, tuple[list[str | None], set[str]]]] = {
         "job.turn_ended": (["running", "paused", "cancelling"], {"="}),
         "job.input_requested": (["running", "paused", "cancelling"], {"="}),
         "job.progress": (["running", "paused", "cancelling"], {"="}),
+        # ADR 0054: what a run answers, while it runs.
+        "job.artifact": (["running", "paused", "cancelling"], {"="}),
+        "job.answered": (["running", "paused", "cancelling"], {"="}),
         "job.paused": (["running"], {"paused"}),
         "job.continued": (["paused"], {"running"}),
         # Paused too: a paused run whose process died is cut off like a running one (design.md §8).
@@ -109,7 +112,9 @@ SPEC: dict[str, dict[str, tuple[list[str | None], set[str]]]] = {
         "task.completed": (TASK_OPEN, {"completed"}),
         "task.failed": (TASK_OPEN, {"failed"}),
         "task.canceled": (TASK_OPEN, {"canceled"}),
-        "task.rejected": (["submitted", "working"], {"rejected"}),
+        # ADR 0054: a run may refuse its task whatever it waits for.
+        "task.rejected": (TASK_OPEN, {"rejected"}),
+        "task.artifact_updated": (TASK_OPEN, {"="}),
         # ADR 0039: a caller's webhooks, made on an open task, removed at any time.
         "task.push_config_set": (TASK_OPEN, {"="}),
         "task.push_config_deleted": (

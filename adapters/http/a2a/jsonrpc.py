@@ -24,7 +24,7 @@ import msgspec
 
 from adapters.http import inbound, media
 from adapters.http.a2a import accept, card, parts, push, result_files, stream, v03
-from adapters.http.a2a.wire import STATE, STATE_BY_NAME, task_json
+from adapters.http.a2a.wire import STATE, STATE_BY_NAME, send_result, task_json
 from adapters.http.errors import (
     CANCEL,
     INVALID_PARAMS,
@@ -294,10 +294,8 @@ class JsonRpc:
                 continue
             if row.state in TASK_TERMINAL or row.state in INTERRUPTED:
                 break
-        row = self._task_row(task_id)
-        yield media.encode(
-            {"jsonrpc": "2.0", "id": request_id, "result": {"task": task_json(row, history, files)}}
-        )
+        answer = send_result(self._task_row(task_id), history, files)
+        yield media.encode({"jsonrpc": "2.0", "id": request_id, "result": answer})
 
     def _watch(self, task_id: str, deadline: float) -> Iterator[TaskRow | None]:
         """Yields the task row each time it changes, and None when a keep-alive is due."""

@@ -8,7 +8,9 @@ run has printed so far, then, live from the log: each output chunk of the run as
 the client holds, ``append: false``; the next ones ``append: true``), each task change as a
 ``TaskStatusUpdateEvent``, and at completion the whole result (its files too) with ``lastChunk:
 true``. A client that reconnects (``SubscribeToTask``) gets the same from the task's state, so
-nothing of the artifact is lost. A follow-up that starts a new run for the task (ADR 0024)
+nothing of the artifact is lost. A chunk of an artifact the run made itself (ADR 0054) goes out
+as the run said it, with its own ``append`` and ``lastChunk``. A follow-up that starts a new run
+for the task (ADR 0024)
 simply restarts the artifact; one delivered into the running run (ADR 0038) starts none, so the
 artifact goes on. A message's stream ends at a terminal or interrupted state, a subscription's
 at a terminal one only (it sees the task through its questions), or when the client leaves, or
@@ -23,13 +25,21 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from adapters.http import sse
-from adapters.http.a2a.wire import FileParts, artifact_update, status_update, task_json
+from adapters.http.a2a.wire import (
+    FileParts,
+    artifact_update,
+    chunk_update,
+    has_result,
+    status_update,
+    task_json,
+)
 from adapters.http.follow import follow
 from adapters.http.ports import EventFeed, TaskReads
 from engine.domain import ids
+from engine.domain.answer import Artifact
 from engine.domain.job import JobAccepted, JobOutput
 from engine.domain.push import TaskPushConfigDeleted, TaskPushConfigSet
-from engine.domain.task import TERMINAL
+from engine.domain.task import TERMINAL, TaskArtifactUpdated
 from engine.domain.task import TaskState as T
 from engine.events import RecordedEvent
 
@@ -101,12 +111,25 @@ def task_events(
             current, chunked = recorded.stream_id, False  # a new run: its output starts over
         elif isinstance(recorded.event, JobOutput):
             yield chunk(recorded.event.text)
+        elif isinstance(recorded.event, TaskArtifactUpdated):  # a run's own chunk (ADR 0054)
+            made = recorded.event
+            artifact = Artifact(
+                artifact_id=made.artifact_id,
+                name=made.name,
+                description=made.description,
+                parts=made.parts,
+            )
+            yield frame(
+                chunk_update(
+                    task_id, context, artifact, append=made.append, last_chunk=made.last_chunk
+                )
+            )
         elif recorded.version > version:
             record = reads.task(task_id)
             if record is None:
                 return
             version = record.version  # one read covers every task event up to it
-            if record.state == T.COMPLETED:
+            if has_result(record):
                 parts = files(record) if files is not None and record.files else None
                 yield frame(
                     artifact_update(

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from engine.domain.answer import Artifact, Part
 from engine.domain.rows import TaskRow
 from engine.domain.task import TaskState as T
 
@@ -15,14 +16,69 @@ STATE: dict[str, str] = {state: f"TASK_STATE_{state.name}" for state in T}
 STATE_BY_NAME = {name: state for state, name in STATE.items()}
 
 
-def message(message_id: str, role: str, text: str, task_id: str, context: str) -> dict[str, Any]:
+def message(
+    message_id: str,
+    role: str,
+    text: str,
+    task_id: str,
+    context: str,
+    parts: tuple[Part, ...] | None = None,
+) -> dict[str, Any]:
+    """A ``Message`` of ``text``, or of ``parts`` when given (a run's direct answer)."""
     return {
         "messageId": message_id,
         "contextId": context,
         "taskId": task_id,
         "role": role,
-        "parts": [{"text": text}],
+        "parts": [{"text": text}] if parts is None else [part_json(p) for p in parts],
     }
+
+
+def part_json(part: Part) -> dict[str, Any]:
+    """A run's part (ADR 0054) as a 1.0 ``Part``: ``text``, ``data``, or a file by ``raw``
+    bytes or ``url``, with its ``filename`` and ``mediaType``."""
+    if part.text is not None:
+        return {"text": part.text}
+    if part.data is not None:
+        return {"data": part.data}
+    out: dict[str, Any] = {"raw": part.raw} if part.raw is not None else {"url": part.url}
+    if part.filename is not None:
+        out["filename"] = part.filename
+    if part.media_type is not None:
+        out["mediaType"] = part.media_type
+    return out
+
+
+def artifact_json(artifact: Artifact) -> dict[str, Any]:
+    """An artifact a run made (ADR 0054), as a 1.0 ``Artifact``."""
+    out: dict[str, Any] = {"artifactId": artifact.artifact_id}
+    if artifact.name:
+        out["name"] = artifact.name
+    if artifact.description:
+        out["description"] = artifact.description
+    out["parts"] = [part_json(p) for p in artifact.parts]
+    return out
+
+
+def reply_json(record: TaskRow) -> dict[str, Any]:
+    """The direct message a task's run answered with (``record.reply`` set)."""
+    return message(
+        f"{record.task_id}-reply",
+        "ROLE_AGENT",
+        "",
+        record.task_id,
+        record.session_id,
+        record.reply or (),
+    )
+
+
+def has_result(record: TaskRow) -> bool:
+    """Whether a completed task has its ``result`` artifact: always, unless its run answered
+    with a message (the message is the answer), or made artifacts of its own and left no
+    result text or files (an empty result beside them would say nothing)."""
+    if record.state != T.COMPLETED or record.reply is not None:
+        return False
+    return not record.artifacts or bool(record.result) or bool(record.files)
 
 
 def artifact_id(task_id: str) -> str:
@@ -60,10 +116,15 @@ def task_json(
     # "completed with warnings"); the result is always the artifact.
     reply = (status_text or result) if state == T.COMPLETED else status_text
     status = status_json(task_id, context, T(state), reply, updated)
+    if record.reply is not None:  # the run answered with a message: its parts, not its text
+        status["message"] = reply_json(record)
     task: dict[str, Any] = {"id": task_id, "contextId": context, "status": status}
-    if state == T.COMPLETED:
+    artifacts = [artifact_json(a) for a in record.artifacts]
+    if has_result(record):
         parts = files(record) if files is not None and record.files else None
-        task["artifacts"] = [artifact(task_id, result or "", parts)]
+        artifacts.append(artifact(task_id, result or "", parts))
+    if artifacts:
+        task["artifacts"] = artifacts
     history = [
         message(mid or f"{task_id}-in-{n}", "ROLE_USER", said, task_id, context)
         for n, (mid, said) in enumerate(record.messages())
@@ -102,3 +163,34 @@ def artifact_update(
             "lastChunk": last_chunk,
         }
     }
+
+
+def chunk_update(
+    task_id: str,
+    context: str,
+    artifact: Artifact,
+    *,
+    append: bool,
+    last_chunk: bool,
+) -> dict[str, Any]:
+    """A ``TaskArtifactUpdateEvent`` of a chunk a run made (ADR 0054), with its own
+    boundaries: ``artifact`` holds the chunk's parts only."""
+    return {
+        "artifactUpdate": {
+            "taskId": task_id,
+            "contextId": context,
+            "artifact": artifact_json(artifact),
+            "append": append,
+            "lastChunk": last_chunk,
+        }
+    }
+
+
+def send_result(
+    record: TaskRow, history_length: int | None, files: FileParts | None
+) -> dict[str, Any]:
+    """A blocking SendMessage's result: the Task, or the Message its run answered with
+    (ADR 0054; a blocking SendMessage may be answered by a Message, §3.1.1)."""
+    if record.reply is not None and record.state == T.COMPLETED:
+        return {"message": reply_json(record)}
+    return {"task": task_json(record, history_length, files)}

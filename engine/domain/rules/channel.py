@@ -16,7 +16,7 @@ from engine.domain import task as task_
 from engine.domain.errors import Conflict, NoChannel, StaleTurn, UnknownRequest
 from engine.domain.job import JobState as J
 from engine.domain.rows import DomainView, JobRow, TaskRow
-from engine.domain.rules import lookups
+from engine.domain.rules import answers, lookups
 from engine.domain.rules.registry import Context, rule
 from engine.domain.rules.roles import caller_name
 from engine.domain.task import TaskState as T
@@ -165,6 +165,8 @@ def record_run_signal(cmd: ch.RecordRunSignal, ctx: Context) -> None:
             ctx.append(ids.task(task.task_id), task_.TaskInputRequired(text=cmd.question))
     elif cmd.signal == "progress" and cmd.text:
         ctx.append(stream, job_.JobProgress(text=cmd.text))
+    elif cmd.signal in ch.ANSWERS:
+        answers.record(ctx, job, cmd)
     else:
         raise InvalidArgument(f"{cmd.signal} lacks its turn, request or text")
 

@@ -78,6 +78,8 @@ def end_task_of(
     task = ctx.view.task(job.task_id) if job.task_id else None
     if task is None or task.state in task_.TERMINAL:
         return
+    if outcome == "ok" and task.state == task_.TaskState.AUTH_REQUIRED:
+        return  # its run asked for authorization (ADR 0054): the next message starts another
     event: Event = (
         task_.TaskCompleted(result=text, warnings=warnings, files=files)
         if outcome == "ok"
