@@ -43,7 +43,7 @@ SIGNALS = {
 SIGNAL_LIMIT = 65_536  # characters: a longer FOLDLINE: line is output, never parsed
 # The answers (ADR 0054), and what each cannot go without ("" nothing).
 ANSWERS = {"artifact": "artifact_id", "message": "parts", "reject": "", "auth_required": ""}
-ANSWER_LIMIT = 8 << 20  # characters of an answer line: a file part of 4 MiB, in base64, fits
+ANSWER_LIMIT = 1 << 20  # characters of an answer line (its event is at most 1 MiB)
 PART_KEYS = {"text", "data", "raw", "url", "filename", "mediaType"}
 AUTH_REQUEST = "auth"  # an auth_required's request id when the run names none
 
@@ -137,9 +137,9 @@ def _parts(value: Any) -> tuple[answer.Part, ...] | None:
 
 def _fitting(part: answer.Part) -> answer.Part:
     """A file by its bytes past the limit, as a data part describing it."""
-    if part.raw is None or len(part.raw) <= (answer.RAW_LIMIT + 2) // 3 * 4:
+    size = 0 if part.raw is None else answer.raw_size(part.raw)
+    if size <= answer.RAW_LIMIT:
         return part
-    size = len(part.raw) * 3 // 4 - part.raw[-2:].count("=")
     description = {
         "omitted": "too_large",
         "filename": part.filename,

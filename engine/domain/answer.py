@@ -19,9 +19,12 @@ import msgspec
 
 from engine.errors import InvalidArgument
 
-TEXT_LIMIT = 1 << 20  # characters of a text part
+# An answer is an event, and the log takes events of at most 1 MiB: one chunk of an artifact,
+# or one message, is at most CHUNK_LIMIT characters of JSON, all its parts together.
+CHUNK_LIMIT = 786_432
 DATA_LIMIT = 262_144  # characters of a data part, as compact JSON
-RAW_LIMIT = 4 * 1024 * 1024  # bytes of a file part sent by its bytes (decoded)
+RAW_LIMIT = 524_288  # bytes of a file part sent by its bytes (decoded): 683 KiB of base64
+SUMMARY_LIMIT = 1000  # characters of a message's text kept as its task's result
 URL_LIMIT = 2048  # characters of a file part's URL
 NAME_LIMIT = 255  # characters of a filename or a media type
 PARTS_LIMIT = 100  # parts in one artifact chunk or message
@@ -68,8 +71,6 @@ def check_part(part: Part, where: str) -> None:
         value = getattr(part, name)
         if value is not None and not 1 <= len(value) <= NAME_LIMIT:
             raise InvalidArgument(f"{where}: {name} is 1 to {NAME_LIMIT} characters")
-    if part.text is not None and len(part.text) > TEXT_LIMIT:
-        raise InvalidArgument(f"{where}: a text part is at most {TEXT_LIMIT} characters")
     if part.data is not None:
         _check_data(part.data, where)
     if part.raw is not None:
@@ -98,8 +99,13 @@ def _depth(value: Any) -> int:
     return deepest
 
 
+def raw_size(raw: str) -> int:
+    """How many bytes base64 ``raw`` holds, counted without decoding it."""
+    return len(raw) * 3 // 4 - raw[-2:].count("=")
+
+
 def _check_raw(raw: str, where: str) -> None:
-    if len(raw) > (RAW_LIMIT + 2) // 3 * 4:
+    if raw_size(raw) > RAW_LIMIT:
         raise InvalidArgument(f"{where}: a file by its bytes is at most {RAW_LIMIT} bytes")
     try:
         base64.b64decode(raw, validate=True)
@@ -123,6 +129,8 @@ def check_parts(parts: tuple[Part, ...], what: str) -> None:
         raise InvalidArgument(f"{what} has 1 to {PARTS_LIMIT} parts")
     for n, part in enumerate(parts):
         check_part(part, f"part {n} of {what}")
+    if len(msgspec.json.encode(parts)) > CHUNK_LIMIT:
+        raise InvalidArgument(f"{what} is at most {CHUNK_LIMIT} characters of JSON in all")
 
 
 def folded(
@@ -149,6 +157,7 @@ def folded(
     return (*artifacts, new)
 
 
-def text_of(parts: tuple[Part, ...]) -> str:
-    """The text parts, joined: what a reader that takes only text gets of a message."""
-    return "\n".join(part.text for part in parts if part.text is not None)
+def summary_of(parts: tuple[Part, ...]) -> str:
+    """A message's text parts, joined and cut to ``SUMMARY_LIMIT``: its task's ``result``
+    (the parts themselves are the answer)."""
+    return "\n".join(part.text for part in parts if part.text is not None)[:SUMMARY_LIMIT]

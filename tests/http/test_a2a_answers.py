@@ -19,6 +19,7 @@ from a2a.types import GetTaskRequest, TaskState
 from google.protobuf.json_format import MessageToDict
 
 from tests.support.a2a import user_message
+from tests.support.channel import job_events, of_type
 from tests.support.server import Server, read_events, serve
 
 pytestmark = pytest.mark.server
@@ -227,3 +228,57 @@ def test_invocations_body_shows_what_the_run_answered(tmp_path: Path) -> None:
     _, plain = bodies["plain"]
     assert plain["result"] == "done: plain\n"
     assert not {"artifacts", "message", "rejected"} & set(plain)  # as before ADR 0054
+
+
+async def _channel(url: str) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    blocking = await create_client(url, client_config=ClientConfig(streaming=False))
+    streaming = await create_client(url)
+    async for response in blocking.send_message(user_message("c-auth", "auth")):
+        seen["auth"] = response.task
+    task_id, context = seen["auth"].id, seen["auth"].context_id
+    again = user_message("c-token", "tok-2", task_id=task_id, context_id=context)
+    async for response in blocking.send_message(again):
+        seen["authorized"] = response.task
+    seen["stream"] = [r async for r in streaming.send_message(user_message("c-s", "artifacts"))]
+    async for response in blocking.send_message(user_message("c-rej", "reject busy")):
+        seen["rejected"] = response.task
+    for client in (blocking, streaming):
+        await client.close()
+    return seen
+
+
+def test_a2a_answers_of_a_channel_run_go_live_and_its_auth_is_answered_in_the_run(
+    tmp_path: Path,
+) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    with serve(workspace, {**ENV, "FOLDLINE_RUNNER_INPUT": "lines"}, workers=2) as server:
+        seen = asyncio.run(_channel(f"http://127.0.0.1:{server.port}"))
+        (job_id,) = [
+            j["job_id"]
+            for j in json.loads(server.request("GET", "/v1/jobs?limit=100")[2])["jobs"]
+            if j["task_id"] == seen["auth"].id
+        ]
+        events = job_events(server, job_id)
+    assert seen["auth"].status.state == TaskState.TASK_STATE_AUTH_REQUIRED
+    authorized = seen["authorized"]
+    assert authorized.status.state == TaskState.TASK_STATE_COMPLETED
+    assert authorized.artifacts[-1].parts[0].text == "authorized with tok-2\n"
+    asked = of_type(events, "job.input_requested")
+    assert [(e["event"]["request"], e["event"]["kind"]) for e in asked] == [("a1", "auth")]
+    (respond,) = of_type(events, "job.control")  # the same run took the answer
+    assert respond["event"]["action"] == "respond"
+    assert len(of_type(events, "job.started")) == 1
+    story = [
+        (
+            u.artifact_update.artifact.parts[0].text,
+            u.artifact_update.append,
+            u.artifact_update.last_chunk,
+        )
+        for u in seen["stream"]
+        if u.HasField("artifact_update") and u.artifact_update.artifact.artifact_id == "story"
+    ]
+    assert story == STORY
+    assert seen["rejected"].status.state == TaskState.TASK_STATE_REJECTED
+    assert seen["rejected"].status.message.parts[0].text == "busy"

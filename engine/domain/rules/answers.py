@@ -52,7 +52,7 @@ def record(ctx: Context, job: JobRow, cmd: ch.RecordRunSignal) -> None:
         answer.check_parts(cmd.parts, "the message")
         ctx.append(stream, job_.JobAnswered(kind="message", parts=cmd.parts))
         if open_task is not None:
-            done = task_.TaskCompleted(result=answer.text_of(cmd.parts), reply=cmd.parts)
+            done = task_.TaskCompleted(result=answer.summary_of(cmd.parts), reply=cmd.parts)
             _end(ctx, open_task.task_id, open_task.session_id, done)
     elif cmd.signal == "reject":
         reason = cmd.text or REJECTED
