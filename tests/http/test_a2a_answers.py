@@ -20,6 +20,7 @@ from google.protobuf.json_format import MessageToDict
 
 from tests.support.a2a import user_message
 from tests.support.channel import job_events, of_type
+from tests.support.receiver import in_transition_order, receiver
 from tests.support.server import Server, read_events, serve
 
 pytestmark = pytest.mark.server
@@ -282,3 +283,21 @@ def test_a2a_answers_of_a_channel_run_go_live_and_its_auth_is_answered_in_the_ru
     assert story == STORY
     assert seen["rejected"].status.state == TaskState.TASK_STATE_REJECTED
     assert seen["rejected"].status.message.parts[0].text == "busy"
+
+
+def test_push_hears_a_refusal_and_a_direct_message_with_its_parts(tmp_path: Path) -> None:
+    env = {**ENV, "FOLDLINE_PUSH_ALLOW": "127.0.0.1"}
+    with receiver() as hook, serve(tmp_path, env) as server:
+        for mid, text in (("p-rej", "reject no thanks"), ("p-msg", "message push")):
+            params = {
+                **_message(mid, text),
+                "configuration": {"taskPushNotificationConfig": {"url": hook.url}},
+            }
+            assert "error" not in _rpc(server, "SendMessage", params)
+        received = in_transition_order(hook.wait_for(4))
+    finals = [r.body["task"] for r in received if "task" in r.body]
+    by_state = {t["status"]["state"]: t for t in finals}
+    rejected = by_state["TASK_STATE_REJECTED"]["status"]
+    assert rejected["message"]["parts"] == [{"text": "no thanks"}]
+    replied = by_state["TASK_STATE_COMPLETED"]["status"]["message"]
+    assert replied["parts"] == [{"text": "hello, push"}, {"data": {"greeted": True}}]

@@ -236,7 +236,10 @@ def payload(conn: Any, delivery: DeliveryRow, files: FileParts | None = None) ->
         record.task_id, record.session_id, state, delivery.status_text, delivery.at
     )
     if delivery.dialect == "0.3":
-        return media.encode(v03.task({**task_json(record, files=files), "status": status}))
+        told = task_json(record, files=files)
+        if not (state == T.COMPLETED and record.reply is not None):  # keep a reply's parts
+            told["status"] = status
+        return media.encode(v03.task(told))
     if state in TERMINAL:
         return media.encode({"task": task_json(record, files=files)})
     update = {"taskId": record.task_id, "contextId": record.session_id, "status": status}
