@@ -186,7 +186,19 @@ def test_a2a_answers_over_raw_json_rpc_in_both_dialects(tmp_path: Path) -> None:
         }
     ]
     assert [p["text"] for p in got["story"]] == ["Hel", "lo, wor", "ld"]
-    assert any(len(t.get("artifacts", [])) == 5 for t in listed)
+    (made,) = [t for t in listed if t["id"] == artifacts["id"]]
+    table = {a["artifactId"]: a["parts"] for a in made["artifacts"]}["table"]
+    assert table == [  # a listing sends no file bytes
+        {
+            "data": {
+                "omitted": "listing",
+                "filename": "table.csv",
+                "mediaType": "text/csv",
+                "size": 8,
+            }
+        }
+    ]
+    assert got["table"][0]["raw"] == "YSxiCjEsMgo="  # GetTask's, SendMessage's do
     assert legacy["result"]["kind"] == "message" and legacy["result"]["role"] == "agent"
     assert legacy["result"]["parts"][1] == {"kind": "data", "data": {"greeted": True}}
     assert rejected["result"]["status"]["state"] == "rejected"

@@ -24,7 +24,7 @@ import msgspec
 
 from adapters.http import inbound, media
 from adapters.http.a2a import accept, card, parts, push, result_files, stream, v03
-from adapters.http.a2a.wire import STATE, STATE_BY_NAME, send_result, task_json
+from adapters.http.a2a.wire import STATE, STATE_BY_NAME, listed_json, send_result, task_json
 from adapters.http.errors import (
     CANCEL,
     INVALID_PARAMS,
@@ -419,7 +419,7 @@ class JsonRpc:
             ).decode()
         history = _history_length(params)
         # No file bytes in a listing: URL parts or descriptions (GetTask sends bytes).
-        tasks = [task_json(row, history, self._files(inline=False)) for row in rows]
+        tasks = [listed_json(row, history, self._files(inline=False)) for row in rows]
         if not artifacts:
             for task in tasks:
                 task.pop("artifacts", None)

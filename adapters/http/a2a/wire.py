@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from engine.domain.answer import Artifact, Part
+from engine.domain.answer import Artifact, Part, raw_size
 from engine.domain.rows import TaskRow
 from engine.domain.task import TaskState as T
 
@@ -194,3 +194,22 @@ def send_result(
     if record.reply is not None and record.state == T.COMPLETED:
         return {"message": reply_json(record)}
     return {"task": task_json(record, history_length, files)}
+
+
+def listed_json(
+    record: TaskRow, history_length: int | None, files: FileParts | None
+) -> dict[str, Any]:
+    """A task as ListTasks lists it: no file bytes, so a file a run sent by its bytes
+    (ADR 0054) is described (``omitted: listing``), as a result file is; GetTask sends it."""
+    task = task_json(record, history_length, files)
+    for artifact in task.get("artifacts", ()):
+        artifact["parts"] = [_described(part) for part in artifact["parts"]]
+    return task
+
+
+def _described(part: dict[str, Any]) -> dict[str, Any]:
+    if "raw" not in part:
+        return part
+    size = raw_size(part["raw"])
+    named = {k: part[k] for k in ("filename", "mediaType") if k in part}
+    return {"data": {"omitted": "listing", **named, "size": size}}
