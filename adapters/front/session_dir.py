@@ -3,9 +3,9 @@
 The base (on AgentCore, the file system mounted at the first invocation) must be a mount
 point before anything is made on it: a directory made earlier would land on the microVM's own
 disk. A session's directory is copied from the template in a dot-named ``.tmp-<16 hex>`` (0700,
-no id in the name, so a long id cannot push it past NAME_MAX), handed to the run user, then
-renamed in: a half-copied directory is never served, and two fronts racing on one id end with
-one complete directory (the loser's copy is removed).
+no id in the name, so a long id cannot push it past NAME_MAX), handed to the run user, synced,
+then renamed in (and its base synced: ADR 0055): a half-copied directory is never served, and
+two fronts racing on one id end with one complete directory (the loser's copy is removed).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from pathlib import Path
 
 from adapters.settings.config import RunUser
 from adapters.system.mounts import unescape
+from engine.storage.durable import fsync_dir
 
 log = logging.getLogger("foldline.front")
 # foldline's state in a workspace: the log, its sidecars, the lease and the operator token all
@@ -63,10 +64,13 @@ def ensure(base: Path, sid: str, user: RunUser) -> Path:
         else:
             os.mkdir(temporary, 0o700)
         _hand_over(temporary, user)
+        _sync_tree(temporary)
         try:
             rename_noreplace(temporary, target)
         except FileExistsError:
             log.info("front: %s was made by another front meanwhile", target)
+        # The rename itself, durable before the worker is started on it (ADR 0055).
+        fsync_dir(base)
     finally:
         if temporary.exists():
             shutil.rmtree(temporary, ignore_errors=True)
@@ -89,6 +93,22 @@ def rename_noreplace(source: Path, target: Path) -> None:
             if code != errno.EEXIST
             else (FileExistsError(code, os.strerror(code), str(target)))
         )
+
+
+def _sync_tree(root: Path) -> None:
+    """Every file and folder of the copy on disk before it is renamed in: after a power cut
+    the session's directory is whole, never a name over empty or missing files."""
+    for folder, _dirs, files in os.walk(root):
+        for name in files:
+            path = Path(folder) / name
+            if path.is_symlink() or not path.is_file():
+                continue  # a link's target is the template's business; a fifo has no data
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        fsync_dir(folder)
 
 
 def _hand_over(root: Path, user: RunUser) -> None:

@@ -30,6 +30,7 @@ from engine.audit.note import Signer, TreeHead, open_note, parse_checkpoint, sig
 from engine.audit.source import Reader
 from engine.errors import InvalidArgument
 from engine.merkle.tree import LogTree, open_tree
+from engine.storage.durable import fsync_dir
 
 log = logging.getLogger("foldline.checkpoints")
 
@@ -73,6 +74,7 @@ def write_note(path: Path, note: str) -> None:
     finally:
         os.close(descriptor)
     os.replace(temporary, path)
+    fsync_dir(path.parent)  # the kept note's name survives a power cut (ADR 0055)
 
 
 def is_consistent(last: TreeHead, tree: LogTree) -> bool:

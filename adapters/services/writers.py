@@ -29,6 +29,7 @@ from adapters.settings.config import ServerConfig
 from adapters.system.gitwork import patches, worktrees
 from adapters.system.gitwork.runner import Git, GitFailed, NotARepository
 from engine.domain.job import PatchEntry
+from engine.storage.durable import fsync_dir
 
 log = logging.getLogger("foldline.writers")
 
@@ -159,6 +160,7 @@ class Worktrees:
             os.fsync(out.fileno())
         os.chmod(partial, 0o600)
         os.replace(partial, target)
+        fsync_dir(self.patches)  # the kept patch's name survives a power cut (ADR 0055)
 
     def read_patch(self, job_id: str, sha256: str) -> bytes:
         """The kept patch, if it still is the one recorded.

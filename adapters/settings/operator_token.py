@@ -18,6 +18,7 @@ import threading
 from pathlib import Path
 
 from adapters.settings.config import ServerConfig
+from engine.storage.durable import fsync_dir
 
 
 class OperatorToken:
@@ -71,7 +72,7 @@ def create(path: Path) -> str:
         pass  # another worker won the race: its token is the one
     finally:
         temporary.unlink()
-    _sync_directory(path.parent)
+    fsync_dir(path.parent)
     return path.read_text().strip()
 
 
@@ -79,7 +80,7 @@ def rotate(path: Path) -> str:
     """Replace the token on file with a new one, atomically (rename over it); return it."""
     temporary = _write_temporary(path)
     os.replace(temporary, path)
-    _sync_directory(path.parent)
+    fsync_dir(path.parent)
     return path.read_text().strip()
 
 
@@ -93,11 +94,3 @@ def _write_temporary(path: Path) -> Path:
     finally:
         os.close(fd)
     return temporary
-
-
-def _sync_directory(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

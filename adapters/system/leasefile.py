@@ -17,6 +17,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from engine.storage.durable import fsync_dir
+
 
 @dataclass(frozen=True)
 class LeaseRecord:
@@ -56,11 +58,13 @@ class LeaseFile:
             return False
         finally:
             os.unlink(temporary)
+        fsync_dir(self.path.parent)  # the claim's name survives a power cut (ADR 0055)
         return True
 
     def replace(self, record: LeaseRecord) -> None:
-        """Write a whole new record atomically (temp file, fsync, rename)."""
+        """Write a whole new record atomically (temp file, fsync, rename, directory fsync)."""
         os.replace(self._written(record), self.path)
+        fsync_dir(self.path.parent)
 
     def _written(self, record: LeaseRecord) -> Path:
         """A file of this process's own beside the lease file, holding ``record`` on disk."""

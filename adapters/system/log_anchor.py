@@ -27,6 +27,7 @@ from engine.audit.anchor import SERVER_FORMAT, ServerAnchor
 from engine.domain import commands as c
 from engine.domain.lease import LostLog
 from engine.errors import LogMissing
+from engine.storage.durable import fsync_dir
 from projections import queries
 
 
@@ -79,6 +80,7 @@ def write(path: Path, anchor: ServerAnchor) -> None:
     finally:
         os.close(descriptor)
     os.replace(temporary, path)
+    fsync_dir(path.parent)  # the new anchor, not the old one, after a power cut (ADR 0055)
 
 
 def missing_reason(anchor: ServerAnchor, db: Path, conn: Any | None) -> str | None:

@@ -102,13 +102,14 @@ def open_storage(
     target = location if isinstance(location, Target) else parse_target(location)
     if target.remote:
         return _postgres(target.location, readonly=readonly)
+    from engine.storage.durable import make_dirs
     from engine.storage.sqlite.storage import SqliteStorage
 
     path = target.location
     if readonly and not Path(path).is_file():
         raise NotALog(f"{path}: no such file")
     if not readonly:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        make_dirs(Path(path).parent)
     return SqliteStorage(path, sync, busy_timeout_ms, readonly=readonly)
 
 

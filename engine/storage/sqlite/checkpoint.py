@@ -32,6 +32,8 @@ from typing import Any
 
 import apsw
 
+from engine.errors import StorageError
+
 log = logging.getLogger(__name__)
 
 # SQLite's own default threshold (SQLITE_DEFAULT_WAL_AUTOCHECKPOINT).
@@ -79,7 +81,9 @@ class Checkpointer:
         self.thread_ident = threading.get_ident()
         try:
             conn = self._open()
-        except apsw.Error as ex:
+        except (apsw.Error, StorageError) as ex:
+            # The log's opener translates apsw's errors (an I/O error, a log deleted or
+            # replaced): without StorageError here the thread died of an unhandled exception.
             log.warning("checkpoint thread could not open the log: %s", ex)
             return
         try:

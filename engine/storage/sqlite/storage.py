@@ -26,6 +26,7 @@ from urllib.parse import quote
 import apsw
 
 from engine.errors import NeedsMigration, NotALog, StorageError, StorageFull
+from engine.storage.durable import fsync_parent
 from engine.storage.seam import EventRow, Sync
 from engine.storage.sqlite.checkpoint import Checkpointer
 from engine.storage.sqlite.files import FileIdentity, use_wal
@@ -95,6 +96,7 @@ class SqliteStorage:
         return conn
 
     def _connect(self) -> Any:
+        conn: Any = None
         try:
             if self.readonly:
                 conn = apsw.Connection(
@@ -117,9 +119,23 @@ class SqliteStorage:
                 if self.path != ":memory:":  # a scratch log: SQLite keeps its journal in memory
                     use_wal(conn, self.path)
                     self.identity = FileIdentity(self.path)
+                    # SQLite syncs the directory of a new WAL, not of a new database file:
+                    # without this a power cut can take the file's name, and with a file
+                    # gone SQLite drops its WAL, acknowledged commits and all (ADR 0055).
+                    fsync_parent(self.path)
                 conn.execute(f"PRAGMA synchronous = {self.sync.upper()}")
-        except apsw.Error as ex:
-            raise translate(ex) from ex
+        except BaseException as ex:
+            if conn is not None:
+                # Made, then failed (an I/O error at its first statement): closed here, or
+                # its descriptor and locks would last until the garbage collector's turn.
+                with contextlib.suppress(apsw.Error):
+                    conn.close()
+            if isinstance(ex, apsw.Error):
+                raise translate(ex) from ex
+            if isinstance(ex, OSError) and not isinstance(ex, StorageError):
+                # The directory sync failed: nothing may be acknowledged in this file.
+                raise StorageError(f"{self.path}: its directory cannot be synced: {ex}") from ex
+            raise
         return conn
 
     def connection(self) -> Any:
@@ -159,17 +175,30 @@ class SqliteStorage:
 
         A connection that another thread is using at this moment is left to that thread: its
         next call on the log fails cleanly instead (apsw refuses to close it under its feet).
+
+        Raises:
+            StorageError: a connection's close failed (an I/O error); every other one is
+                closed all the same.
         """
         self._closed = True
         self.checkpoints.stop()
         with self._lock:
             mine = [c for pid, c in self._connections if pid == os.getpid()]
             self._connections.clear()
+        failure: apsw.Error | None = None
         for conn in mine:
-            with contextlib.suppress(apsw.ThreadingViolationError):
+            try:
                 conn.close()
+            except apsw.ThreadingViolationError:
+                pass
+            except apsw.Error as ex:
+                # An I/O error in one close (its checkpoint): the rest are closed all the
+                # same, or their descriptors and locks would outlive the log.
+                failure = failure or ex
         self._local = threading.local()
         self._writer = None
+        if failure is not None:
+            raise translate(failure) from failure
 
     # -- reads ---------------------------------------------------------------------------
 
