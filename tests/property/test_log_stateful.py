@@ -1,23 +1,39 @@
-"""Random sequences of appends, reads and reopens against the in-memory model."""
+"""Random sequences of appends, reads, reopens, killed writers and power cuts against the
+in-memory model (ADR 0003)."""
 
 from __future__ import annotations
 
 import contextlib
 import copy
+import json
+import os
 import random
 import shutil
+import signal
 import tempfile
+from functools import partial
 from pathlib import Path
 
+import apsw
 import msgspec
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from engine import ConcurrencyError, EngineError, Event, InvalidTransition, open_log
+from engine import (
+    ConcurrencyError,
+    EngineError,
+    Event,
+    InvalidTransition,
+    Log,
+    StorageError,
+    Transaction,
+    open_log,
+)
 from tests.support.backends import BACKENDS, log_target
 from tests.support.model import ModelLog
+from tests.support.powercut import MODES, Disk, PowerCut
 from tests.support.tickets import (
     MACHINES,
     TicketCancelled,
@@ -39,9 +55,63 @@ EVENTS = st.one_of(
 COMMANDS = st.one_of(st.none(), st.sampled_from(["c1", "c2", "c3", "c4"]))
 
 
+BATCHES = st.lists(
+    st.tuples(STREAMS, st.lists(EVENTS, min_size=1, max_size=3)), min_size=0, max_size=3
+)
+
+
+class PowerIsOffError(Exception):
+    """An append failed because the power was cut: not an outcome the model can have."""
+
+
+def _in_a_killed_child(
+    log: Log, batches: list[tuple[str, list[Event]]], doomed: tuple[str, list[Event]]
+) -> list[object]:
+    """Fork; the child appends ``batches`` (writing each outcome to a pipe once it has it),
+    then opens a transaction for ``doomed`` and SIGKILLs itself inside it. The outcomes."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its connections are its own (never carried across fork)
+        try:
+            os.close(read)
+            for stream_id, events in batches:
+                expected = log.stream_head(stream_id).version
+                answer = _outcome(partial(log.append, stream_id, expected, events))
+                os.write(write, json.dumps(answer).encode() + b"\n")
+            stream_id, events = doomed
+
+            def killed_inside(tx: Transaction) -> None:
+                try:  # legal or not: killed inside the open transaction
+                    tx.append(stream_id, log.stream_head(stream_id).version, events)
+                finally:
+                    os.kill(os.getpid(), signal.SIGKILL)
+
+            log.write(killed_inside)
+        finally:
+            os._exit(3)  # reached only if the kill was not
+    os.close(write)
+    with os.fdopen(read, "rb") as lines:
+        answers = [json.loads(line) for line in lines]
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL, status
+    return answers
+
+
+def _opened_unless_cut(path: str, disk: Disk) -> Log | None:
+    """The log opened through the power-cut VFS; None when the power failed meanwhile."""
+    try:
+        return open_log(path, MACHINES, [TicketTitles()])
+    except (EngineError, apsw.Error):
+        if not disk.is_cut:
+            raise
+        return None
+
+
 def _outcome(call: object) -> object:
     try:
         result = call()  # type: ignore[operator]
+    except (StorageError, apsw.Error) as ex:
+        raise PowerIsOffError(str(ex)) from ex
     except EngineError as ex:
         return type(ex).__name__
     return msgspec.to_builtins(result)
@@ -101,6 +171,64 @@ class LogVersusModel(RuleBasedStateMachine):
     def reopen(self) -> None:
         self.log.close()
         self.log = open_log(self.path, MACHINES, [TicketTitles()])
+
+    def _expected(self, stream_id: str) -> int:
+        return self.model.heads[stream_id].version if stream_id in self.model.heads else 0
+
+    @precondition(lambda self: self.backend == "sqlite")
+    @rule(batches=BATCHES, doomed=st.tuples(STREAMS, st.lists(EVENTS, min_size=1, max_size=3)))
+    def kill_a_writer_and_reopen(
+        self, batches: list[tuple[str, list[Event]]], doomed: tuple[str, list[Event]]
+    ) -> None:
+        """Another process appends, answering after each commit, and is SIGKILLed inside its
+        next write transaction: what it was answered is in the log, the doomed batch is not.
+
+        A forked child, killed for real by the kernel (not a close without cleanup): its
+        connection, locks and WAL index die with it as in a crash of a server worker.
+        """
+        answers = _in_a_killed_child(self.log, batches, doomed)
+        assert len(answers) == len(batches), answers
+        for (stream_id, events), answer in zip(batches, answers, strict=True):
+            expected = self._expected(stream_id)
+            assert answer == _outcome(partial(self.model.append, stream_id, expected, events))
+        self.reopen()
+
+    @precondition(lambda self: self.backend == "sqlite")
+    @rule(
+        batches=BATCHES,
+        at=st.integers(min_value=1, max_value=60),
+        mode=st.sampled_from(MODES),
+        seed=st.integers(min_value=0, max_value=2**16),
+    )
+    def power_cut(
+        self, batches: list[tuple[str, list[Event]]], at: int, mode: str, seed: int
+    ) -> None:
+        """Appends through the power-cut VFS, the power failing at the ``at``-th write or
+        sync: every answered append is there after the reboot; the one the cut interrupted
+        is there whole or not at all (the disk may have kept its unsynced frames)."""
+        self.log.close()
+        disk = Disk(self.dir, at, mode, random.Random(seed))
+        interrupted: tuple[str, int, list[Event]] | None = None
+        with PowerCut(disk):
+            log = _opened_unless_cut(self.path, disk)
+            for stream_id, events in batches if log is not None else []:
+                expected = self._expected(stream_id)
+                try:
+                    answer = _outcome(partial(log.append, stream_id, expected, events))
+                except PowerIsOffError:
+                    interrupted = (stream_id, expected, events)
+                    break
+                assert answer == _outcome(partial(self.model.append, stream_id, expected, events))
+            if log is not None:
+                with contextlib.suppress(EngineError, apsw.Error):
+                    log.close()
+        disk.reboot()
+        self.log = open_log(self.path, MACHINES, [TicketTitles()])
+        if interrupted is not None and self.log.head() > self.model.head():
+            stream_id, expected, events = interrupted
+            self.model.append(stream_id, expected, events)  # kept whole by the disk
+        assert self.log.verify_chain() == []
+        assert self.log.content_hash() == self.log.rebuild()
 
     @rule(stream_id=STREAMS, after=st.integers(min_value=0, max_value=4))
     def read_stream(self, stream_id: str, after: int) -> None:
