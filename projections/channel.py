@@ -15,6 +15,7 @@ finalize, an effort) go to the new run.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from engine.domain import ids
@@ -29,8 +30,8 @@ from engine.domain.job import (
     JobStarted,
     JobSuperseded,
 )
-from engine.events import RecordedEvent
-from engine.projection import DispatchProjection, handles
+from engine.events import RecordedEvent, event_type_of
+from engine.projection import DispatchProjection, Folder, handles
 
 PENDING, DELIVERED, LOST = "pending", "delivered", "lost"
 ANSWERED, DROPPED = "answered", "dropped"
@@ -142,6 +143,102 @@ class ChannelProjection(DispatchProjection):
             "UPDATE requests SET state = ? WHERE job_id = ? AND state = ?",
             (DROPPED, job, PENDING),
         )
+
+    def memory_folder(self, cursor: Any) -> Folder:
+        """The handlers above, folded into rows kept in memory (the audit's refold): one dict
+        operation per event instead of one to three statements, the rows in each table's
+        column order, written once by ``finish`` (``tests/unit/test_memory_folds.py`` folds
+        every channel event both ways and compares the tables)."""
+        return _MemoryChannel(cursor).folder()
+
+
+class _MemoryChannel:
+    """``controls`` and ``requests`` by primary key, and each job's rows of both, so that a
+    job's next run or end touches only its own rows, as the handlers' WHERE clauses do."""
+
+    def __init__(self, cursor: Any) -> None:
+        self.cursor = cursor
+        self.controls: dict[tuple[str, int], list[Any]] = {}
+        self.requests: dict[tuple[str, str], list[Any]] = {}
+        self.controls_of: dict[str, list[list[Any]]] = {}
+        self.requests_of: dict[str, dict[str, list[Any]]] = {}
+
+    def folder(self) -> Folder:
+        by_class: dict[type[Any], Callable[[RecordedEvent, str], None]] = {
+            JobControlSent: self.sent,
+            JobControlDelivered: lambda e, job: self.settle(e, job, DELIVERED, 7),
+            JobControlLost: lambda e, job: self.settle(e, job, LOST, 8),
+            JobInputRequested: self.asked,
+            JobStarted: self.next_run,
+            JobFinished: self.ended,
+            JobSuperseded: self.ended,
+            JobCancelled: self.ended,
+            JobResumeFailed: self.ended,
+        }
+        routes = {event_type_of(cls): route for cls, route in by_class.items()}
+
+        def feed(e: RecordedEvent) -> None:
+            route = routes.get(e.event_type)
+            if route is not None:
+                route(e, ids.entity_of(e.stream_id))
+
+        return Folder(
+            feed,
+            self.finish,
+            frozenset(routes),
+            lambda: {"controls": self.controls, "requests": self.requests},
+            routes,
+        )
+
+    def sent(self, e: RecordedEvent, job: str) -> None:
+        ev: Any = e.event
+        key = (job, e.position)
+        if key in self.controls:
+            raise ValueError(f"UNIQUE constraint failed: controls {key!r}")
+        row = [job, e.position, ev.action, line_of(e.position, ev), ev.by, e.command_id,
+               PENDING, None, None, e.recorded_at, None]  # fmt: skip
+        self.controls[key] = row
+        self.controls_of.setdefault(job, []).append(row)
+        if ev.action == "respond":
+            asked = self.requests.get((job, ev.request))
+            if asked is not None and asked[3] == PENDING:
+                asked[3], asked[4], asked[7] = ANSWERED, e.position, e.recorded_at
+
+    def settle(self, e: RecordedEvent, job: str, state: str, place: int) -> None:
+        ev: Any = e.event
+        row = self.controls.get((job, ev.control))
+        if row is not None:
+            value = ev.run_id if place == 7 else ev.reason
+            row[6], row[place], row[10] = state, value, e.recorded_at
+
+    def asked(self, e: RecordedEvent, job: str) -> None:
+        ev: Any = e.event
+        row = [job, ev.request, ev.question, PENDING, None, e.position, e.recorded_at, None]
+        self.requests[(job, ev.request)] = row
+        self.requests_of.setdefault(job, {})[ev.request] = row
+
+    def next_run(self, e: RecordedEvent, job: str) -> None:
+        for row in self.controls_of.get(job, ()):
+            if row[6] == PENDING and row[2] in ("steer", "interrupt", "respond"):
+                row[6], row[8], row[10] = LOST, "its run ended", e.recorded_at
+        self.drop_requests(job)
+
+    def ended(self, e: RecordedEvent, job: str) -> None:
+        for row in self.controls_of.get(job, ()):
+            if row[6] == PENDING:
+                row[6], row[8], row[10] = LOST, f"job {e.state}", e.recorded_at
+        self.drop_requests(job)
+
+    def drop_requests(self, job: str) -> None:
+        for row in self.requests_of.get(job, {}).values():
+            if row[3] == PENDING:
+                row[3] = DROPPED
+
+    def finish(self) -> None:
+        for table, rows in (("controls", self.controls), ("requests", self.requests)):
+            if rows:
+                marks = ", ".join("?" * len(next(iter(rows.values()))))
+                self.cursor.executemany(f"INSERT INTO {table} VALUES ({marks})", rows.values())
 
 
 def line_of(control: int, ev: Any) -> str:
