@@ -88,22 +88,29 @@ class GroupCommit:
         if self._pid != _process[0]:
             self._reset()
         request = Request(work, stream_id, expected)
+        alone = False
         with self._lock:
-            self._queue.append(request)
             lead = not self._leading
             if lead:
                 self._leading = True
-            else:
+                # Nobody waits, and nobody is on the way back from a batch to linger for.
+                alone = not self._queue and self._last_batch < 2
+            if not alone:
+                self._queue.append(request)
+            if not lead:
                 request.wake = _allocate_lock()
                 request.wake.acquire()
                 if self._filled is not None and len(self._queue) >= self._target:
                     self._filled.release()
                     self._filled = None
-        if not lead:
-            request.wake.acquire()  # released by the leader: done, or lead the next batch
-            lead = request.lead
-        if lead:
-            self._lead()
+        if alone:
+            self._lead_alone(request)
+        else:
+            if not lead:
+                request.wake.acquire()  # released by the leader: done, or lead the next batch
+                lead = request.lead
+            if lead:
+                self._lead()
         if request.error is not None:
             raise request.error
         return request.result
@@ -126,6 +133,23 @@ class GroupCommit:
         filled.acquire(timeout=min(self._last_seconds, MAX_LINGER_S))
         with self._lock:
             self._filled = None
+
+    def _lead_alone(self, request: Request) -> None:
+        """``_lead`` for a caller that found nobody leading, nobody queued and a last batch of
+        one caller at most (``_linger`` would not wait): its batch is itself, taken from no
+        queue. Whoever queued meanwhile leads the next batch, as after ``_lead``."""
+        batch = [request]
+        self._last_batch = 1
+        try:
+            self._run_batch(lambda: batch)
+        finally:
+            with self._lock:
+                if self._queue:
+                    successor = self._queue[0]
+                    successor.lead = True
+                    successor.wake.release()
+                else:
+                    self._leading = False
 
     def _lead(self) -> None:
         taken: list[Request] = []
