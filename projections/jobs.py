@@ -9,10 +9,14 @@ from typing import Any
 import msgspec
 
 from engine.domain.job import (
+    PAUSE_COLD,
+    PAUSE_LIVE,
+    PAUSE_RETIRED,
     JobAccepted,
     JobCancelled,
     JobCancelRequested,
     JobContinued,
+    JobContinueRefused,
     JobControlLost,
     JobFinished,
     JobNotifyFinished,
@@ -20,6 +24,7 @@ from engine.domain.job import (
     JobNotifyStarted,
     JobPaused,
     JobResumeFailed,
+    JobRetired,
     JobSettled,
     JobStarted,
     JobSuperseded,
@@ -56,7 +61,8 @@ _ACCEPTED = Shape(
 )  # fmt: skip
 _STARTED = Shape(
     "state", "version", "updated_at", "run_id", "pid", "start_token", "epoch", "token_digest",
-    "paused_by", "worktree", "base_commit", "input", "turn", runs=Add, started_at=IfNull,
+    "paused_by", "worktree", "base_commit", "input", "turn", "pause", runs=Add,
+    started_at=IfNull,
 )  # fmt: skip
 _FINISHED = Shape(
     "state", "version", "updated_at", "result", "files", "exit_code", "warnings",
@@ -86,7 +92,7 @@ def started(e: RecordedEvent, job: str) -> tuple[Any, ...]:
     return (
         job, e.state, e.version, at, ev.run_id, ev.pid, ev.start_token, ev.epoch,
         ev.token_digest, None, ev.worktree or None, ev.base_commit or None, ev.input or None,
-        None, 1, at,
+        None, None, 1, at,
     )  # fmt: skip
 
 
@@ -119,11 +125,36 @@ def superseded(e: RecordedEvent, job: str) -> Change:
 
 
 def paused(e: RecordedEvent, job: str) -> Change:
-    return _moved(e, job, paused_by=e.event.by or None)  # type: ignore[attr-defined]
+    ev: Any = e.event
+    pause = PAUSE_COLD if ev.mode == PAUSE_COLD else PAUSE_LIVE
+    grace = ev.grace_s if pause == PAUSE_COLD else None
+    return _moved(e, job, paused_by=ev.by or None, pause=pause, pause_grace_s=grace)
+
+
+def continued(e: RecordedEvent, job: str) -> Change:
+    return _moved(e, job, pause=None, pause_grace_s=None)
+
+
+def retired(e: RecordedEvent, job: str) -> Change:
+    # A cold pause's run is gone: the job stays paused and holds nothing (ADR 0058).
+    ev: Any = e.event
+    return _moved(e, job, pause=PAUSE_RETIRED, reason=ev.reason or None, exit_code=ev.exit_code)
+
+
+def suspended(e: RecordedEvent, job: str) -> Change:
+    # A run lost to a signal records its (negative) exit code; a pause it had is over.
+    ev: Any = e.event
+    lost = {"exit_code": ev.exit_code} if ev.exit_code is not None else {}
+    return _moved(e, job, reason=ev.reason or None, pause=None, pause_grace_s=None, **lost)
+
+
+def continue_refused(e: RecordedEvent, job: str) -> Change:
+    # The job did not move: only why its continue was refused, as the latest reason.
+    return update(job, reason=e.event.reason, updated_at=e.recorded_at)  # type: ignore[attr-defined]
 
 
 def with_reason(e: RecordedEvent, job: str) -> Change:
-    """Suspended or asked to cancel: the reason, if any."""
+    """Asked to cancel: the reason, if any."""
     return _moved(e, job, reason=e.event.reason or None)  # type: ignore[attr-defined]
 
 
@@ -228,8 +259,10 @@ FOLDS: dict[type[Event], Fold] = {
     JobSettled: settled,
     JobSuperseded: superseded,
     JobPaused: paused,
-    JobContinued: _moved,
-    JobSuspended: with_reason,
+    JobContinued: continued,
+    JobRetired: retired,
+    JobContinueRefused: continue_refused,
+    JobSuspended: suspended,
     JobResumeFailed: resume_failed,
     JobCancelRequested: with_reason,
     JobCancelled: cancelled,
@@ -253,8 +286,9 @@ class JobsProjection(FoldedProjection):
     # 2: task_id column; 3: run token digest and result disposition; 4: a writer's worktree,
     # its patch and the integration intent (issue 28); 5: the run's input and active turn;
     # 6: the run's outcome, kept while the job settles (ADR 0050); 7: the jobs a root job
-    # covers and the agent its caller named in vain (ADR 0048)
-    version = 7
+    # covers and the agent its caller named in vain (ADR 0048); 8: how a paused job is
+    # paused, and a cold pause's grace (ADR 0058)
+    version = 8
     tables = ("jobs",)
     folds_by_entity = True  # every row from its own entity's streams
     ddl = """
@@ -304,6 +338,8 @@ class JobsProjection(FoldedProjection):
             integration_paths TEXT,
             integrated_tree   TEXT,
             outcome           TEXT,
+            pause             TEXT,
+            pause_grace_s     INTEGER,
             superseded_by     TEXT,
             reason            TEXT,
             notify_pid        INTEGER,

@@ -9,7 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.domain.job import JobCancelled, JobFinished, JobStarted, JobSuperseded, JobSuspended
+from engine.domain.job import (
+    JobCancelled,
+    JobFinished,
+    JobRetired,
+    JobStarted,
+    JobSuperseded,
+    JobSuspended,
+)
 from engine.domain.session import (
     SessionCancelled,
     SessionFinished,
@@ -36,7 +43,8 @@ def job_started(e: RecordedEvent, job: str) -> tuple[Any, ...]:
 @deletes
 def job_run_ended(e: RecordedEvent, job: str) -> tuple[Any, ...]:
     # A cancelling job's process still runs until its runner confirms the cancel, and a
-    # paused one is stopped, not gone: both keep their run.
+    # paused one is stopped (or, cold, finalizing), not gone: both keep their run until a
+    # cancel is confirmed or the cold pause's run is retired.
     return "job", job
 
 
@@ -66,6 +74,7 @@ FOLDS: dict[type[Event], Fold] = {
     JobSuperseded: job_run_ended,
     JobSuspended: job_run_ended,
     JobCancelled: job_run_ended,
+    JobRetired: job_run_ended,
     SessionStarted: session_started,
     SessionPaused: session_run_ended,
     SessionSuspended: session_run_ended,

@@ -27,7 +27,10 @@ def _marks(values: Any) -> str:
 
 _JOB_COLUMNS = columns(JobRow)
 _LIVE_JOBS = _marks(job.LIVE_STATES)
-_JOBS_HOLDING = _marks(job.HOLDS_CAPACITY)
+# A job holds capacity in these states, but a cold pause whose run is gone holds nothing.
+_JOBS_HOLDING = (
+    f"state IN ({_marks(job.HOLDS_CAPACITY)}) AND coalesce(pause, '') != '{job.PAUSE_RETIRED}'"
+)
 _SESSIONS_HOLDING = _marks(session.HOLDS_CAPACITY)
 _OPEN_TASKS = _marks(task.OPEN)
 
@@ -122,7 +125,7 @@ class SqlDomainView:
         row = self._one(
             "SELECT (SELECT coalesce(sum(units), 0) FROM sessions WHERE resource_group = ?"
             f" AND state IN ({_SESSIONS_HOLDING})) + (SELECT coalesce(sum(units), 0) FROM jobs"
-            f" WHERE resource_group = ? AND state IN ({_JOBS_HOLDING}))",
+            f" WHERE resource_group = ? AND {_JOBS_HOLDING})",
             resource_group,
             resource_group,
         )
@@ -136,8 +139,7 @@ class SqlDomainView:
 
     def write_scopes_held(self) -> list[tuple[str, str]]:
         rows = self._cur.execute(
-            f"SELECT job_id, write_scope FROM jobs WHERE state IN ({_JOBS_HOLDING})"
-            " AND write_scope != '[]'"
+            f"SELECT job_id, write_scope FROM jobs WHERE {_JOBS_HOLDING} AND write_scope != '[]'"
         ).fetchall()
         return [(job_id, path) for job_id, scope in rows for path in json.loads(scope)]
 
@@ -155,7 +157,7 @@ class SqlDomainView:
         if writers:
             where.append("write_scope != '[]'")
         row = self._one(
-            f"SELECT count(*) FROM jobs WHERE state IN ({_JOBS_HOLDING})"
+            f"SELECT count(*) FROM jobs WHERE {_JOBS_HOLDING}"
             + "".join(f" AND {w}" for w in where),
             *params,
         )

@@ -29,8 +29,13 @@ class JobState(StrEnum):
 J = JobState
 TERMINAL = frozenset({J.OK, J.ERROR, J.SUPERSEDED, J.CANCELLED})
 LIVE_STATES = [s for s in J if s not in TERMINAL]
-# Capacity is held in these states (design.md §4.7); paused and suspended release it.
-HOLDS_CAPACITY = frozenset({J.QUEUED, J.RUNNING, J.CANCELLING})
+# Capacity is held in these states (design.md §4.7): a paused job keeps what it held until a
+# cold pause retires its run (``PAUSE_RETIRED``, ADR 0058); a suspended one released it.
+HOLDS_CAPACITY = frozenset({J.QUEUED, J.RUNNING, J.PAUSED, J.CANCELLING})
+# How a job is paused (the row's ``pause``): its run's group stopped (``live``), its run asked
+# to finalize and ended after a grace (``cold``), and a cold pause whose run is gone, which
+# holds nothing any more (``retired``).
+PAUSE_LIVE, PAUSE_COLD, PAUSE_RETIRED = "live", "cold", "retired"
 # A run process exists in these states: what it says, and what reaches it, is recorded.
 RUN_LIVE = [J.RUNNING, J.PAUSED, J.CANCELLING]
 # A settling job has no run left to confirm a cancel: it is cancelled at once.
@@ -123,7 +128,37 @@ class JobSuperseded(Event, tag="job.superseded", frozen=True, kw_only=True):
 
 
 class JobPaused(Event, tag="job.paused", frozen=True, kw_only=True):
+    """The job is paused (ADR 0058). ``mode`` ``""``/``live``: its run's group is stopped and
+    keeps its units and write scope; ``cold``: its run was asked to finalize (a channel run) or
+    signalled, and its group ends after ``grace_s``; ``job.retired`` records that end."""
+
     by: str = ""  # "session": its session's pause paused it, so the session's continue resumes it
+    mode: str = ""  # "" (live, and every pause recorded before cold ones existed) or "cold"
+    grace_s: int = 0  # cold: how many seconds the run has to end before its group is killed
+
+
+class JobRetired(Event, tag="job.retired", frozen=True, kw_only=True):
+    """A cold-paused job's run is gone (ADR 0058): its output so far stays its partial result;
+    it holds no units or write scope until a continue re-admits it with a new run."""
+
+    reason: str = ""
+    exit_code: int | None = None
+
+
+class JobContinueRefused(Event, tag="job.continue_refused", frozen=True, kw_only=True):
+    """A continue that needed a new run was refused at re-admission (capacity, counts, write
+    scope): the job stays as it was, and the log says why (ADR 0058)."""
+
+    reason: str
+    by: str = ""
+
+
+class JobSignalled(Event, tag="job.signalled", frozen=True, kw_only=True):
+    """The server sent a signal to the job's run group (a graceful stop's SIGTERM to a run that
+    takes no input, ADR 0058): recorded before it is sent."""
+
+    signal: str
+    reason: str = ""
 
 
 class JobContinued(Event, tag="job.continued", frozen=True, kw_only=True):
@@ -131,7 +166,12 @@ class JobContinued(Event, tag="job.continued", frozen=True, kw_only=True):
 
 
 class JobSuspended(Event, tag="job.suspended", frozen=True, kw_only=True):
+    """The job's run is gone and the job waits for a continue (or recovery's resume): cut off
+    by a crash, or lost while the server lived (killed by a signal, ADR 0058: ``exit_code``
+    is then minus the signal's number)."""
+
     reason: str = ""
+    exit_code: int | None = None
 
 
 class JobCancelRequested(Event, tag="job.cancel_requested", frozen=True, kw_only=True):
@@ -288,8 +328,14 @@ JOB = MachineSpec(
             [J.QUEUED, J.RUNNING, J.PAUSED, J.SUSPENDED, J.SETTLING],
             J.SUPERSEDED,
         ),
-        Transition(JobOutput, [J.RUNNING, J.CANCELLING]),
-        Transition(JobPaused, [J.RUNNING], J.PAUSED),
+        # Paused too: what a run printed just before its group stopped, or while a cold pause
+        # lets it finalize (ADR 0058).
+        Transition(JobOutput, [J.RUNNING, J.PAUSED, J.CANCELLING]),
+        # From paused: a live pause made cold (the rule allows nothing else).
+        Transition(JobPaused, [J.RUNNING, J.PAUSED], J.PAUSED),
+        Transition(JobRetired, [J.PAUSED]),
+        Transition(JobContinueRefused, [J.PAUSED, J.SUSPENDED]),
+        Transition(JobSignalled, RUN_LIVE),
         Transition(JobContinued, [J.PAUSED], J.RUNNING),
         Transition(JobSuspended, [J.RUNNING, J.PAUSED], J.SUSPENDED),
         Transition(JobResumeFailed, [J.SUSPENDED], J.ERROR),

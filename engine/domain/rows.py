@@ -115,6 +115,10 @@ class JobRow(msgspec.Struct, frozen=True, kw_only=True):
     started_at: str | None
     finished_at: str | None
     updated_at: str
+    # How a paused job is paused (ADR 0058): ``live`` (its group stopped, holding its units),
+    # ``cold`` (its run finalizing before its group ends), ``retired`` (its run gone, holding
+    # nothing); None when it is not paused.
+    pause: str | None = None
     # -- not on the wire
     write_scope: tuple[str, ...]
     command_id: str | None
@@ -130,6 +134,7 @@ class JobRow(msgspec.Struct, frozen=True, kw_only=True):
     # How its run ended (``ok`` or ``error``), once it did: what a settling job ends as
     # when its subtree is quiet (ADR 0050).
     outcome: str | None = None
+    pause_grace_s: int | None = None  # a cold pause's grace: its run's group ends after it
 
     @property
     def caller_id(self) -> str | None:

@@ -39,8 +39,8 @@ MAX_ACTIVE_AGENTS = 4  # per session
 MAX_ACTIVE_WRITERS = 2  # per session
 CPU = 3  # units of the one resource group
 
-HOLDING = {"queued", "running", "cancelling"}
-LIVE = HOLDING | {"paused", "suspended"}
+HOLDING = {"queued", "running", "paused", "cancelling"}  # a live pause keeps it (ADR 0058)
+LIVE = HOLDING | {"suspended"}
 FINISHED = {"ok", "error"}
 # The result disposition: which command moves it from where to where.
 RESULT_STEPS = {
@@ -196,7 +196,7 @@ class AgentsModel:
             raise Refused("admission_rejected", "writable_target_not_git")
         if cmd.resumed and job["worktree"] and cmd.worktree != job["worktree"]:
             raise Refused("conflict")  # a resumed run goes on where the last one worked
-        if job["state"] in ("paused", "suspended"):  # relaunch: admitted like new work
+        if job["state"] == "suspended":  # relaunch: admitted like new work
             self._readmit(job)
         self._step(job, {"queued", "paused", "suspended"}, "running")
         job["token"] = cmd.token_digest
@@ -209,13 +209,13 @@ class AgentsModel:
         job["patch"] = cmd.patch.sha256 if cmd.patch else None
 
     def PauseJob(self, cmd: c.PauseJob) -> None:
-        self._step(self._job(cmd.job_id), {"running"}, "paused")
+        job = self._job(cmd.job_id)
+        if job["state"] == "paused":  # only a live pause made cold pauses a paused job
+            raise Refused("conflict")
+        self._step(job, {"running"}, "paused")
 
     def ContinueJob(self, cmd: c.ContinueJob) -> None:
-        job = self._job(cmd.job_id)
-        if job["state"] == "paused":
-            self._readmit(job)
-        self._step(job, {"paused"}, "running")
+        self._step(self._job(cmd.job_id), {"paused"}, "running")  # it kept what it held
 
     def SuspendJob(self, cmd: c.SuspendJob) -> None:
         self._step(self._job(cmd.job_id), {"running", "paused"}, "suspended")

@@ -368,8 +368,9 @@ class AgentsVersusModel(RuleBasedStateMachine):
     def relaunch_after_others_took_the_place(
         self, pick: int, suspend: bool, twins: int, same: bool
     ) -> None:
-        # A suspended (or paused) job gave its place back; jobs like it take the place (the
-        # same write scope, or a free one); relaunching it must be admitted like new work.
+        # A suspended job gave its place back (a live-paused one kept it, ADR 0058); jobs like
+        # it take the place (the same write scope, or a free one); relaunching it must be
+        # admitted like new work, and continuing a paused one needs nothing.
         jid = self.job(pick, HOLDING)
         job = self.model.jobs.get(jid)
         if job is None or self.run((c.SuspendJob if suspend else c.PauseJob)(job_id=jid)) != "ok":

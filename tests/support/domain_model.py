@@ -13,7 +13,9 @@ from engine.domain import commands as c
 from tests.unit.test_domain_machines import SPEC
 
 SESSION_HOLDS = {"starting", "running", "detached", "finishing", "stopping", "cancelling"}
-JOB_HOLDS = {"queued", "running", "cancelling"}
+# A paused job keeps what it held (ADR 0058: the model pauses live only; a cold pause's
+# retirement is in tests/unit/test_pause_rules.py).
+JOB_HOLDS = {"queued", "running", "paused", "cancelling"}
 JOB_LIVE = {"queued", "running", "paused", "suspended", "cancelling", "settling"}
 SESSION_TERMINAL = {"completed", "failed", "stopped", "cancelled"}
 TASK_OPEN = {"submitted", "working", "input-required", "auth-required"}
@@ -290,7 +292,7 @@ class DomainModel:
         job = self._get(self.jobs, cmd.job_id)
         if job["scope"] and not cmd.worktree:  # a writer runs in its own git worktree
             raise Refused("admission_rejected")
-        if job["state"] in ("paused", "suspended"):
+        if job["state"] == "suspended":  # it released what it held; a live pause did not
             self._counts(job["agent"], job["session"], job["parent"])
             self._admit(job["group"], job["units"])
         self._move("job", job, "job.started")
@@ -308,13 +310,13 @@ class DomainModel:
             self._settle(job["session"], ("job", cmd.job_id))
 
     def PauseJob(self, cmd: c.PauseJob) -> None:
-        self._move("job", self._get(self.jobs, cmd.job_id), "job.paused")
+        job = self._get(self.jobs, cmd.job_id)
+        if job["state"] == "paused":  # only a live pause made cold pauses a paused job
+            raise Refused("conflict")
+        self._move("job", job, "job.paused")
 
     def ContinueJob(self, cmd: c.ContinueJob) -> None:
         job = self._get(self.jobs, cmd.job_id)
-        if job["state"] == "paused":
-            self._counts(job["agent"], job["session"], job["parent"])
-            self._admit(job["group"], job["units"])
         self._move("job", job, "job.continued")
 
     def SuspendJob(self, cmd: c.SuspendJob) -> None:

@@ -74,7 +74,7 @@ SPEC: dict[str, dict[str, tuple[list[str | None], set[str]]]] = {
         ),
         # Not in the design.md §4.4 table: live output chunks, kept in the log so that SSE deltas
         # have positions and survive a reconnect to another worker (ADR 0011).
-        "job.output": (["running", "cancelling"], {"="}),
+        "job.output": (["running", "paused", "cancelling"], {"="}),
         # A run's live channel (ADR 0038): a control is sent to a running job only; what
         # reaches the run, and what it says back, is recorded while a process exists.
         "job.control": (["running"], {"="}),
@@ -87,7 +87,12 @@ SPEC: dict[str, dict[str, tuple[list[str | None], set[str]]]] = {
         # ADR 0054: what a run answers, while it runs.
         "job.artifact": (["running", "paused", "cancelling"], {"="}),
         "job.answered": (["running", "paused", "cancelling"], {"="}),
-        "job.paused": (["running"], {"paused"}),
+        # ADR 0058: a live pause made cold; a cold pause's run retired; a continue refused at
+        # re-admission; a graceful stop's SIGTERM, recorded before it is sent.
+        "job.paused": (["running", "paused"], {"paused"}),
+        "job.retired": (["paused"], {"="}),
+        "job.continue_refused": (["paused", "suspended"], {"="}),
+        "job.signalled": (["running", "paused", "cancelling"], {"="}),
         "job.continued": (["paused"], {"running"}),
         # Paused too: a paused run whose process died is cut off like a running one (design.md §8).
         "job.suspended": (["running", "paused"], {"suspended"}),

@@ -242,7 +242,7 @@ def test_rules_terminal_session_cannot_resume_and_tainted_needs_permission(
 # -- admission and capacity (design.md §4.7) ----------------------------------------------------
 
 
-def test_rules_capacity_is_exact_and_paused_work_releases_it(engine: Engine) -> None:
+def test_rules_capacity_is_exact_and_a_live_pause_keeps_it(engine: Engine) -> None:
     session(engine, resource_group="cpu")  # 1 of 2 units
     job(engine, "j1", resource_group="cpu", start=True)  # 2 of 2
     error = refused(
@@ -257,11 +257,11 @@ def test_rules_capacity_is_exact_and_paused_work_releases_it(engine: Engine) -> 
         "limit": 2,
         "requested": 1,
     }
-    engine.handle(c.PauseJob(job_id="j1"))  # releases its unit
-    job(engine, "j2", resource_group="cpu", owed=False)
-    refused(engine, c.ContinueJob(job_id="j1"), AdmissionRejected)  # continuing re-admits
-    engine.handle(c.CancelJob(job_id="j2"))
-    engine.handle(c.ContinueJob(job_id="j1"))
+    engine.handle(c.PauseJob(job_id="j1"))  # a live pause keeps its unit (ADR 0058)
+    refused(
+        engine, c.AcceptJob(job_id="j2", session_id="s1", resource_group="cpu"), AdmissionRejected
+    )
+    engine.handle(c.ContinueJob(job_id="j1"))  # nothing to re-admit: it goes on at once
     assert state(engine, "job", "j1") == "running"
 
 

@@ -7,6 +7,7 @@ anything)."""
 
 from __future__ import annotations
 
+from engine.domain import channel as ch
 from engine.domain import commands as c
 from engine.domain import ids
 from engine.domain import job as job_
@@ -14,13 +15,19 @@ from engine.domain import task as task_
 from engine.domain.errors import AdmissionRejected, AlreadyExists, Conflict
 from engine.domain.job import JobState as J
 from engine.domain.rows import JobRow
-from engine.domain.rules import admission, lineage, lookups, pointer, roles
+from engine.domain.rules import admission, channel, lineage, lookups, pointer, roles
 from engine.domain.rules import session as session_rules
 from engine.domain.rules.lookups import job_for
 from engine.domain.rules.registry import Context, rule
 from engine.domain.session import Owed
 from engine.domain.task import TaskState as T
 from engine.errors import InvalidArgument
+
+# What a cold pause asks a run that takes input (its ``finalize`` control, ADR 0058).
+PAUSE_FINALIZE_TEXT = (
+    "You are being paused: finalize now from the evidence you already have and print what"
+    " you have so far. A later run continues from your output."
+)
 
 
 @rule(c.AcceptJob)
@@ -104,8 +111,10 @@ def worktree_of(cmd: c.StartJob, row: JobRow) -> tuple[str, str]:
 def start_job(cmd: c.StartJob, ctx: Context) -> None:
     row = job_for(cmd, ctx)
     worktree, base_commit = worktree_of(cmd, row)
-    if row.state in (J.PAUSED, J.SUSPENDED):  # these released their capacity
-        readmit(ctx, row)
+    if row.state in (J.PAUSED, J.SUSPENDED):  # a relaunch: a continue's, or recovery's
+        controller(ctx, row, "continue", cmd.caller_job, cmd.caller_token_digest)
+        if not holds_capacity(row):  # suspended, or a cold pause whose run is gone
+            readmit(ctx, row)
     ctx.append(
         ids.job(row.job_id),
         job_.JobStarted(
@@ -123,6 +132,27 @@ def start_job(cmd: c.StartJob, ctx: Context) -> None:
     task = ctx.view.task(row.task_id) if row.task_id else None
     if task is not None and task.state in (T.SUBMITTED, T.INPUT_REQUIRED, T.AUTH_REQUIRED):
         ctx.append(ids.task(task.task_id), task_.TaskStatusUpdated(text=""))
+
+
+def holds_capacity(job: JobRow) -> bool:
+    """Whether ``job`` still holds its units and write scope (``job_.HOLDS_CAPACITY``): a
+    live pause keeps them, a cold pause whose run is gone does not (ADR 0058)."""
+    return job.state in job_.HOLDS_CAPACITY and job.pause != job_.PAUSE_RETIRED
+
+
+def controller(
+    ctx: Context, job: JobRow, action: str, caller_job: str | None, digest: str | None
+) -> str:
+    """Who may use the control ``action`` on ``job``: the operator (no calling job), or the
+    live run of one of its ancestors in its session. Returns the controller's name. The one
+    place a grant per action is checked, for every job control of this module.
+
+    Raises:
+        Unauthorized: the run token is not a live run's.
+        Forbidden: the caller is not an ancestor of ``job``.
+    """
+    del action  # every ancestor's live run may, until grants say per action
+    return roles.caller_name(ctx, caller_job, digest, job, ancestor=True)
 
 
 def readmit(ctx: Context, job: JobRow) -> None:
@@ -178,22 +208,90 @@ def supersede_job(cmd: c.SupersedeJob, ctx: Context) -> None:
 
 @rule(c.PauseJob)
 def pause_job(cmd: c.PauseJob, ctx: Context) -> None:
+    """A live pause keeps what the job holds; a cold one asks a run that takes input to
+    finalize first (its ``job.control``, recorded before the pause), and holds until its run
+    is retired (ADR 0058).
+
+    Raises:
+        Conflict: a pause of a paused job that is not a live one made cold.
+    """
     row = job_for(cmd, ctx)
-    ctx.append(ids.job(row.job_id), job_.JobPaused())
+    by = controller(ctx, row, "pause", cmd.caller_job, cmd.caller_token_digest)
+    if row.state == J.PAUSED and (cmd.mode != job_.PAUSE_COLD or row.pause != job_.PAUSE_LIVE):
+        raise Conflict(
+            f"job {row.job_id} is already paused ({row.pause or job_.PAUSE_LIVE})",
+            job_id=row.job_id,
+            pause=row.pause,
+        )
+    stream = ids.job(row.job_id)
+    if cmd.mode == job_.PAUSE_COLD and channel.takes_input(row):
+        ask = ch.SendControl(job_id=row.job_id, action="finalize", text=PAUSE_FINALIZE_TEXT)
+        ctx.append(stream, channel.control(ctx, row, ask, by))
+    mode = job_.PAUSE_COLD if cmd.mode == job_.PAUSE_COLD else ""
+    grace = cmd.grace_s if mode else 0
+    by_session = row.paused_by or "" if row.state == J.PAUSED else ""  # made cold: kept
+    ctx.append(stream, job_.JobPaused(by=by_session, mode=mode, grace_s=grace))
 
 
 @rule(c.ContinueJob)
 def continue_job(cmd: c.ContinueJob, ctx: Context) -> None:
+    """A live pause goes on with what it kept; a cold pause is continued by a new run.
+
+    Raises:
+        Conflict: the job is cold-paused (its run is being retired, or is gone).
+    """
     row = job_for(cmd, ctx)
-    if row.state == J.PAUSED:
-        readmit(ctx, row)
+    controller(ctx, row, "continue", cmd.caller_job, cmd.caller_token_digest)
+    if row.state == J.PAUSED and row.pause not in (None, job_.PAUSE_LIVE):
+        raise Conflict(
+            f"job {row.job_id} is cold-paused: its run "
+            + (
+                "is still ending; continue it once it is gone"
+                if row.pause == job_.PAUSE_COLD
+                else "is gone, and a continue starts a new one"
+            ),
+            job_id=row.job_id,
+            pause=row.pause,
+        )
     ctx.append(ids.job(row.job_id), job_.JobContinued())
 
 
 @rule(c.SuspendJob)
 def suspend_job(cmd: c.SuspendJob, ctx: Context) -> None:
     row = job_for(cmd, ctx)
-    ctx.append(ids.job(row.job_id), job_.JobSuspended(reason=cmd.reason))
+    _current_run(cmd.run_id, row)
+    ctx.append(ids.job(row.job_id), job_.JobSuspended(reason=cmd.reason, exit_code=cmd.exit_code))
+
+
+@rule(c.RetireJob)
+def retire_job(cmd: c.RetireJob, ctx: Context) -> None:
+    """Raises:
+    Conflict: the job is not cold-paused, or ``run_id`` is not its current run."""
+    row = job_for(cmd, ctx)
+    _current_run(cmd.run_id, row)
+    if row.state != J.PAUSED or row.pause != job_.PAUSE_COLD:
+        raise Conflict(f"job {row.job_id} is not being cold-paused", job_id=row.job_id)
+    ctx.append(ids.job(row.job_id), job_.JobRetired(reason=cmd.reason, exit_code=cmd.exit_code))
+
+
+@rule(c.SignalJob)
+def signal_job(cmd: c.SignalJob, ctx: Context) -> None:
+    row = job_for(cmd, ctx)
+    ctx.append(ids.job(row.job_id), job_.JobSignalled(signal=cmd.signal, reason=cmd.reason))
+
+
+@rule(c.RefuseContinue)
+def refuse_continue(cmd: c.RefuseContinue, ctx: Context) -> None:
+    row = job_for(cmd, ctx)
+    ctx.append(ids.job(row.job_id), job_.JobContinueRefused(reason=cmd.reason, by=cmd.by))
+
+
+def _current_run(run_id: str | None, row: JobRow) -> None:
+    if run_id is not None and run_id != row.run_id:
+        raise Conflict(
+            f"run {run_id} of job {row.job_id} is not its current run {row.run_id}",
+            job_id=row.job_id,
+        )
 
 
 @rule(c.FailJobResume)
