@@ -149,8 +149,9 @@ def suspended(e: RecordedEvent, job: str) -> Change:
 
 
 def continue_refused(e: RecordedEvent, job: str) -> Change:
-    # The job did not move: only why its continue was refused, as the latest reason.
-    return update(job, reason=e.event.reason, updated_at=e.recorded_at)  # type: ignore[attr-defined]
+    # The job did not move, and its reason stays why it stopped (recovery reads it): the
+    # refusal is the event's to tell.
+    return update(job, updated_at=e.recorded_at)
 
 
 def with_reason(e: RecordedEvent, job: str) -> Change:

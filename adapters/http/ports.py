@@ -254,11 +254,18 @@ class Winddown(Protocol):
     """The session controls that take more than one step, and a cold job's relaunch
     (``adapters.services.winddown.Winddown``)."""
 
-    def control_session(self, command: c.Command) -> None: ...
+    def control_session(self, command: c.Command, grace_s: float | None = None) -> None: ...
 
     def is_relaunchable(self, job_id: str) -> bool: ...
 
-    def relaunch(self, job_id: str, extra_input: str, expected_version: int | None) -> None: ...
+    def relaunch(
+        self,
+        job_id: str,
+        extra_input: str,
+        expected_version: int | None,
+        caller_job: str | None = None,
+        caller_digest: str | None = None,
+    ) -> None: ...
 
 
 class ServerRuntime(ReadRuntime, Protocol):

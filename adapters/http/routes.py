@@ -223,7 +223,7 @@ ROUTES = Routes(
         Route(
             "/v1/jobs/{job_id}/{action}",
             v1.JobControl,
-            OPERATOR,
+            RUN,  # pause and continue: an ancestor's live run too (the rules check); else 403
             V1,
             doc.control("job", sorted(v1.JOB_ACTIONS), s.JobOut),
         ),

@@ -95,10 +95,15 @@ class EventPage(msgspec.Struct, kw_only=True):
 
 
 class ControlIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """Optional body of a control call; ``input`` is appended to the prompt of a relaunch."""
+    """Optional body of a control call; ``input`` is appended to the prompt of a relaunch.
+    A job's pause takes ``mode`` (``live``, the default, or ``cold``) and a cold pause's
+    ``grace`` (seconds, default 30); a session's stop its ``grace`` (0 to 3600 s, default
+    ``FOLDLINE_STOP_GRACE_S``), ADR 0058."""
 
     reason: Reason = ""
     input: Annotated[str, msgspec.Meta(max_length=20000)] = ""
+    mode: Literal["live", "cold"] | None = None
+    grace: Annotated[int, msgspec.Meta(ge=0, le=3600)] | None = None
 
 
 class TaintIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

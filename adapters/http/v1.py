@@ -9,7 +9,7 @@ to ``expected_version`` and answer the new row. Errors use one table (``adapters
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import falcon
 import msgspec
@@ -260,6 +260,8 @@ SESSION_ACTIONS: dict[str, Callable[[str, str], c.Command]] = {
     "stop": lambda sid, reason: c.StopSession(session_id=sid, reason=reason),
     "cancel": lambda sid, reason: c.CancelSession(session_id=sid, reason=reason),
 }
+# What a live run may do to a job of its session (an ancestor's, the rules check).
+RUN_JOB_ACTIONS = frozenset({"pause", "continue"})
 JOB_ACTIONS: dict[str, Callable[[str, str], c.Command]] = {
     "pause": lambda jid, reason: c.PauseJob(job_id=jid),
     "continue": lambda jid, reason: c.ContinueJob(job_id=jid),
@@ -331,13 +333,14 @@ class SessionControl(Control):
         if make is None:
             raise ApiError(falcon.HTTP_404, "not_found", f"no session action {action!r}")
         body = self.body(req, ControlIn, False)
+        only_for(body, action, grace=("stop",), mode=())
         if action == "continue":
             self._check_controller(session_id)
         command = self.versioned(req, make(session_id, body.reason))
         self.run_lease()
-        # A stop without If-Match is the graceful one; what follows a control is the
-        # wind-down's (adapters.services.winddown).
-        self.runtime.winddown.control_session(command)
+        # A stop without If-Match is the graceful one, with the call's grace; what follows a
+        # control is the wind-down's (adapters.services.winddown).
+        self.runtime.winddown.control_session(command, body.grace)
         SessionItem(self.runtime).on_get(req, resp, session_id)
 
     def _check_controller(self, session_id: str) -> None:
@@ -365,18 +368,67 @@ class SessionTaint(Control):
         SessionItem(self.runtime).on_get(req, resp, session_id)
 
 
+def only_for(body: ControlIn, action: str, **fields: tuple[str, ...]) -> None:
+    """Refuse a body field the action does not take (400), e.g. a pause's ``mode`` on a stop."""
+    for name, actions in fields.items():
+        if getattr(body, name) is not None and action not in actions:
+            raise ApiError(falcon.HTTP_400, "invalid_argument", f"{action} takes no {name}")
+
+
 class JobControl(Control):
+    """``POST /v1/jobs/{id}/pause|continue|cancel``: the operator, or (pause and continue)
+    an ancestor's live run in the job's session; the rules check the caller again in the
+    write (``engine.domain.rules.job.controller``, ADR 0058)."""
+
     def on_post(self, req: falcon.Request, resp: falcon.Response, job_id: str, action: str) -> None:
         make = JOB_ACTIONS.get(action)
         if make is None:
             raise ApiError(falcon.HTTP_404, "not_found", f"no job action {action!r}")
         body = self.body(req, ControlIn, False)
+        only_for(body, action, grace=("pause",), mode=("pause",))
+        caller = self._caller(req, job_id, action)
+        digest = caller.token_digest
         if action == "continue" and self.runtime.winddown.is_relaunchable(job_id):
-            # Suspended, or paused with its process gone: a new run (adapters.services.winddown).
+            # Suspended, or cold-paused with its run gone: a new run with its earlier output
+            # (adapters.services.winddown); a refusal at re-admission is recorded, then 429.
             expected = self.expected_version(req)
             self.run_lease()
             # DispatchFailed: a 500 from V1_ERRORS
-            self.runtime.winddown.relaunch(job_id, body.input, expected)
+            self.runtime.winddown.relaunch(job_id, body.input, expected, caller.job_id, digest)
+        elif action == "pause":
+            mode: Literal["live", "cold"] = body.mode or "live"
+            grace = 30 if body.grace is None else body.grace
+            self.run(
+                req,
+                c.PauseJob(
+                    job_id=job_id,
+                    mode=mode,
+                    grace_s=grace,
+                    caller_job=caller.job_id,
+                    caller_token_digest=digest,
+                ),
+            )
+        elif action == "continue":
+            command = c.ContinueJob(job_id=job_id, caller_job=caller.job_id)
+            self.run(req, msgspec.structs.replace(command, caller_token_digest=digest))
         else:
             self.run(req, make(job_id, body.reason))
         JobItem(self.runtime).on_get(req, resp, job_id)
+
+    def _caller(self, req: falcon.Request, job_id: str, action: str) -> auth.Caller:
+        """The operator, or a run of the job's session for the actions runs may use.
+
+        Raises:
+            ApiError: 403 for a run on another session or on an operator-only action.
+        """
+        caller = auth.caller_of(req)
+        if caller.is_operator:
+            return caller
+        if action not in RUN_JOB_ACTIONS:
+            raise ApiError(
+                falcon.HTTP_403, "forbidden", f"{action} of a job needs the operator token"
+            )
+        record = self.runtime.reads.job(job_id)
+        if record is None:
+            raise ApiError(falcon.HTTP_404, "not_found", f"job {job_id!r} does not exist")
+        return auth.require_session(req, record.session_id, f"job {job_id}")

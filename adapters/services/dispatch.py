@@ -75,6 +75,8 @@ class Launch:
     write_scope: tuple[str, ...] = ()  # a writer: it runs in a worktree of its own
     worktree: tuple[Path, str] | None = None  # a resumed writer's worktree and base commit
     history: bool = True  # a root job: its run gets its session's history (ADR 0049)
+    # A continue's relaunch by an ancestor's live run (ADR 0058): the start rule checks it.
+    caller: tuple[str, str] | None = None
 
 
 def token_digest(token: str) -> str:
@@ -222,9 +224,13 @@ class Dispatcher:
         job_ids, _ = self.launch_all(launches, admit)
         return job_ids
 
-    def resume(self, job_id: str, extra_input: str = "") -> None:
+    def resume(
+        self, job_id: str, extra_input: str = "", caller: tuple[str, str] | None = None
+    ) -> None:
         """Start a cut-off job again: a new run, ``FOLDLINE_RESUMED=1``, the same prompt
-        (with ``extra_input`` appended, after a blank line, if given).
+        (with ``extra_input`` appended, after a blank line, if given) and its earlier output
+        (``FOLDLINE_EARLIER_OUTPUT``); ``caller``: the live run (job id, token digest) whose
+        continue this is, checked by the start rule (None: the operator, recovery).
 
         Raises:
             DispatchFailed: its prompt cannot be read or its runner cannot start.
@@ -254,6 +260,7 @@ class Dispatcher:
             write_scope=tuple(accepted.write_scope),
             worktree=worktree,
             history=accepted.parent_job is None,
+            caller=caller,
         )
         self.launch_all([launch], lambda _: None)
 
@@ -351,6 +358,8 @@ class Dispatcher:
                     worktree=str(run.writer.worktree) if run.writer is not None else "",
                     base_commit=run.writer.base if run.writer is not None else "",
                     input=self.config.input_of(launch.agent),
+                    caller_job=launch.caller[0] if launch.caller else None,
+                    caller_token_digest=launch.caller[1] if launch.caller else None,
                 )
                 for launch, digest, run in started
             ]

@@ -9,13 +9,16 @@ dispatches anything new. Every decision is recorded as an event; nothing is "wri
    ``job.cancelled``), cut-off session controllers ``session.suspended``.
 4. A notify hook that started and never finished is recorded ``job.notify_lost``; it is never
    run again.
-5. Every suspended job still owed to a caller (its session's pointer, or an open A2A task it
-   works for) is resumed as a new run with ``FOLDLINE_RESUMED=1`` (not one that had been
-   paused: that waits for a continue, which relaunches it). One that cannot be (its
-   prompt file is gone, its capacity is taken) is recorded ``job.resume_failed`` and recovery
-   goes on: one bad entity never locks the workspace. A settling job (ADR 0050) is not
-   resumed (its run ended), but the workers it waits for are; a failure recorded for the last
-   of them ends it, and that owed reply is handed on (``hand_on``).
+5. Every job cut off while it was owed to a caller (its session's pointer, or an open A2A
+   task it works for) is resumed as a new run with ``FOLDLINE_RESUMED=1`` and its earlier
+   output (not one that had been paused: that waits for a continue, which relaunches it).
+   Its cut-off workers are not: they stay suspended until it (an ancestor's live run) or the
+   operator continues them, so a root that plans again does not race its old workers (ADR
+   0058). One that cannot be resumed (its prompt file is gone, its capacity is taken) is
+   recorded ``job.resume_failed`` and recovery goes on: one bad entity never locks the
+   workspace. A settling job (ADR 0050) has no run to resume and none to continue its
+   workers: the cut-off jobs below it with no live run above them are resumed; a failure
+   recorded for the last of them ends it, and that owed reply is handed on (``hand_on``).
 6. The timeouts of design.md §4.3 are recorded for sessions with a controller (``record_timeouts``,
    also run by the holder at every lease renewal).
 
@@ -33,6 +36,7 @@ from adapters.system.processes import is_alive, kill_group
 from engine.clock import parse_time
 from engine.domain import commands as c
 from engine.domain.engine import DomainEngine
+from engine.domain.job import PAUSE_COLD
 from engine.domain.job import JobState as J
 from engine.domain.session import SessionState as S
 from engine.engine import CommandResult
@@ -44,6 +48,7 @@ CHAIN_TAIL = 1000  # events whose chain links are checked at every acquisition
 # A paused run cut off stays suspended until an operator continues it: recovery resumes only
 # work that was running for a caller, never what somebody had paused.
 PAUSED_CUT_OFF = "paused run cut off"
+RUN_CUT_OFF = "run cut off"  # the reason of a running job's suspension by a crash
 REASON_LIMIT = 900  # a resume failure's reason is recorded in a field of at most 1000 chars
 
 
@@ -98,7 +103,7 @@ def recover(
     _record_lost_notifications(engine)
     record_timeouts(engine, graces)
     resumed = []
-    for job_id in queries.resumable_jobs(engine.log.connection(), left_for_continue=PAUSED_CUT_OFF):
+    for job_id in queries.resumable_jobs(engine.log.connection(), cut_off=RUN_CUT_OFF):
         try:
             resume(job_id)
         except Exception as ex:
@@ -186,7 +191,11 @@ def _cut_off_job(engine: DomainEngine, job_id: str) -> CommandResult | None:
     if state == J.CANCELLING:
         return engine.handle(c.ConfirmJobCancelled(job_id=job_id))
     if state == J.RUNNING:
-        return engine.handle(c.SuspendJob(job_id=job_id, reason="run cut off"))
+        return engine.handle(c.SuspendJob(job_id=job_id, reason=RUN_CUT_OFF))
+    row = queries.run_process(engine.log.connection(), job_id)
+    if state == J.PAUSED and row is not None and row.pause == PAUSE_COLD:
+        # A cold pause's intent is in the log: its run is gone, so the pause is done.
+        return engine.handle(c.RetireJob(job_id=job_id, reason="cold pause: run cut off"))
     if state == J.PAUSED:  # its process is gone: cut off too, but left for a continue
         return engine.handle(c.SuspendJob(job_id=job_id, reason=PAUSED_CUT_OFF))
     return None

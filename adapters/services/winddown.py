@@ -7,18 +7,22 @@ one step, and a cold job's continue.
 - ``continue_paused``: after a session's continue, each job its pause paused goes on: a live
   (stopped) process is continued; one whose process is gone gets a new run
   (``FOLDLINE_RESUMED=1``), re-admitted like new work by the start rule.
-- ``stop_gracefully``: the session is recorded ``stopping`` (it admits nothing new), each live
-  job's process group gets SIGTERM, the jobs have ``FOLDLINE_STOP_GRACE_S`` to finish on their
-  own (waited for on the log, not slept), then whatever is left is cancelled and the session
-  ends ``stopped`` in one transaction.
-- ``relaunch``: continue of a suspended job, or of a paused one whose process is gone
-  (``is_relaunchable``): a new run, re-admitted like new work.
+- ``stop_gracefully``: the session is recorded ``stopping`` (it admits nothing new), each
+  running job whose run takes input is sent a ``finalize`` control, each other one's group
+  SIGTERM (``job.signalled``, recorded first); the jobs have the call's grace (0 to 3600 s,
+  default ``FOLDLINE_STOP_GRACE_S``) to finish on their own (waited for on the log, not
+  slept), then whatever is left is cancelled and the session ends ``stopped`` in one
+  transaction (ADR 0058).
+- ``relaunch``: continue of a suspended job, or of a cold-paused one whose run is gone
+  (``is_relaunchable``): a new run with its earlier output, re-admitted like new work; a
+  refusal at re-admission is recorded (``job.continue_refused``) and raised.
 
 The caller holds the workspace lease before any of these writes.
 """
 
 from __future__ import annotations
 
+import logging
 import signal
 import threading
 import time
@@ -26,14 +30,19 @@ from collections.abc import Callable
 
 from adapters.services.dispatch import Dispatcher
 from adapters.system.processes import is_alive, kill_group
+from engine.domain import channel as ch
 from engine.domain import commands as c
 from engine.domain import ids
+from engine.domain.channel import INPUT_LINES
 from engine.domain.engine import DomainEngine
-from engine.domain.job import TERMINAL
+from engine.domain.errors import AdmissionRejected
+from engine.domain.job import PAUSE_COLD, PAUSE_RETIRED, TERMINAL
 from engine.domain.job import JobState as J
 from engine.domain.rows import JobRow
 from engine.errors import ConcurrencyError, EngineError
 from projections import queries
+
+log = logging.getLogger("foldline.winddown")
 
 
 def process_gone(record: JobRow) -> bool:
@@ -41,8 +50,37 @@ def process_gone(record: JobRow) -> bool:
 
 
 def relaunchable(record: JobRow) -> bool:
-    """Suspended, or paused with its process gone (a cold pause): continue starts a new run."""
-    return record.state == J.SUSPENDED or (record.state == J.PAUSED and process_gone(record))
+    """Suspended, or paused with its run retired (a cold pause) or otherwise gone: continue
+    starts a new run. A cold pause still ending is not (its continue is refused, 409)."""
+    if record.state == J.SUSPENDED or record.pause == PAUSE_RETIRED:
+        return record.state in (J.SUSPENDED, J.PAUSED)
+    return record.state == J.PAUSED and record.pause != PAUSE_COLD and process_gone(record)
+
+
+def record_refusal(engine: DomainEngine, job_id: str, ex: EngineError, by: str) -> None:
+    """Put a continue's refusal at re-admission in the log (``job.continue_refused``), so it
+    is never only an HTTP answer or a log line; other refusals changed nothing to record."""
+    if not isinstance(ex, AdmissionRejected):
+        return
+    try:
+        engine.handle(c.RefuseContinue(job_id=job_id, reason=ex.message[:1000], by=by))
+    except EngineError as moved:  # it moved on meanwhile (cancelled): nothing to add
+        log.info("refused continue of %s not recorded: %s", job_id, moved)
+
+
+def ask_to_end(engine: DomainEngine, record: JobRow, reason: str) -> None:
+    """Ask a running job's run to end, each step recorded before it is taken: a run that
+    takes input gets a ``finalize`` control (its watcher writes it into the run), any other
+    SIGTERM to its group (``job.signalled``). A refusal (the job moved on) is logged."""
+    try:
+        if record.input == INPUT_LINES:
+            engine.handle(ch.SendControl(job_id=record.job_id, action="finalize", by="stop"))
+            return
+        engine.handle(c.SignalJob(job_id=record.job_id, signal="SIGTERM", reason=reason))
+    except EngineError as ex:
+        log.info("job %s not asked to end: %s", record.job_id, ex)
+        return
+    kill_group(record.pid or 0, signal.SIGTERM)
 
 
 class Winddown:
@@ -61,14 +99,16 @@ class Winddown:
         self._stop_grace_s = stop_grace_s
         self._stopping = stopping
 
-    def control_session(self, command: c.Command) -> None:
-        """Record one session control (see the module) and do what follows it.
+    def control_session(self, command: c.Command, grace_s: float | None = None) -> None:
+        """Record one session control (see the module) and do what follows it; ``grace_s``:
+        a graceful stop's grace (None: the server's ``stop_grace_s``).
 
         Raises:
             EngineError: the rules refused it (nothing recorded).
         """
         if isinstance(command, c.StopSession) and command.expected_version is None:
-            self.stop_gracefully(command.session_id, command.reason or "session stopped")
+            grace = self._stop_grace_s if grace_s is None else grace_s
+            self.stop_gracefully(command.session_id, command.reason or "session stopped", grace)
         else:
             self._engine().handle(command)
         if isinstance(command, c.AttachSession):
@@ -85,24 +125,26 @@ class Winddown:
             if record.state != J.PAUSED or record.paused_by != "session":
                 continue
             try:
-                if process_gone(record):
+                if relaunchable(record):
                     self._jobs.resume(record.job_id)
                 else:
                     engine.handle(c.ContinueJob(job_id=record.job_id))
-            except EngineError:
+            except EngineError as ex:  # recorded, the others go on
+                record_refusal(engine, record.job_id, ex, "session")
                 continue
             continued.append(record.job_id)
         return continued
 
-    def stop_gracefully(self, session_id: str, reason: str) -> None:
-        """SIGTERM, ``stop_grace_s`` to finish, then cancel what is left; ends ``stopped``."""
+    def stop_gracefully(self, session_id: str, reason: str, grace_s: float) -> None:
+        """Finalize or SIGTERM, ``grace_s`` to finish, then cancel what is left; ends
+        ``stopped``."""
         engine = self._engine()
         engine.handle(c.StopSession(session_id=session_id, reason=reason, wait=True))
         log = engine.log
         for record in queries.live_processes(log.connection(), session_id):
             if record.state == J.RUNNING and not process_gone(record):
-                kill_group(record.pid or 0, signal.SIGTERM)
-        deadline = time.monotonic() + self._stop_grace_s
+                ask_to_end(engine, record, f"graceful stop of session {session_id}")
+        deadline = time.monotonic() + grace_s
         while not self._stopping.is_set():
             head = log.head()
             running = [
@@ -114,28 +156,44 @@ class Winddown:
             if not running or left <= 0:
                 break
             log.wait_for(head, min(0.5, left))
-        engine.handle(c.StopSession(session_id=session_id, reason=reason))
+        ended = f"{reason}: the graceful stop's grace of {grace_s:g} s ended"
+        engine.handle(c.StopSession(session_id=session_id, reason=ended[:1000]))
 
     def is_relaunchable(self, job_id: str) -> bool:
         """Whether a continue of ``job_id`` starts a new run (``relaunchable``)."""
         record = queries.run_process(self._engine().log.connection(), job_id)
         return record is not None and relaunchable(record)
 
-    def relaunch(self, job_id: str, extra_input: str, expected_version: int | None) -> None:
-        """Continue of a suspended job, or a paused one whose process is gone: a new run with
-        ``FOLDLINE_RESUMED=1`` (``extra_input`` appended to the prompt), re-admitted by the
-        start rule like new work.
+    def relaunch(
+        self,
+        job_id: str,
+        extra_input: str,
+        expected_version: int | None,
+        caller_job: str | None = None,
+        caller_digest: str | None = None,
+    ) -> None:
+        """Continue of a suspended job, or a cold-paused one whose run is gone: a new run with
+        ``FOLDLINE_RESUMED=1`` and its earlier output (``extra_input`` appended to the
+        prompt), re-admitted by the start rule like new work; ``caller_job``: an ancestor's
+        live run whose continue this is (None: the operator). A refusal at re-admission is
+        recorded before it is raised.
 
         Raises:
             ConcurrencyError: the job is no longer at ``expected_version``.
             DispatchFailed: its run could not be started.
             EngineError: the rules refused the new run.
         """
+        engine = self._engine()
         if expected_version is not None:
-            job = queries.job(self._engine().log.connection(), job_id)
+            job = queries.job(engine.log.connection(), job_id)
             if job is not None and job.version != expected_version:
                 raise ConcurrencyError(ids.job(job_id), expected_version, job.version)
-        self._jobs.resume(job_id, extra_input)
+        caller = (caller_job, caller_digest or "") if caller_job is not None else None
+        try:
+            self._jobs.resume(job_id, extra_input, caller)
+        except EngineError as ex:
+            record_refusal(engine, job_id, ex, caller_job or "operator")
+            raise
 
     def sweep_worktrees(self, unknown_too: bool = False) -> None:
         """Remove the worktrees of jobs that are over: after recovery, also those of jobs the

@@ -117,26 +117,29 @@ def lost_notifies(conn: Any) -> int:
 # -- suspended work still owed ----------------------------------------------------------------
 
 
-def resumable_jobs(conn: Any, left_for_continue: str) -> list[str]:
-    """Suspended jobs still wanted after a crash: the one their session owes, or one working for
-    an A2A task that is still open, and the workers those spawned (their descendants, so a
-    resumed root finds its batch running again), oldest first, so parents before children. Not
-    those suspended with the reason ``left_for_continue`` (a paused run cut off: it waits for an
-    operator's continue). An owed job that is settling (ADR 0050) has no run to resume, but
-    the workers it waits for are resumed, so it can end."""
-    cut_off = f"j.state = '{J.SUSPENDED}' AND coalesce(j.reason, '') != ?"
+def resumable_jobs(conn: Any, cut_off: str) -> list[str]:
+    """Jobs a crash cut off (suspended with the reason ``cut_off``) that recovery starts again,
+    oldest first: the one their session owes, or one working for an A2A task that is still
+    open; and below an owed job that is settling (ADR 0050), or below a job of such a subtree
+    that ended, the cut-off jobs nobody else could continue, since no run above them is left
+    (ADR 0058). The workers of a resumed job are not: they wait, suspended, for a continue
+    from it (or the operator), so a root that plans again does not race its old workers. A
+    job suspended for any other reason (a paused run cut off, a run lost while the server
+    lived) waits for a continue too."""
+    suspended = f"j.state = '{J.SUSPENDED}' AND coalesce(j.reason, '') = ?"
     rows = conn.execute(
         "WITH RECURSIVE wanted (job_id) AS ("
         " SELECT j.job_id FROM jobs j JOIN sessions s ON s.session_id = j.session_id"
         " LEFT JOIN tasks t ON t.task_id = j.task_id"
-        f" WHERE ({cut_off} OR j.state = '{J.SETTLING}')"
+        f" WHERE ({suspended} OR j.state = '{J.SETTLING}')"
         " AND ((s.owes_kind = 'job' AND s.owes_ref = j.job_id)"
         f" OR t.state IN ({_marks([T.SUBMITTED, T.WORKING])}))"
         " UNION SELECT j.job_id FROM jobs j JOIN wanted w ON j.parent_job = w.job_id"
-        f" WHERE {cut_off})"
+        " JOIN jobs p ON p.job_id = w.job_id"
+        f" WHERE p.state IN ({_marks([J.SETTLING, *JOB_TERMINAL])}))"
         " SELECT j.job_id FROM jobs j JOIN wanted w ON w.job_id = j.job_id"
-        f" WHERE j.state = '{J.SUSPENDED}' ORDER BY j.accepted_position",
-        (left_for_continue, left_for_continue),
+        f" WHERE {suspended} ORDER BY j.accepted_position",
+        (cut_off, cut_off),
     ).fetchall()
     return [row[0] for row in rows]
 

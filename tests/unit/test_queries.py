@@ -73,9 +73,9 @@ def test_queries_runs_notifies_and_recovery_reads(engine: Any) -> None:
     assert queries.runs_before_epoch(conn(engine), 1) == 1
     assert queries.session_runs(conn(engine)) == []
     engine.handle(c.SuspendJob(job_id="j1", reason="run cut off"))
-    assert queries.resumable_jobs(conn(engine), left_for_continue="paused") == ["j1"]
-    # A paused run cut off waits for a continue: recovery must not resume it.
-    assert queries.resumable_jobs(conn(engine), left_for_continue="run cut off") == []
+    assert queries.resumable_jobs(conn(engine), cut_off="run cut off") == ["j1"]
+    # Suspended for another reason (a paused run cut off, a lost run): it waits for a continue.
+    assert queries.resumable_jobs(conn(engine), cut_off="paused run cut off") == []
     engine.handle(c.AcceptJob(job_id="j2", session_id="s", owed=False))
     engine.handle(c.StartJob(job_id="j2", run_id="run2"))
     engine.handle(c.FinishJob(job_id="j2", outcome="ok", result="done"))

@@ -189,4 +189,4 @@ def test_quiet_recovery_resumes_the_cut_off_workers_of_a_settling_root(engine: E
     finish(engine, "w1")
     engine.handle(c.SuspendJob(job_id="w2", reason="run cut off"))
     conn = engine.log.connection()
-    assert queries.resumable_jobs(conn, left_for_continue="paused run cut off") == ["w2"]
+    assert queries.resumable_jobs(conn, cut_off="run cut off") == ["w2"]
