@@ -122,7 +122,8 @@ class Winddown:
         continued = []
         engine = self._engine()
         for record in queries.live_processes(engine.log.connection(), session_id):
-            if record.state != J.PAUSED or record.paused_by != "session":
+            # Paused by it, or suspended since (its run was lost while paused): both go on.
+            if record.state not in (J.PAUSED, J.SUSPENDED) or record.paused_by != "session":
                 continue
             try:
                 if relaunchable(record):

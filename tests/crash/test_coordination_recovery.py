@@ -1,5 +1,6 @@
 """kill -9 of a whole server while a root's batch of workers runs: the next server resumes the
-root and its workers, the batch stays whole, and the resumed root judges each result once."""
+root only; its workers wait suspended until the resumed root continues them with its own run
+token (ADR 0058); the batch stays whole, and the resumed root judges each result once."""
 
 from __future__ import annotations
 
@@ -22,13 +23,19 @@ from tests.support.server import Server, serve
 
 pytestmark = [pytest.mark.crash, pytest.mark.server]
 
-# A resumed root does not spawn again: it finds its children by lineage (?parent=).
+# A resumed root does not spawn again: it finds its children by lineage (?parent=), sees them
+# suspended, and continues each (ADR 0058).
 BATCHER = (
     CALL
     + """
 me = os.environ["FOLDLINE_JOB_ID"]
 if os.environ["FOLDLINE_RESUMED"] == "1":
-    ids = [job["job_id"] for job in call("GET", "/v1/jobs?parent=" + me)[1]["jobs"]]
+    children = call("GET", "/v1/jobs?parent=" + me)[1]["jobs"]
+    ids = [job["job_id"] for job in children]
+    print("saw", " ".join(sorted(job["state"] for job in children)))
+    for job_id in ids:
+        status, row = call("POST", "/v1/jobs/" + job_id + "/continue")
+        print("continue", status, row.get("state"))
 else:
     status, body = call("POST", "/v1/jobs", {"jobs": [
         {"agent": "worker", "prompt": str(n)} for n in range(3)]})
@@ -76,7 +83,11 @@ def test_kill_9_while_a_batch_runs_then_recovery_finishes_it_whole(tmp_path: Pat
             assert len(children) == 3 and len({c["batch"] for c in children}) == 1
             assert all(c["state"] == "ok" and c["result_state"] == "accepted" for c in children)
             assert all(c["result"].endswith("resumed=1\n") for c in children), children
-            assert sorted(body["result"].splitlines()) == [
+            lines = body["result"].splitlines()
+            # The resumed root saw its workers waiting, and its own token continued them.
+            assert "saw suspended suspended suspended" in lines, lines
+            assert lines.count("continue 200 running") == 3, lines
+            assert sorted(line for line in lines if line.startswith("200 ")) == [
                 f"200 accepted done {n} resumed=1" for n in range(3)
             ]
     log = open_log(workspace / ".foldline" / "foldline.db", MACHINES, default_projections())

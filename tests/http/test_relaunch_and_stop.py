@@ -137,4 +137,4 @@ def test_graceful_stop_waits_for_a_polite_job_and_cancels_a_stubborn_one(tmp_pat
         _, row = _json(server, "GET", f"/v1/jobs/{polite}")
         assert row["state"] == "ok" and "bye" in row["result"], row
         row = _until(server, stubborn, lambda r: r["state"] == "cancelled")
-        assert row["reason"] == "done"
+        assert row["reason"] == "done: the graceful stop's grace of 2 s ended", row
