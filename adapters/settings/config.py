@@ -65,7 +65,7 @@ class ServerConfig:
     public_url: str | None = None
     max_body: int = 1 << 20
     agents: Agents = field(default_factory=Agents)  # FOLDLINE_AGENTS_FILE; "" is the runner
-    stop_grace_s: float = 30.0
+    stop_grace_s: float = 120.0  # a graceful stop's default grace (ADR 0058)
     # Out of the runs' reach (ADR 0029): where the anchor lives, and who runs execute as.
     state_dir: Path = field(default_factory=lambda: default_state_dir(os.environ))
     run_user: RunUser | None = None  # None: runs keep the server's uid (a non-root server)
