@@ -33,7 +33,7 @@ from adapters.http.schemas import (
 )
 from adapters.system.processes import is_alive
 from engine import Machines
-from engine.domain import MACHINES, push
+from engine.domain import MACHINES, pausing, push
 from engine.domain import commands as c
 from engine.domain.rows import JobRow, LeaseRow, SessionRow, TaskRow, out
 from engine.engine import CommandResult
@@ -263,8 +263,8 @@ SESSION_ACTIONS: dict[str, Callable[[str, str], c.Command]] = {
 # What a live run may do to a job of its session (an ancestor's, the rules check).
 RUN_JOB_ACTIONS = frozenset({"pause", "continue"})
 JOB_ACTIONS: dict[str, Callable[[str, str], c.Command]] = {
-    "pause": lambda jid, reason: c.PauseJob(job_id=jid),
-    "continue": lambda jid, reason: c.ContinueJob(job_id=jid),
+    "pause": lambda jid, reason: pausing.PauseJob(job_id=jid),
+    "continue": lambda jid, reason: pausing.ContinueJob(job_id=jid),
     "cancel": lambda jid, reason: c.CancelJob(job_id=jid, reason=reason),
 }
 
@@ -400,7 +400,7 @@ class JobControl(Control):
             grace = 30 if body.grace is None else body.grace
             self.run(
                 req,
-                c.PauseJob(
+                pausing.PauseJob(
                     job_id=job_id,
                     mode=mode,
                     grace_s=grace,
@@ -409,7 +409,7 @@ class JobControl(Control):
                 ),
             )
         elif action == "continue":
-            command = c.ContinueJob(job_id=job_id, caller_job=caller.job_id)
+            command = pausing.ContinueJob(job_id=job_id, caller_job=caller.job_id)
             self.run(req, msgspec.structs.replace(command, caller_token_digest=digest))
         else:
             self.run(req, make(job_id, body.reason))

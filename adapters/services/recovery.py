@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from adapters.system.processes import is_alive, kill_group
 from engine.clock import parse_time
 from engine.domain import commands as c
+from engine.domain import pausing
 from engine.domain.engine import DomainEngine
 from engine.domain.job import PAUSE_COLD
 from engine.domain.job import JobState as J
@@ -191,13 +192,13 @@ def _cut_off_job(engine: DomainEngine, job_id: str) -> CommandResult | None:
     if state == J.CANCELLING:
         return engine.handle(c.ConfirmJobCancelled(job_id=job_id))
     if state == J.RUNNING:
-        return engine.handle(c.SuspendJob(job_id=job_id, reason=RUN_CUT_OFF))
+        return engine.handle(pausing.SuspendJob(job_id=job_id, reason=RUN_CUT_OFF))
     row = queries.run_process(engine.log.connection(), job_id)
     if state == J.PAUSED and row is not None and row.pause == PAUSE_COLD:
         # A cold pause's intent is in the log: its run is gone, so the pause is done.
-        return engine.handle(c.RetireJob(job_id=job_id, reason="cold pause: run cut off"))
+        return engine.handle(pausing.RetireJob(job_id=job_id, reason="cold pause: run cut off"))
     if state == J.PAUSED:  # its process is gone: cut off too, but left for a continue
-        return engine.handle(c.SuspendJob(job_id=job_id, reason=PAUSED_CUT_OFF))
+        return engine.handle(pausing.SuspendJob(job_id=job_id, reason=PAUSED_CUT_OFF))
     return None
 
 

@@ -11,22 +11,19 @@ dispatcher, as a new run. ``Run.to_end`` reads top-down:
    kept open for controls);
 2. watch, every ``output_flush_s`` until the process exits: the output so far is recorded
    (``job.output``; a channel run's signals with it, in order, in one commit); superseded or
-   cancelled work is killed (whole group), a live-paused job's group stopped and continued, a
-   cold-paused one's ended (SIGTERM for a run that takes no input, the finalize control for
-   one that does, SIGKILL after the pause's grace; ADR 0058), a run past its timeout killed;
-   the job's pending controls are written into a channel run's stdin;
+   cancelled work is killed (whole group), a paused job's group stopped, continued or ended
+   (``run_pause``), a run past its timeout killed; pending controls go into a channel run;
 3. reap: the exit code, the group killed (whatever the run left behind), the pipes closed;
 4. finish: a run without a channel's answers (ADR 0054: artifacts, a message, a refusal, a
    request for authorization), read from its final stdout, in one commit; then the last
    output and the finish in one commit; the final stdout is the result, exit
    0 means ``ok``, a timed-out run ends ``error``; a cancel is confirmed once the process is
-   gone; a cold pause's run is retired (``job.retired``); a run killed by a signal nobody
-   here sent, or gone while live-paused, is lost: the job is suspended, for a continue. A
-   commit that settled a session's reply pointer at a job it ended ``ok`` or ``error`` is
-   the reply an ``/invocations`` caller was owed (``notify.replies_in``, read from that
-   commit): only that one is handed on (``on_reply``, the notify hook). It is this
-   job's finish, or, when this job was the last live one below a job that waited
-   ``settling`` for its subtree (ADR 0050), that job's end, made by this run's end;
+   gone; a paused or lost run's end is ``run_pause.end_while_paused``'s. A commit that
+   settled a session's reply pointer at a job it ended ``ok`` or ``error`` is the reply an
+   ``/invocations`` caller was owed (``notify.replies_in``, read from that commit): only that
+   one is handed on (``on_reply``, the notify hook). It is this job's finish, or, when this
+   job was the last live one below a job that waited ``settling`` for its subtree (ADR
+   0050), that job's end, made by this run's end;
 5. release: a writer's worktree goes once its job is over (its patch is kept).
 
 A stopping server kills the run and records nothing: the job stays ``running``, cut off, for
@@ -47,7 +44,6 @@ import contextlib
 import logging
 import os
 import select
-import signal
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -64,6 +60,7 @@ from adapters.services.run_channel import (
     recorded,
     without_signals,
 )
+from adapters.services.run_pause import RETIRED, RunPause
 from adapters.services.run_result import files_manifest, warnings_of
 from adapters.services.writers import WriterRun
 from adapters.system.processes import GatedProcess, kill_group
@@ -71,7 +68,7 @@ from adapters.system.run_io import RunIO
 from engine.domain import channel as ch
 from engine.domain import commands as c
 from engine.domain.engine import DomainEngine
-from engine.domain.job import PAUSE_COLD, TERMINAL
+from engine.domain.job import TERMINAL
 from engine.domain.job import JobState as J
 from engine.engine import CommandResult
 from engine.errors import EngineError, LogMissing, StorageError, StorageFull
@@ -85,7 +82,6 @@ ENDED = frozenset({J.SUPERSEDED, J.CANCELLING, J.CANCELLED})
 # How long a finish refused for a full disk waits before it is tried again.
 FULL_RETRY_S = 1.0
 BUFFER = 65_536  # bytes of control lines held here while the pipe is full
-RETIRED = "retired"  # why a run was killed: its cold pause's grace ended (ADR 0058)
 
 
 @dataclass(frozen=True)
@@ -129,6 +125,7 @@ class Run:
         self._channel = input == ch.INPUT_LINES
         self._signals = Signals(job_id, run_id) if self._channel else None
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._pause = RunPause(engine, job_id, run_id, process.pid)
 
     @property
     def pid(self) -> int:
@@ -175,8 +172,8 @@ class Run:
         None if it exited by itself."""
         timeout_s = self._settings.timeout_s
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        deliveries, frozen = None, False
-        retire_by: float | None = None  # a cold pause: when the run's group is killed
+        deliveries = None
+        pause = self._pause
         while not io.ended.wait(self._settings.flush_s):
             self._record_output(self._decoder.decode(io.take_new()))
             state = self._job_state()
@@ -185,37 +182,17 @@ class Run:
                 deliveries = Deliveries(self._engine, self.job_id, self.run_id, stdin)
             if deliveries is not None and state not in ENDED:  # no control into unwanted work
                 deliveries.pump()
-            grace = self._cold_grace() if state == J.PAUSED else None
-            if grace is not None and retire_by is None:
-                # A cold pause (ADR 0058): a stopped group goes on so that it can end; a run
-                # that takes no input (or no more) is asked to end by SIGTERM, a channel run
-                # by the finalize control already on its way; after the grace, SIGKILL.
-                retire_by = time.monotonic() + grace
-                if frozen:
-                    kill_group(self.pid, signal.SIGCONT)
-                    frozen = False
-                if deliveries is None or deliveries.closed:
-                    kill_group(self.pid, signal.SIGTERM)
-            elif retire_by is None and (state == J.PAUSED) != frozen:
-                frozen = state == J.PAUSED  # a live pause's group is stopped, not killed
-                kill_group(self.pid, signal.SIGSTOP if frozen else signal.SIGCONT)
+            pause.follow(state, deliveries is None or deliveries.closed)
             stopping = self._settings.stopping.is_set()
             stopped_because = "shutdown" if stopping else (state if state in ENDED else None)
             if stopped_because is None and deadline is not None and time.monotonic() > deadline:
                 stopped_because = "timeout"
-            if stopped_because is None and retire_by is not None and time.monotonic() > retire_by:
+            if stopped_because is None and pause.is_past_grace():
                 stopped_because = RETIRED
             if stopped_because:
                 kill_group(self.pid)
                 return stopped_because
         return None
-
-    def _cold_grace(self) -> int | None:
-        """The grace of the job's cold pause, if it is being cold-paused (else None)."""
-        row = queries.run_process(self._engine.log.connection(), self.job_id)
-        if row is None or row.pause != PAUSE_COLD:
-            return None
-        return row.pause_grace_s or 0
 
     def _reap(self, io: RunIO, feeder: threading.Thread | None) -> int:
         """Wait for the exit, kill what the run left behind in its group, close its pipes.
@@ -277,7 +254,7 @@ class Run:
         """Record how the run ended, then hand on the owed replies its commit made."""
         engine, job_id = self._engine, self.job_id
         try:
-            gone = self._gone_while_paused(exit_code, last_output, stopped_because)
+            gone = self._pause.end(exit_code, last_output, stopped_because)
             if gone is not None:
                 self._hand_on(gone)
                 return
@@ -313,50 +290,11 @@ class Run:
             if self._job_state() == "cancelling":
                 self._hand_on(engine.handle(c.ConfirmJobCancelled(job_id=job_id)))
             elif self._job_state() == J.PAUSED:  # paused as it ended: its end is the pause's
-                gone = self._gone_while_paused(exit_code, "", stopped_because)
+                gone = self._pause.end(exit_code, "", stopped_because)
                 if gone is not None:
                     self._hand_on(gone)
             return
         self._hand_on(finished)
-
-    def _gone_while_paused(
-        self, exit_code: int, last_output: str, stopped_because: str | None
-    ) -> CommandResult | None:
-        """Record a run that ended while its job was paused, or by a signal nobody here sent
-        (ADR 0058), with its last output in the same commit: a cold pause's run is retired
-        (the job stays paused, holding nothing); a live-paused run, or one killed by a
-        signal, is lost (the job is suspended, its output kept, for a continue). Returns the
-        commit, or None if this run ended otherwise (a finish, a cancel, a timeout).
-
-        Raises:
-            EngineError: the job moved on meanwhile.
-        """
-        state = self._job_state()
-        row = queries.run_process(self._engine.log.connection(), self.job_id)
-        pause = row.pause if row is not None and state == J.PAUSED else None
-        end: c.Command
-        if stopped_because == RETIRED or pause == PAUSE_COLD:
-            how = "killed after its grace" if stopped_because == RETIRED else "ended"
-            end = c.RetireJob(
-                job_id=self.job_id,
-                run_id=self.run_id,
-                reason=f"cold pause: its run {how} (exit code {exit_code})",
-                exit_code=exit_code,
-            )
-        elif state == J.PAUSED or (exit_code < 0 and stopped_because is None):
-            end = c.SuspendJob(
-                job_id=self.job_id,
-                run_id=self.run_id,
-                reason=f"run lost: {_how_it_ended(exit_code)}"
-                + (" while paused" if state == J.PAUSED else ""),
-                exit_code=exit_code,
-            )
-        else:
-            return None
-        if not last_output:
-            return self._engine.handle(end)
-        output = c.RecordJobOutput(job_id=self.job_id, text=last_output)
-        return self._engine.handle_all([output, end])[-1]
 
     def _finish_when_room(self, last_output: str, finish: c.FinishJob) -> CommandResult | None:
         """``_finish``, tried again while the disk is full: the run's end is known and held
@@ -406,16 +344,6 @@ class Run:
 
     def _job_state(self) -> str | None:
         return queries.job_state(self._engine.log.connection(), self.job_id)
-
-
-def _how_it_ended(exit_code: int) -> str:
-    """``killed by SIGKILL`` for a negative exit code (Popen's signal), else the exit code."""
-    if exit_code >= 0:
-        return f"exit code {exit_code}"
-    try:
-        return f"killed by {signal.Signals(-exit_code).name}"
-    except ValueError:
-        return f"killed by signal {-exit_code}"
 
 
 def _open_gate(

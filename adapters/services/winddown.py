@@ -32,7 +32,7 @@ from adapters.services.dispatch import Dispatcher
 from adapters.system.processes import is_alive, kill_group
 from engine.domain import channel as ch
 from engine.domain import commands as c
-from engine.domain import ids
+from engine.domain import ids, pausing
 from engine.domain.channel import INPUT_LINES
 from engine.domain.engine import DomainEngine
 from engine.domain.errors import AdmissionRejected
@@ -63,7 +63,7 @@ def record_refusal(engine: DomainEngine, job_id: str, ex: EngineError, by: str) 
     if not isinstance(ex, AdmissionRejected):
         return
     try:
-        engine.handle(c.RefuseContinue(job_id=job_id, reason=ex.message[:1000], by=by))
+        engine.handle(pausing.RefuseContinue(job_id=job_id, reason=ex.message[:1000], by=by))
     except EngineError as moved:  # it moved on meanwhile (cancelled): nothing to add
         log.info("refused continue of %s not recorded: %s", job_id, moved)
 
@@ -76,7 +76,7 @@ def ask_to_end(engine: DomainEngine, record: JobRow, reason: str) -> None:
         if record.input == INPUT_LINES:
             engine.handle(ch.SendControl(job_id=record.job_id, action="finalize", by="stop"))
             return
-        engine.handle(c.SignalJob(job_id=record.job_id, signal="SIGTERM", reason=reason))
+        engine.handle(pausing.SignalJob(job_id=record.job_id, signal="SIGTERM", reason=reason))
     except EngineError as ex:
         log.info("job %s not asked to end: %s", record.job_id, ex)
         return
@@ -129,7 +129,7 @@ class Winddown:
                 if relaunchable(record):
                     self._jobs.resume(record.job_id)
                 else:
-                    engine.handle(c.ContinueJob(job_id=record.job_id))
+                    engine.handle(pausing.ContinueJob(job_id=record.job_id))
             except EngineError as ex:  # recorded, the others go on
                 record_refusal(engine, record.job_id, ex, "session")
                 continue

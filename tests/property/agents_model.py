@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.domain import commands as c
+from engine.domain import pausing
 
 
 @dataclass(frozen=True)
@@ -208,16 +209,16 @@ class AgentsModel:
         job["result"] = "unread"
         job["patch"] = cmd.patch.sha256 if cmd.patch else None
 
-    def PauseJob(self, cmd: c.PauseJob) -> None:
+    def PauseJob(self, cmd: pausing.PauseJob) -> None:
         job = self._job(cmd.job_id)
         if job["state"] == "paused":  # only a live pause made cold pauses a paused job
             raise Refused("conflict")
         self._step(job, {"running"}, "paused")
 
-    def ContinueJob(self, cmd: c.ContinueJob) -> None:
+    def ContinueJob(self, cmd: pausing.ContinueJob) -> None:
         self._step(self._job(cmd.job_id), {"paused"}, "running")  # it kept what it held
 
-    def SuspendJob(self, cmd: c.SuspendJob) -> None:
+    def SuspendJob(self, cmd: pausing.SuspendJob) -> None:
         self._step(self._job(cmd.job_id), {"running", "paused"}, "suspended")
 
     def _cancel_one(self, job: dict[str, Any]) -> None:

@@ -24,6 +24,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 from engine import EngineError
 from engine.domain import commands as c
+from engine.domain import pausing
 from engine.domain.agents import AgentPolicy, Mode
 from engine.domain.job import PatchEntry
 from engine.domain.rules import Settings
@@ -325,7 +326,13 @@ class AgentsVersusModel(RuleBasedStateMachine):
     @rule(
         pick=PICK,
         action=st.sampled_from(
-            [c.PauseJob, c.ContinueJob, c.SuspendJob, c.CancelJob, c.ConfirmJobCancelled]
+            [
+                pausing.PauseJob,
+                pausing.ContinueJob,
+                pausing.SuspendJob,
+                c.CancelJob,
+                c.ConfirmJobCancelled,
+            ]
         ),
     )
     def control(self, pick: int, action: type) -> None:
@@ -373,7 +380,10 @@ class AgentsVersusModel(RuleBasedStateMachine):
         # admitted like new work, and continuing a paused one needs nothing.
         jid = self.job(pick, HOLDING)
         job = self.model.jobs.get(jid)
-        if job is None or self.run((c.SuspendJob if suspend else c.PauseJob)(job_id=jid)) != "ok":
+        if (
+            job is None
+            or self.run((pausing.SuspendJob if suspend else pausing.PauseJob)(job_id=jid)) != "ok"
+        ):
             return
         for n in range(twins):
             scope = job["scope"] if same or not job["scope"] else FREE_SCOPES[n]
@@ -392,7 +402,7 @@ class AgentsVersusModel(RuleBasedStateMachine):
         if suspend:
             self.start_run(jid)
         else:
-            self.run(c.ContinueJob(job_id=jid))
+            self.run(pausing.ContinueJob(job_id=jid))
 
     @rule(pick=PICK)
     def solo_under_its_own_grandparent(self, pick: int) -> None:

@@ -19,6 +19,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 from engine import EngineError
 from engine.domain import commands as c
+from engine.domain import pausing
 from engine.domain.agents import DEFAULT_AGENT, AgentPolicy
 from engine.domain.job import PatchEntry
 from engine.domain.rules import Settings
@@ -215,7 +216,13 @@ class EngineVersusModel(RuleBasedStateMachine):
     @rule(
         jid=JOBS,
         action=st.sampled_from(
-            [c.PauseJob, c.ContinueJob, c.SuspendJob, c.CancelJob, c.ConfirmJobCancelled]
+            [
+                pausing.PauseJob,
+                pausing.ContinueJob,
+                pausing.SuspendJob,
+                c.CancelJob,
+                c.ConfirmJobCancelled,
+            ]
         ),
     )
     def control_job(self, jid: str, action: type) -> None:

@@ -10,6 +10,7 @@ import copy
 from typing import Any
 
 from engine.domain import commands as c
+from engine.domain import pausing
 from tests.unit.test_domain_machines import SPEC
 
 SESSION_HOLDS = {"starting", "running", "detached", "finishing", "stopping", "cancelling"}
@@ -309,17 +310,17 @@ class DomainModel:
         if not settling:
             self._settle(job["session"], ("job", cmd.job_id))
 
-    def PauseJob(self, cmd: c.PauseJob) -> None:
+    def PauseJob(self, cmd: pausing.PauseJob) -> None:
         job = self._get(self.jobs, cmd.job_id)
         if job["state"] == "paused":  # only a live pause made cold pauses a paused job
             raise Refused("conflict")
         self._move("job", job, "job.paused")
 
-    def ContinueJob(self, cmd: c.ContinueJob) -> None:
+    def ContinueJob(self, cmd: pausing.ContinueJob) -> None:
         job = self._get(self.jobs, cmd.job_id)
         self._move("job", job, "job.continued")
 
-    def SuspendJob(self, cmd: c.SuspendJob) -> None:
+    def SuspendJob(self, cmd: pausing.SuspendJob) -> None:
         self._move("job", self._get(self.jobs, cmd.job_id), "job.suspended")
 
     def _descendants(self, jid: str) -> list[str]:

@@ -16,6 +16,7 @@ import pytest
 
 from engine.domain import channel as ch
 from engine.domain import commands as c
+from engine.domain import pausing
 from engine.domain.errors import (
     Conflict,
     Forbidden,
@@ -72,7 +73,7 @@ def test_channel_control_needs_a_running_job_whose_run_takes_input(engine: Engin
         refused(engine, ch.SendControl(job_id="queued", action="finalize"), NoChannel)
     )
     running(engine)
-    engine.handle(c.PauseJob(job_id="j1"))
+    engine.handle(pausing.PauseJob(job_id="j1"))
     refused(engine, ch.SendControl(job_id="j1", action="finalize"), NoChannel)
 
 
@@ -258,7 +259,7 @@ def test_channel_a_next_run_drops_the_questions_and_turn_bound_controls_of_the_l
             "effort": {"effort": "low"},
         }.items()
     }
-    engine.handle(c.SuspendJob(job_id="j1", reason="its server died"))
+    engine.handle(pausing.SuspendJob(job_id="j1", reason="its server died"))
     engine.handle(c.StartJob(job_id="j1", run_id="run-j1b", resumed=True, input="lines"))
     now = states(engine)
     assert [now[sent[a]] for a in ("steer", "respond", "message", "effort")] == [

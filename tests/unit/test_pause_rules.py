@@ -12,6 +12,7 @@ import pytest
 
 from engine import FixedClock
 from engine.domain import commands as c
+from engine.domain import pausing
 from engine.domain.errors import AdmissionRejected, Conflict, Forbidden
 from engine.domain.rows import JobRow
 from engine.domain.rules import Settings
@@ -48,7 +49,7 @@ def test_pause_live_holds_units_and_write_scope_and_continues_without_readmissio
     session(engine)
     job(engine, "j1", resource_group="cpu", write_scope=("src",), start=False)
     engine.handle(c.StartJob(job_id="j1", run_id="r1", pid=100, worktree="/wt/j1"))
-    engine.handle(c.PauseJob(job_id="j1"))
+    engine.handle(pausing.PauseJob(job_id="j1"))
     assert (_row(engine, "j1").state, _row(engine, "j1").pause) == ("paused", "live")
     refused(
         engine, c.AcceptJob(job_id="j2", session_id="s1", resource_group="cpu"), AdmissionRejected
@@ -58,8 +59,8 @@ def test_pause_live_holds_units_and_write_scope_and_continues_without_readmissio
         c.AcceptJob(job_id="j3", session_id="s1", owed=False, write_scope=("src/x",)),
         AdmissionRejected,
     )
-    refused(engine, c.PauseJob(job_id="j1"), Conflict)  # paused already
-    engine.handle(c.ContinueJob(job_id="j1"))
+    refused(engine, pausing.PauseJob(job_id="j1"), Conflict)  # paused already
+    engine.handle(pausing.ContinueJob(job_id="j1"))
     assert (_row(engine, "j1").state, _row(engine, "j1").pause) == ("running", None)
 
 
@@ -69,7 +70,7 @@ def test_pause_cold_finalizes_a_channel_run_and_frees_what_it_held_once_retired(
     session(engine)
     job(engine, "j1", resource_group="cpu")
     engine.handle(c.StartJob(job_id="j1", run_id="r1", pid=100, input="lines"))
-    engine.handle(c.PauseJob(job_id="j1", mode="cold", grace_s=5))
+    engine.handle(pausing.PauseJob(job_id="j1", mode="cold", grace_s=5))
     row = _row(engine, "j1")
     assert (row.state, row.pause, row.pause_grace_s) == ("paused", "cold", 5)
     finalize = engine.log.read_stream("job:j1")[-2].event
@@ -78,16 +79,16 @@ def test_pause_cold_finalizes_a_channel_run_and_frees_what_it_held_once_retired(
     refused(
         engine, c.AcceptJob(job_id="j2", session_id="s1", resource_group="cpu"), AdmissionRejected
     )
-    refused(engine, c.ContinueJob(job_id="j1"), Conflict)
+    refused(engine, pausing.ContinueJob(job_id="j1"), Conflict)
     engine.handle(c.RecordJobOutput(job_id="j1", text="what I have\n"))  # it may still print
-    refused(engine, c.RetireJob(job_id="j1", run_id="r0"), Conflict)  # not its run
-    engine.handle(c.RetireJob(job_id="j1", run_id="r1", exit_code=0, reason="finalized"))
+    refused(engine, pausing.RetireJob(job_id="j1", run_id="r0"), Conflict)  # not its run
+    engine.handle(pausing.RetireJob(job_id="j1", run_id="r1", exit_code=0, reason="finalized"))
     assert (_row(engine, "j1").pause, _row(engine, "j1").exit_code) == ("retired", 0)
     assert queries.runs(engine.log.connection()) == []
     engine.handle(c.AcceptJob(job_id="j2", session_id="s1", resource_group="cpu", owed=False))
     # The relaunch is re-admitted like new work: refused while j2 holds the unit.
     refused(engine, c.StartJob(job_id="j1", run_id="r2", resumed=True), AdmissionRejected)
-    engine.handle(c.RefuseContinue(job_id="j1", reason="capacity", by="operator"))
+    engine.handle(pausing.RefuseContinue(job_id="j1", reason="capacity", by="operator"))
     assert _kinds(engine, "j1")[-1] == "job.continue_refused"
     engine.handle(c.CancelJob(job_id="j2"))
     engine.handle(c.StartJob(job_id="j1", run_id="r2", resumed=True))
@@ -97,8 +98,8 @@ def test_pause_cold_finalizes_a_channel_run_and_frees_what_it_held_once_retired(
 def test_pause_a_lost_run_is_suspended_and_its_relaunch_readmitted(engine: Engine) -> None:
     session(engine)
     job(engine, "j1", resource_group="cpu", start=True)
-    refused(engine, c.SuspendJob(job_id="j1", run_id="old", reason="run lost"), Conflict)
-    engine.handle(c.SuspendJob(job_id="j1", run_id="run-j1", reason="run lost", exit_code=-9))
+    refused(engine, pausing.SuspendJob(job_id="j1", run_id="old", reason="run lost"), Conflict)
+    engine.handle(pausing.SuspendJob(job_id="j1", run_id="run-j1", reason="run lost", exit_code=-9))
     row = _row(engine, "j1")
     assert (row.state, row.reason, row.exit_code, row.finished_at) == (
         "suspended",
@@ -116,13 +117,13 @@ def test_pause_continue_by_an_ancestors_live_run_only(engine: Engine) -> None:
     engine.handle(c.StartJob(job_id="root", run_id="rr", token_digest=DIGEST))
     job(engine, "w1", parent_job="root", owed=False, start=True)
     job(engine, "other", owed=False, start=True)
-    engine.handle(c.SuspendJob(job_id="w1", reason="run cut off"))
-    engine.handle(c.SuspendJob(job_id="other", reason="run cut off"))
+    engine.handle(pausing.SuspendJob(job_id="w1", reason="run cut off"))
+    engine.handle(pausing.SuspendJob(job_id="other", reason="run cut off"))
     by_root = {"caller_job": "root", "caller_token_digest": DIGEST}
     refused(engine, c.StartJob(job_id="other", run_id="x", resumed=True, **by_root), Forbidden)
     engine.handle(c.StartJob(job_id="w1", run_id="x", resumed=True, **by_root))
-    engine.handle(c.PauseJob(job_id="w1", **by_root))
-    engine.handle(c.ContinueJob(job_id="w1", **by_root))
+    engine.handle(pausing.PauseJob(job_id="w1", **by_root))
+    engine.handle(pausing.ContinueJob(job_id="w1", **by_root))
     assert _row(engine, "w1").state == "running"
 
 
@@ -132,7 +133,7 @@ def test_pause_recovery_resumes_owed_jobs_and_their_cut_off_workers_wait(engine:
     job(engine, "w1", parent_job="root", owed=False, start=True)
     job(engine, "g1", parent_job="w1", owed=False, start=True)
     for jid in ("root", "w1", "g1"):
-        engine.handle(c.SuspendJob(job_id=jid, reason="run cut off"))
+        engine.handle(pausing.SuspendJob(job_id=jid, reason="run cut off"))
     assert queries.resumable_jobs(engine.log.connection(), cut_off="run cut off") == ["root"]
     # The resumed root sees its worker suspended (what ``/v1/jobs?parent=`` answers).
     page = queries.jobs_page(engine.log.connection(), None, None, None, 10, parent_job="root")

@@ -9,7 +9,7 @@ import msgspec
 from engine import FixedClock
 from engine.clock import format_time
 from engine.domain import commands as c
-from engine.domain import ids
+from engine.domain import ids, pausing
 from engine.domain.rows import JobRow, LeaseRow, SessionRow, TaskRow
 from projections import queries, rows
 
@@ -72,7 +72,7 @@ def test_queries_runs_notifies_and_recovery_reads(engine: Any) -> None:
     ]
     assert queries.runs_before_epoch(conn(engine), 1) == 1
     assert queries.session_runs(conn(engine)) == []
-    engine.handle(c.SuspendJob(job_id="j1", reason="run cut off"))
+    engine.handle(pausing.SuspendJob(job_id="j1", reason="run cut off"))
     assert queries.resumable_jobs(conn(engine), cut_off="run cut off") == ["j1"]
     # Suspended for another reason (a paused run cut off, a lost run): it waits for a continue.
     assert queries.resumable_jobs(conn(engine), cut_off="paused run cut off") == []

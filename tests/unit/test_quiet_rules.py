@@ -11,6 +11,7 @@ import pytest
 
 from engine import FixedClock
 from engine.domain import commands as c
+from engine.domain import pausing
 from engine.domain.rows import JobRow, TaskRow
 from engine.domain.rules.pointer import owed_replies
 from engine.engine import CommandResult, Engine
@@ -133,7 +134,7 @@ def test_quiet_any_end_of_the_last_child_completes_the_root(engine: Engine, how:
 
 def test_quiet_paused_child_keeps_the_root_settling(engine: Engine) -> None:
     root_with_children(engine, "w1")
-    engine.handle(c.PauseJob(job_id="w1"))
+    engine.handle(pausing.PauseJob(job_id="w1"))
     finish(engine, "root")
     assert state(engine, "job", "root") == "settling"
     engine.handle(c.CancelJob(job_id="w1"))  # paused: cancelled at once
@@ -187,6 +188,6 @@ def test_quiet_recovery_resumes_the_cut_off_workers_of_a_settling_root(engine: E
     root_with_children(engine, "w1", "w2")
     finish(engine, "root")
     finish(engine, "w1")
-    engine.handle(c.SuspendJob(job_id="w2", reason="run cut off"))
+    engine.handle(pausing.SuspendJob(job_id="w2", reason="run cut off"))
     conn = engine.log.connection()
     assert queries.resumable_jobs(conn, cut_off="run cut off") == ["w2"]

@@ -10,6 +10,7 @@ import msgspec
 import pytest
 
 from engine.domain import commands as c
+from engine.domain import pausing
 from engine.domain.agents import DEFAULT_AGENT, AgentPolicy, Mode
 from engine.domain.engine import DomainEngine
 from engine.domain.errors import AdmissionRejected, Conflict, Forbidden, Unauthorized
@@ -144,7 +145,7 @@ def test_roles_a_late_finish_of_an_earlier_run_is_refused(engine: DomainEngine) 
 def test_roles_readmission_goes_through_the_counts(engine: DomainEngine) -> None:
     for n in range(3):
         started(engine, f"w{n}", "w")
-    engine.handle(c.PauseJob(job_id="w0"))  # releases its place
+    engine.handle(pausing.PauseJob(job_id="w0"))  # releases its place
     engine.handle(c.AcceptJob(job_id="w3", session_id="s2", agent="w", owed=False))
     with pytest.raises(AdmissionRejected) as refused:
         engine.handle(c.StartJob(job_id="w0", run_id="again"))

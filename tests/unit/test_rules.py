@@ -8,6 +8,7 @@ import pytest
 
 from engine import ConcurrencyError, EngineError, FencedOut, FixedClock, InvalidTransition
 from engine.domain import commands as c
+from engine.domain import pausing
 from engine.domain.errors import (
     AdmissionRejected,
     AlreadyExists,
@@ -204,7 +205,7 @@ def test_rules_terminal_session_cancels_every_live_job_in_the_same_transaction(
     job(engine, "j1", start=True)
     job(engine, "w1", parent_job="j1", owed=False)
     job(engine, "w2", parent_job="j1", owed=False, start=True)
-    engine.handle(c.PauseJob(job_id="w2"))
+    engine.handle(pausing.PauseJob(job_id="w2"))
     result = engine.handle(c.StopSession(session_id="s1", reason="bye"))
     assert [state(engine, "job", j) for j in ("j1", "w1", "w2")] == ["cancelled"] * 3
     assert state(engine, "session", "s1") == "stopped"
@@ -216,7 +217,7 @@ def test_rules_terminal_session_cancels_every_live_job_in_the_same_transaction(
 def test_rules_finish_with_recoverable_jobs_detaches_instead(engine: Engine) -> None:
     session(engine)
     job(engine, "j1", start=True)
-    engine.handle(c.SuspendJob(job_id="j1", reason="runner lost"))
+    engine.handle(pausing.SuspendJob(job_id="j1", reason="runner lost"))
     engine.handle(c.FinishSession(session_id="s1"))
     assert state(engine, "session", "s1") == "detached"
     assert state(engine, "job", "j1") == "suspended"
@@ -257,18 +258,18 @@ def test_rules_capacity_is_exact_and_a_live_pause_keeps_it(engine: Engine) -> No
         "limit": 2,
         "requested": 1,
     }
-    engine.handle(c.PauseJob(job_id="j1"))  # a live pause keeps its unit (ADR 0058)
+    engine.handle(pausing.PauseJob(job_id="j1"))  # a live pause keeps its unit (ADR 0058)
     refused(
         engine, c.AcceptJob(job_id="j2", session_id="s1", resource_group="cpu"), AdmissionRejected
     )
-    engine.handle(c.ContinueJob(job_id="j1"))  # nothing to re-admit: it goes on at once
+    engine.handle(pausing.ContinueJob(job_id="j1"))  # nothing to re-admit: it goes on at once
     assert state(engine, "job", "j1") == "running"
 
 
 def test_rules_restarting_suspended_work_is_readmitted(engine: Engine) -> None:
     session(engine)
     job(engine, "j1", resource_group="gpu", start=True)  # 1 of 1
-    engine.handle(c.SuspendJob(job_id="j1"))  # releases it
+    engine.handle(pausing.SuspendJob(job_id="j1"))  # releases it
     job(engine, "j2", resource_group="gpu", owed=False)
     refused(engine, c.StartJob(job_id="j1", run_id="again"), AdmissionRejected)
     engine.handle(c.CancelJob(job_id="j2"))

@@ -13,6 +13,7 @@ import pytest
 from engine import InvalidTransition
 from engine.domain import commands as c
 from engine.domain import job as job_
+from engine.domain import pausing
 from engine.domain import result as result_
 from engine.domain.errors import AdmissionRejected, Conflict, Forbidden
 from engine.domain.job import PatchEntry
@@ -71,7 +72,7 @@ def test_worktree_is_recorded_by_the_start_and_kept_by_a_resumed_one(engine: Eng
     writer(engine, "j1", base_commit=BASE)
     row = jobrow(engine, "j1")
     assert (row.worktree, row.base_commit) == (WT, BASE)
-    engine.handle(c.SuspendJob(job_id="j1"))
+    engine.handle(pausing.SuspendJob(job_id="j1"))
     engine.handle(c.StartJob(job_id="j1", run_id="r2", resumed=True, worktree=WT))
     row = jobrow(engine, "j1")
     assert (row.state, row.worktree, row.base_commit, row.runs) == ("running", WT, BASE, 2)
@@ -80,7 +81,7 @@ def test_worktree_is_recorded_by_the_start_and_kept_by_a_resumed_one(engine: Eng
 def test_worktree_resumed_start_must_name_the_same_worktree(engine: Engine) -> None:
     session(engine)
     writer(engine, "j1", base_commit=BASE)
-    engine.handle(c.SuspendJob(job_id="j1"))
+    engine.handle(pausing.SuspendJob(job_id="j1"))
     again = c.StartJob(job_id="j1", run_id="r2", resumed=True, worktree="/tmp/wt/other")
     assert "resumes in worktree /tmp/wt/j1" in str(refused(engine, again, Conflict))
     other_base = msgspec.structs.replace(again, worktree=WT, base_commit="c" * 40)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from engine.domain import channel as ch
 from engine.domain import commands as c
-from engine.domain import ids
+from engine.domain import ids, pausing
 from engine.domain import job as job_
 from engine.domain import task as task_
 from engine.domain.errors import AdmissionRejected, AlreadyExists, Conflict
@@ -206,8 +206,8 @@ def supersede_job(cmd: c.SupersedeJob, ctx: Context) -> None:
     pointer.settle(ctx, row.session_id, Owed("job", row.job_id))
 
 
-@rule(c.PauseJob)
-def pause_job(cmd: c.PauseJob, ctx: Context) -> None:
+@rule(pausing.PauseJob)
+def pause_job(cmd: pausing.PauseJob, ctx: Context) -> None:
     """A live pause keeps what the job holds; a cold one asks a run that takes input to
     finalize first (its ``job.control``, recorded before the pause), and holds until its run
     is retired (ADR 0058).
@@ -233,8 +233,8 @@ def pause_job(cmd: c.PauseJob, ctx: Context) -> None:
     ctx.append(stream, job_.JobPaused(by=by_session, mode=mode, grace_s=grace))
 
 
-@rule(c.ContinueJob)
-def continue_job(cmd: c.ContinueJob, ctx: Context) -> None:
+@rule(pausing.ContinueJob)
+def continue_job(cmd: pausing.ContinueJob, ctx: Context) -> None:
     """A live pause goes on with what it kept; a cold pause is continued by a new run.
 
     Raises:
@@ -256,15 +256,15 @@ def continue_job(cmd: c.ContinueJob, ctx: Context) -> None:
     ctx.append(ids.job(row.job_id), job_.JobContinued())
 
 
-@rule(c.SuspendJob)
-def suspend_job(cmd: c.SuspendJob, ctx: Context) -> None:
+@rule(pausing.SuspendJob)
+def suspend_job(cmd: pausing.SuspendJob, ctx: Context) -> None:
     row = job_for(cmd, ctx)
     _current_run(cmd.run_id, row)
     ctx.append(ids.job(row.job_id), job_.JobSuspended(reason=cmd.reason, exit_code=cmd.exit_code))
 
 
-@rule(c.RetireJob)
-def retire_job(cmd: c.RetireJob, ctx: Context) -> None:
+@rule(pausing.RetireJob)
+def retire_job(cmd: pausing.RetireJob, ctx: Context) -> None:
     """Raises:
     Conflict: the job is not cold-paused, or ``run_id`` is not its current run."""
     row = job_for(cmd, ctx)
@@ -274,14 +274,14 @@ def retire_job(cmd: c.RetireJob, ctx: Context) -> None:
     ctx.append(ids.job(row.job_id), job_.JobRetired(reason=cmd.reason, exit_code=cmd.exit_code))
 
 
-@rule(c.SignalJob)
-def signal_job(cmd: c.SignalJob, ctx: Context) -> None:
+@rule(pausing.SignalJob)
+def signal_job(cmd: pausing.SignalJob, ctx: Context) -> None:
     row = job_for(cmd, ctx)
     ctx.append(ids.job(row.job_id), job_.JobSignalled(signal=cmd.signal, reason=cmd.reason))
 
 
-@rule(c.RefuseContinue)
-def refuse_continue(cmd: c.RefuseContinue, ctx: Context) -> None:
+@rule(pausing.RefuseContinue)
+def refuse_continue(cmd: pausing.RefuseContinue, ctx: Context) -> None:
     row = job_for(cmd, ctx)
     ctx.append(ids.job(row.job_id), job_.JobContinueRefused(reason=cmd.reason, by=cmd.by))
 
