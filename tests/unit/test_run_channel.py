@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from adapters.services.run import Deliveries, record_said
 from adapters.services.run_channel import Signals, prompt_line, recorded, without_signals
+from adapters.services.run_deliveries import Deliveries, record_said
 from engine.domain import channel as ch
 from engine.domain import commands as c
 from engine.domain.engine import DomainEngine
