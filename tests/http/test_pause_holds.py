@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from tests.support.agents import python_agent
+from tests.support.front import wait_until
 from tests.support.server import Server, serve
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
@@ -102,6 +103,16 @@ def _until(server: Server, job_id: str, done: Callable[[dict[str, Any]], bool]) 
     raise AssertionError(f"job {job_id} never got there: {row}")
 
 
+def _until_healthy(server: Server) -> None:
+    """Until /ping is Healthy (10 s at most): a run's thread leaves the busy board just after
+    it records the run's end (a lost or retired run), not in the same instant."""
+
+    def healthy() -> bool:
+        return bool(_json(server, "GET", "/ping")[1]["status"] == "Healthy")
+
+    wait_until(healthy, limit=10, what="/ping Healthy once the run's end is recorded")
+
+
 def _events(server: Server, job_id: str) -> list[dict[str, Any]]:
     _, page = _json(server, "GET", f"/v1/streams/job:{job_id}/events")
     return page["events"]  # type: ignore[no-any-return]
@@ -181,7 +192,7 @@ def test_a_cold_pause_finalizes_frees_the_unit_and_continue_relaunches_it(
         assert any(t.startswith("final answer from") for t in texts), texts
         kinds = [e["event_type"] for e in _events(server, first)]
         assert kinds.index("job.control") < kinds.index("job.paused") < kinds.index("job.retired")
-        assert _json(server, "GET", "/ping")[1]["status"] == "Healthy"
+        _until_healthy(server)
         # The unit is free: another job takes it, and the paused one's continue is refused,
         # recorded, and answered 429.
         status, body = _spawn(server, "looper")
@@ -211,7 +222,7 @@ def test_a_worker_killed_by_sigkill_is_suspended_and_continues_to_ok(tmp_path: P
         row = _until(server, job_id, lambda r: r["state"] == "suspended")
         assert row["reason"] == "run lost: killed by SIGKILL" and row["exit_code"] == -9, row
         assert row["finished_at"] is None
-        assert _json(server, "GET", "/ping")[1]["status"] == "Healthy"
+        _until_healthy(server)
         status, row = _json(server, "POST", f"/v1/jobs/{job_id}/continue")
         assert status == 200 and row["state"] == "running", row
         row = _until(server, job_id, lambda r: r["state"] == "ok")
