@@ -148,10 +148,12 @@ class Winddown:
         deadline = time.monotonic() + grace_s
         while not self._stopping.is_set():
             head = log.head()
+            # By the log, not the process: a run whose process just exited is recorded by its
+            # owner a moment later, and cancelling it meanwhile would lose its finish.
             running = [
                 r
                 for r in queries.live_processes(log.connection(), session_id)
-                if r.state in (J.RUNNING, J.CANCELLING) and not process_gone(r)
+                if r.state in (J.RUNNING, J.CANCELLING)
             ]
             left = deadline - time.monotonic()
             if not running or left <= 0:
