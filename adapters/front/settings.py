@@ -16,6 +16,7 @@ from pathlib import Path
 from adapters.settings.config import (
     RunUser,
     default_state_dir,
+    parse_access,
     parse_bind,
     parse_number,
     parse_run_user,
@@ -132,6 +133,7 @@ def load_front_config(
         )
     if int(port_text) and int(front_bind.rpartition(":")[2]) == int(port_text):
         raise ConfigError(f"bind {front_bind}: port {port_text} is the worker's")
+    parse_access(env.get("FOLDLINE_ACCESS"))  # the workers' setting, refused at the front's boot
     user = parse_run_user(env.get("FOLDLINE_RUN_USER"))
     if user is None or user.is_root:
         raise ConfigError("FOLDLINE_RUN_USER: the worker must run as a user other than root")

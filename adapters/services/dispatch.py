@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -28,13 +29,14 @@ from adapters.services import run_given, sandbox
 from adapters.services.busy import BusyBoard
 from adapters.services.owed_replies import OwedReplies
 from adapters.services.run import Run, RunSettings
-from adapters.services.writers import Worktrees
+from adapters.services.writers import Worktrees, WriterRun
 from adapters.settings.config import ServerConfig
 from adapters.system.gitwork.runner import GitFailed
 from adapters.system.processes import spawn_gated
 from adapters.system.prompts import join_prompts, read_prompt
 from engine.domain import commands as c
 from engine.domain import ids, prompt_delivery, usecases
+from engine.domain.agents import Mode
 from engine.domain.engine import DomainEngine
 from projections import queries
 
@@ -321,12 +323,13 @@ class Dispatcher:
                 env.update(
                     {"FOLDLINE_INPUT": "lines"} if self.config.input_of(launch.agent) else {}
                 )
-                jail = self.sandbox
-                if jail is not None:
-                    env.update(jail.env())
+                jail, wrap = self.sandbox, None
+                if jail is not None:  # what the run may see and write (ADR 0064)
+                    env.update(jail.run_env())
+                    wrap = partial(jail.wrap_run, view=self._view(launch, writer, given, run_id))
                 # The allowlist and FOLDLINE_RUN_ENV's names, under the run's own values.
                 base = self.config.run_env.base(os.environ)
-                process = spawn_gated(command, cwd, env, base, wrap=jail.wrap if jail else None)
+                process = spawn_gated(command, cwd, env, base, wrap=wrap)
                 run = Run(
                     engine,
                     self._run_settings,
@@ -382,6 +385,17 @@ class Dispatcher:
             self.busy.enter()
             thread.start()
         return job_ids, outcome
+
+    def _view(
+        self, launch: Launch, writer: WriterRun | None, given: run_given.Given, run_id: str
+    ) -> sandbox.RunView:
+        """What a run of ``launch`` may see and write: its access level, a writer's worktree
+        and its given files (ADR 0064)."""
+        policy = self.config.agents.policies.get(launch.agent)
+        read_only = policy is not None and launch.agent != "" and policy.mode == Mode.READ_ONLY
+        level = sandbox.level_of(launch.agent, read_only, self.config.access, writer is not None)
+        worktree = writer.worktree if writer is not None else None
+        return sandbox.RunView(level, worktree, given.folder(run_id))
 
     def _abandon(self, started: list[tuple[Launch, str, Run]], made: list[str]) -> None:
         """A launch that failed: its runs never start, and the worktrees it made go."""

@@ -52,9 +52,17 @@ class RunFiles:
     ``remove``. Outside the workspace and the log's directory (``private``); its owner is
     ``user`` (None: the server's own user)."""
 
-    def __init__(self, user: RunUser | None, workspace: Path, private: Path) -> None:
+    def __init__(
+        self, user: RunUser | None, workspace: Path, private: Path, base: Path | None = None
+    ) -> None:
         self._user, self._workspace, self._private = user, workspace, private
+        self._base_dir = base  # a sandbox's given root (ADR 0064), else the temporary dir
         self._folder: Path | None = None
+
+    @property
+    def folder(self) -> Path | None:
+        """The run's directory, once a file was named in it."""
+        return self._folder
 
     def path(self, name: str) -> Path:
         """Where the file ``name`` goes (not written yet); the directory is made now.
@@ -96,6 +104,8 @@ class RunFiles:
     def _base(self) -> str:
         """The server's temporary directory, unless it lies in the workspace or the log's
         directory (a ``TMPDIR`` set there): then ``/tmp``."""
+        if self._base_dir is not None:
+            return str(self._base_dir)
         base = Path(tempfile.gettempdir()).resolve()
         inside = any(base.is_relative_to(p.resolve()) for p in (self._workspace, self._private))
         return "/tmp" if inside else str(base)
@@ -255,8 +265,9 @@ class Given:
         Raises:
             OSError: the run's directory or its earlier output could not be written.
         """
-        user = self.sandbox.user if self.sandbox is not None else None
-        files = self._files[run_id] = RunFiles(user, self.workspace, self.private)
+        jail = self.sandbox
+        user, base = (jail.user, jail.given_root) if jail is not None else (None, None)
+        files = self._files[run_id] = RunFiles(user, self.workspace, self.private, base)
         if history:
             env[HISTORY_ENV] = str(files.path(HISTORY_FILE))
             self._history[run_id] = job_id
@@ -265,6 +276,11 @@ class Given:
         told, earlier = give_earlier_output(files, self.engine_log, job_id)
         env.update(told)
         return earlier
+
+    def folder(self, run_id: str) -> Path | None:
+        """The directory of the run's files, if ``prepare`` named any."""
+        files = self._files.get(run_id)
+        return files.folder if files is not None else None
 
     def settle(self, run_id: str, session_id: str) -> RunFiles:
         """The run's start is recorded: write its history (if it gets one), before its gate

@@ -82,6 +82,62 @@ _HIDE_THEN_NEST = (
 )
 NAMESPACE, MODES, USERNS = "namespace", "modes", "userns"
 
+# What a run is allowed to write (ADR 0064), set by its agent's mode, ``FOLDLINE_ACCESS`` for
+# the default agent, and a write_scope (a writer in its worktree).
+FULL, WORKSPACE, READONLY, WRITER = "full", "workspace", "readonly", "writer"
+ACCESS_LEVELS = (WORKSPACE, READONLY, FULL)  # FOLDLINE_ACCESS's values, the default first
+
+# A run's own view, made as (namespace) root in the run's new mount and pid namespaces before
+# it drops to the run user (ADR 0064). The kept paths (a writer's worktree, the run's given
+# files) are held open first, as they lie under the homes the run's view covers. Binds are
+# made before anything is remounted read-only: a bind copies the flags of the mount it is
+# taken from. ``cd "$PWD"`` at the end moves the shell off the directory it inherited, which
+# is on the writable mount it started from, onto the view's own.
+_RUN_VIEW = (
+    "ws=$1 level=$2 hidden=$3 homes=$4 home=$5 uid=$6 gid=$7 wt=$8 given=$9; shift 9;"
+    ' { [ -z "$wt" ] || exec 3<"$wt"; } && { [ -z "$given" ] || exec 4<"$given"; }'
+    ' && mount --bind "$ws" "$ws" || exit 126;'
+    ' while [ "$1" != -- ]; do if [ -e "$1" ]; then mount --bind "$1" "$1" || exit 126; fi;'
+    " shift; done; shift;"
+    ' if [ -n "$hidden" ]; then mount -t tmpfs -o ro,nosuid,nodev,noexec,mode=0,size=4k foldline'
+    ' "$hidden" || exit 126; fi;'
+    ' case $level in readonly|writer) mount -o remount,bind,ro "$ws" || exit 126;; esac;'
+    ' case $home in "$homes"/*) ;; *) exit 126;; esac;'
+    ' mount -t tmpfs -o nosuid,nodev,mode=0711,size=64k foldline-homes "$homes"'
+    ' && mkdir -p "$home" && mount -t tmpfs -o nosuid,nodev,mode=0700,uid="$uid",gid="$gid"'
+    ' foldline-home "$home" && mkdir -m 0700 "$home/tmp" && chown "$uid:$gid" "$home/tmp"'
+    " || exit 126;"
+    ' if [ -n "$wt" ]; then mkdir -p "$wt" && mount --no-canonicalize --bind /proc/self/fd/3'
+    ' "$wt" || exit 126; fi;'
+    ' if [ -n "$given" ]; then mkdir -p "$given" && mount --no-canonicalize --bind'
+    ' /proc/self/fd/4 "$given" || exit 126; fi;'
+    ' exec 3<&- 4<&-; mount -o remount,bind,ro "$homes" || exit 126;'
+    ' if [ "$level" != full ]; then mount -o remount,bind,ro / || exit 126; fi;'
+    ' cd "$PWD" || exit 126; "$@"'
+)
+
+
+@dataclass(frozen=True)
+class RunView:
+    """What one run sees besides the log's directory (hidden from every run): the workspace
+    writable or not (``level``), a writer's worktree and the files it is given, both bound into
+    its otherwise fresh home."""
+
+    level: str = WORKSPACE
+    worktree: Path | None = None
+    given: Path | None = None
+
+
+def level_of(agent: str, read_only: bool, access: str, writer: bool) -> str:
+    """The access level of a run of ``agent``: the default agent's is ``access``
+    (``FOLDLINE_ACCESS``), a read-only agent's ``readonly``, a writer's ``writer`` (its
+    worktree only), any other agent's ``workspace``. ``readonly`` wins over a write_scope."""
+    if read_only or (agent == "" and access == READONLY):
+        return READONLY
+    if writer:
+        return WRITER
+    return access if agent == "" else WORKSPACE
+
 
 def as_user(user: RunUser, argv: Sequence[str]) -> list[str]:
     """``argv`` run by ``setpriv`` as ``user``: its uid and gid, no supplementary groups, no
@@ -107,13 +163,14 @@ class Sandbox:
     user: RunUser
     hidden: Path | None  # the log's directory (None: a PostgreSQL log, no file to hide)
     home: Path
-    isolation: str = NAMESPACE  # or MODES: no mount namespace to be had (see ``check``)
+    isolation: str = NAMESPACE  # or USERNS: a server that is not root
     workspace: Path | None = None
     state: Path | None = None  # USERNS: the server's state directory, covered but for ``home``
 
     def wrap(self, argv: Sequence[str]) -> list[str]:
-        """``argv`` as the run user, in a mount namespace that hides the log's directory
-        (with ``MODES``, behind ownership and a sticky workspace root only)."""
+        """``argv`` as the run user, in a mount namespace that hides the log's directory: the
+        server's own tools (git on the writers' worktrees) as the run user. A run's own chain
+        is ``wrap_run``'s."""
         drop = as_user(self.user, argv)
         if self.isolation == USERNS:
             return [
@@ -139,7 +196,7 @@ class Sandbox:
                 str(self.user.gid),
                 *argv,
             ]
-        if self.hidden is None or self.isolation == MODES:
+        if self.hidden is None:
             return drop
         return [
             "unshare",
@@ -155,18 +212,69 @@ class Sandbox:
             *drop[1:],
         ]
 
+    def wrap_run(self, argv: Sequence[str], view: RunView) -> list[str]:
+        """``argv`` as a run (ADR 0064): in a pid namespace of its own (no other process to
+        see, signal or trace), a mount namespace where the log's directory is hidden, the
+        homes covered by a fresh home of its own (and the worktree and given files ``view``
+        names bound into it), the workspace read-only unless ``view.level`` writes it, and
+        everything else but its home read-only unless the level is ``full``; then as the run
+        user. The chain's shell stays the namespace's PID 1 (a PID 1 ignores the SIGTERM of a
+        graceful stop), so a run's end by a signal reads as exit 128 + N."""
+        workspace = self.workspace or Path("/nonexistent")
+        namespaces = ["--pid", "--fork", "--kill-child", "--mount-proc", "--"]
+        if self.isolation == USERNS:
+            outer = ["unshare", "--user", "--map-root-user", "--mount", "--propagation"]
+            owner, homes = ("0", "0"), self.state or self.home.parent
+            uid, gid = self.user.uid, self.user.gid
+            drop = ["unshare", "--user", f"--map-user={uid}", f"--map-group={gid}", "--mount"]
+            tail = [*drop, "--", *argv]
+        else:
+            outer = ["unshare", "--mount", "--propagation"]
+            owner, homes = (str(self.user.uid), str(self.user.gid)), self.home.parent
+            tail = as_user(self.user, argv)
+        writable: list[str] = []
+        if view.level == WRITER and view.worktree is not None:
+            git = workspace / ".git"  # what a commit in a linked worktree writes, and no more
+            writable = [
+                str(git / "objects"),
+                str(git / "worktrees" / view.worktree.name),
+                str(git / "refs" / "heads" / "foldline"),
+                str(git / "logs" / "refs" / "heads" / "foldline"),
+            ]
+        return [
+            *outer,
+            "private",
+            *namespaces,
+            "sh",
+            "-c",
+            _RUN_VIEW,
+            "foldline-run",
+            str(workspace),
+            view.level,
+            str(self.hidden or ""),
+            str(homes),
+            str(self.home),
+            *owner,
+            str(view.worktree or ""),
+            str(view.given or ""),
+            *writable,
+            "--",
+            *tail,
+        ]
+
     def env(self) -> dict[str, str]:
-        """What the run's environment says about who it is. With ``MODES`` the workspace root
-        is root's, and git refuses a repository whose top another user owns: the run's git
-        is told this one is safe (as command-line configuration, which git honours for it)."""
-        env = {"HOME": str(self.home), "USER": self.user.name, "LOGNAME": self.user.name}
-        if self.isolation == MODES and self.workspace is not None:
-            env.update(
-                GIT_CONFIG_COUNT="1",
-                GIT_CONFIG_KEY_0="safe.directory",
-                GIT_CONFIG_VALUE_0=str(self.workspace),
-            )
-        return env
+        """What the environment of the run user's processes says about who they are."""
+        return {"HOME": str(self.home), "USER": self.user.name, "LOGNAME": self.user.name}
+
+    def run_env(self) -> dict[str, str]:
+        """A run's: ``env`` and its own temporary directory, in its own home (ADR 0064)."""
+        return {**self.env(), "TMPDIR": str(self.home / "tmp")}
+
+    @property
+    def given_root(self) -> Path:
+        """Where the files each run is given live (``run_given``): under the homes every
+        run's view covers, so a run sees its own only."""
+        return self.home.parent / "given"
 
 
 def for_server(config: ServerConfig) -> Sandbox | None:
@@ -183,19 +291,20 @@ def for_server(config: ServerConfig) -> Sandbox | None:
         user,
         config.db.parent if config.db_url is None else None,
         config.state_dir / "home" / str(user.uid),
-        MODES if config.run_isolation == MODES else NAMESPACE,
+        NAMESPACE,
         config.workspace,
     )
 
 
 def check(sandbox: Sandbox, wanted: str) -> str:
-    """Which isolation runs get here (``wanted``: ``auto``, ``namespace`` or ``modes``),
-    found by running the whole chain once as the run user, at boot, before anything is
-    served. ``auto`` takes a mount namespace where the server may make one, and falls back
-    to modes where it may not (a container without CAP_SYS_ADMIN), with a warning.
+    """Which isolation runs get here (``wanted``: ``auto``, ``namespace``, ``userns``; ``modes``
+    is refused), found by running both chains (the server's tools' and a run's) once as the
+    run user, at boot, before anything is served. ``auto`` is a mount and pid namespace per
+    run; where the server may make none (a container without CAP_SYS_ADMIN) it does not start:
+    runs there could neither be kept apart nor be given a read-only workspace (ADR 0064).
 
     Raises:
-        ConfigError: a tool is missing or no chain works: runs could not be isolated.
+        ConfigError: a tool is missing, ``modes`` was asked for, or a chain fails.
     """
     missing = [tool for tool in TOOLS if shutil.which(tool) is None]
     if missing:
@@ -203,24 +312,66 @@ def check(sandbox: Sandbox, wanted: str) -> str:
             f"running jobs as {sandbox.user.name} needs {', '.join(missing)} (util-linux);"
             " install it, or set FOLDLINE_RUN_USER=root to run jobs as root"
         )
-    failures: list[str] = []
-    if sandbox.isolation == USERNS:
-        wanted = USERNS
-    for isolation in (NAMESPACE, MODES) if wanted == "auto" else (wanted,):
-        failure = _probe(replace(sandbox, isolation=isolation))
-        if failure is None:
-            if isolation == MODES and wanted == "auto":
-                log.warning(
-                    "no mount namespace for runs (%s): they are kept from the log by"
-                    " ownership and a sticky workspace root",
-                    failures[0],
-                )
-            return isolation
-        failures.append(failure)
-    raise ConfigError(
-        f"runs cannot be isolated as {sandbox.user.name} ({'; '.join(failures)}); set"
-        " FOLDLINE_RUN_USER=root to run jobs as root"
-    )
+    if wanted == MODES and sandbox.isolation != USERNS:
+        raise ConfigError(
+            "FOLDLINE_RUN_ISOLATION=modes: without a mount and pid namespace per run, runs can"
+            " neither be kept apart nor read-only agents refused the workspace (ADR 0064);"
+            " give the server CAP_SYS_ADMIN (namespace), or set FOLDLINE_RUN_USER=root to run"
+            " jobs unisolated as root"
+        )
+    isolation = USERNS if sandbox.isolation == USERNS else NAMESPACE
+    jail = replace(sandbox, isolation=isolation)
+    failure = _probe(jail) or _probe_run(jail)
+    if failure is not None:
+        raise ConfigError(
+            f"runs cannot be isolated as {sandbox.user.name} ({failure}); give the server a"
+            " mount and pid namespace per run (CAP_SYS_ADMIN), or set FOLDLINE_RUN_USER=root"
+            " to run jobs unisolated as root"
+        )
+    return isolation
+
+
+def _probe_run(sandbox: Sandbox) -> str | None:
+    """Run a run's chain (``wrap_run``, read-only) on a stand-in workspace, state and home:
+    None when the run is the run user, in a pid namespace of its own, cannot see the log's
+    stand-in nor write the workspace, and can write its home and temporary directory."""
+    probe = Path(tempfile.mkdtemp(prefix="foldline-sandbox-run-"))
+    try:
+        os.chmod(probe, 0o755)
+        workspace, state = probe / "workspace", probe / "state"
+        (workspace / ".foldline").mkdir(parents=True)
+        (workspace / ".foldline" / "log").write_bytes(b"")
+        home = state / "home" / "run"
+        home.mkdir(parents=True)
+        if sandbox.isolation != USERNS:
+            os.chown(workspace, sandbox.user.uid, sandbox.user.gid)
+        stand_in = replace(
+            sandbox,
+            hidden=workspace / ".foldline",
+            workspace=workspace,
+            home=home,
+            state=state if sandbox.isolation == USERNS else None,
+        )
+        own_pids = os.readlink("/proc/self/ns/pid")
+        script = (
+            f'[ "$(id -u)" = {sandbox.user.uid} ] && [ ! -e .foldline/log ]'
+            f' && [ "$(readlink /proc/self/ns/pid)" != "{own_pids}" ]'
+            ' && ! touch written 2>/dev/null && touch "$HOME/written" "$TMPDIR/written"'
+        )
+        answer = subprocess.run(
+            stand_in.wrap_run(["sh", "-c", script], RunView(READONLY)),
+            cwd=workspace,
+            capture_output=True,
+            timeout=30,
+            check=False,
+            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **stand_in.run_env()},
+        )
+    finally:
+        shutil.rmtree(probe, ignore_errors=True)
+    if answer.returncode == 0:
+        return None
+    said = answer.stderr.decode(errors="replace").strip()[:300]
+    return f"{sandbox.isolation} run: exit {answer.returncode}{': ' + said if said else ''}"
 
 
 def _probe(sandbox: Sandbox) -> str | None:
@@ -228,8 +379,7 @@ def _probe(sandbox: Sandbox) -> str | None:
     None when the run is the run user and cannot see into it, else what went wrong."""
     probe = Path(tempfile.mkdtemp(prefix="foldline-sandbox-check-"))
     try:
-        # The run user may enter the probe but for the mount; with modes it is root's 0700.
-        os.chmod(probe, 0o700 if sandbox.isolation == MODES else 0o755)
+        os.chmod(probe, 0o755)  # the run user may enter the probe but for the mount
         (probe / "log").write_bytes(b"")
         script = f'[ "$(id -u)" = {sandbox.user.uid} ] && [ ! -e "$0/log" ]'
         stand_in = replace(sandbox, hidden=probe)
@@ -280,15 +430,9 @@ def prepare(sandbox: Sandbox, workspace: Path) -> None:
             os.chmod(walked, mode | 0o011)
     sandbox.home.mkdir(mode=0o700, exist_ok=True)
     os.chown(sandbox.home, sandbox.user.uid, sandbox.user.gid)
+    sandbox.given_root.mkdir(mode=0o711, exist_ok=True)  # each run's own folder inside
     root = os.lstat(workspace)
-    if sandbox.isolation == MODES:
-        # The root stays root's and sticky: the run creates and removes its own entries,
-        # never one it does not own, so the log's directory cannot be moved or removed.
-        if (root.st_uid, stat.S_IMODE(root.st_mode)) != (0, 0o1777):
-            hand_over(workspace, sandbox.user, skip=hidden)
-            os.chown(workspace, 0, 0, follow_symlinks=False)
-            os.chmod(workspace, 0o1777)
-    elif root.st_uid != sandbox.user.uid:
+    if root.st_uid != sandbox.user.uid:
         hand_over(workspace, sandbox.user, skip=hidden)
 
 

@@ -70,6 +70,8 @@ class ServerConfig:
     state_dir: Path = field(default_factory=lambda: default_state_dir(os.environ))
     run_user: RunUser | None = None  # None: runs keep the server's uid (a non-root server)
     run_isolation: str = "auto"  # namespace, modes, userns or auto (the boot check decides)
+    # FOLDLINE_ACCESS (ADR 0064): what the default agent's runs may write.
+    access: str = "workspace"  # workspace, readonly or full
     new_log: bool = False  # --new-log: start a new log where the anchor saw history
     # Shared-volume mode (ADR 0035): the log is opened only once this server holds the lease;
     # a non-holder answers lease-busy to everything but /ping and the agent card. Decided by
@@ -160,6 +162,18 @@ def parse_run_user(text: str | None) -> RunUser | None:
     except KeyError:
         raise ConfigError(f"FOLDLINE_RUN_USER={text!r}: no such user") from None
     return RunUser(entry.pw_uid, entry.pw_gid, text)
+
+
+def parse_access(text: str | None) -> str:
+    """``FOLDLINE_ACCESS``: ``workspace`` (unset or empty), ``readonly`` or ``full``.
+
+    Raises:
+        ConfigError: any other value.
+    """
+    value = text or "workspace"
+    if value not in ("workspace", "readonly", "full"):
+        raise ConfigError(f"FOLDLINE_ACCESS={value!r}: expected workspace, readonly or full")
+    return value
 
 
 def parse_number(name: str, text: str, kind: type = float, minimum: float = 0.0) -> float:
@@ -300,6 +314,7 @@ def load_config(
         "state_dir": default_state_dir(env),
         "run_user": parse_run_user(env.get("FOLDLINE_RUN_USER")),
         "run_isolation": env.get("FOLDLINE_RUN_ISOLATION") or "auto",
+        "access": parse_access(env.get("FOLDLINE_ACCESS")),
         "push_allow": _push_allow(env.get("FOLDLINE_PUSH_ALLOW", "")),
         "run_env": parse_run_env(env.get("FOLDLINE_RUN_ENV", ""), env.get("FOLDLINE_NOTIFY")),
     }

@@ -31,7 +31,7 @@ pytestmark = [
 
 HOSTILE = r"""
 cat > prompt.txt
-read -r victim_job victim_session server_pid < prompt.txt
+read -r victim_job victim_session server_pid worker_pid < prompt.txt
 case $victim_job in earlier) echo "ordinary work: $victim_session"; exit 0;; esac
 say() { printf '%s\n' "$*"; }
 attack() {
@@ -72,7 +72,7 @@ attack read-token cat .foldline/foldline.db.token
 attack list-log-dir ls -A .foldline/
 attack read-server-environ cat /proc/$server_pid/environ
 attack kill-server kill -9 $server_pid
-for worker in $(pgrep -P "$server_pid"); do attack kill-worker kill -9 "$worker"; done
+attack kill-worker kill -9 "$worker_pid"  # named by the test: out of the run's pid namespace
 attack kill-parent kill -9 $PPID
 attack cancel-no-token http POST "/v1/jobs/$victim_job/cancel"
 attack cancel-run-token http POST "/v1/jobs/$victim_job/cancel" "$FOLDLINE_RUN_TOKEN"
@@ -155,13 +155,13 @@ def _lines(result: str, kind: str) -> dict[str, list[str]]:
     return found
 
 
-@pytest.mark.parametrize("isolation", ["namespace", "modes"])
+@pytest.mark.parametrize("isolation", ["namespace", "auto"])
 def test_a_hostile_runner_cannot_touch_the_log_the_token_or_the_server(
     base: Path, isolation: str
 ) -> None:
-    """Both isolations: a mount namespace hiding the log's directory, and, where none can be
-    made (a container without CAP_SYS_ADMIN), ownership and a sticky workspace root."""
-    for tool in ("sqlite3", "python3", "curl", "git", "pgrep"):
+    """A mount and pid namespace per run hiding the log's directory, named or chosen by
+    ``auto`` (``modes`` is refused at boot: ADR 0064)."""
+    for tool in ("sqlite3", "python3", "curl", "git"):
         assert shutil.which(tool), f"{tool} is needed to run the attacks (.ci/run installs it)"
     workspace = base / "ws"
     workspace.mkdir()
@@ -181,7 +181,8 @@ def test_a_hostile_runner_cannot_touch_the_log_the_token_or_the_server(
         status, victim = server.invoke({"prompt": "x", "agent": "sleeper", "async": True})
         assert status == 202 or status == 200, victim
         master = server.process.pid
-        prompt = f"{victim['invocation']} {victim['session']} {master}"
+        worker = Path(f"/proc/{master}/task/{master}/children").read_text().split()[0]
+        prompt = f"{victim['invocation']} {victim['session']} {master} {worker}"
         status, body = server.invoke({"prompt": prompt}, timeout=120)
         assert status == 200, body
         result = body["result"]
@@ -222,9 +223,7 @@ def test_a_hostile_runner_cannot_touch_the_log_the_token_or_the_server(
     info = (workspace / ".foldline").stat()
     assert (info.st_uid, info.st_mode & 0o777) == (0, 0o700)
     root = workspace.stat()
-    assert (root.st_uid, root.st_mode & 0o7777) == (
-        (1000, 0o755) if isolation == "namespace" else (0, 0o1777)
-    )
+    assert (root.st_uid, root.st_mode & 0o7777) == (1000, 0o755)
     db = workspace / ".foldline" / "foldline.db"
     verified = foldline("verify", str(db))
     assert verified.returncode == 0, verified.stdout + verified.stderr

@@ -224,7 +224,7 @@ def test_a_cancelled_writer_and_a_stopped_session_leave_no_worktree_but_keep_pat
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="runs as another user need a root server")
-@pytest.mark.parametrize("isolation", ["namespace", "modes"])
+@pytest.mark.parametrize("isolation", ["namespace", "auto"])
 def test_writers_run_and_integrate_as_the_run_user(isolation: str) -> None:
     """The default of a root server: runs, and every git command on the workspace, as the run
     user, hooks off; the server itself never runs git there as root."""

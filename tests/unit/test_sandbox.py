@@ -67,7 +67,29 @@ def test_a_server_that_cannot_isolate_runs_says_what_is_missing(
 def test_the_isolation_check_finds_what_works_here_as_root(tmp_path: Path) -> None:
     jail = sandbox.Sandbox(RunUser(1000, 1000, "1000:1000"), tmp_path, tmp_path / "h")
     assert sandbox.check(jail, "auto") == "namespace"  # root on this machine may make one
-    assert sandbox.check(jail, "modes") == "modes"
+    assert sandbox.check(jail, "namespace") == "namespace"
+    with pytest.raises(ConfigError, match="modes: without a mount and pid namespace per run"):
+        sandbox.check(jail, "modes")  # ADR 0064: runs are never kept together silently
+
+
+def test_the_access_level_of_a_run_follows_its_agent_and_foldline_access(
+    tmp_path: Path,
+) -> None:
+    for access in ("workspace", "readonly", "full"):
+        assert load_config({"FOLDLINE_ACCESS": access}, workspace=str(tmp_path)).access == access
+    assert load_config({}, workspace=str(tmp_path)).access == "workspace"
+    with pytest.raises(ConfigError, match="FOLDLINE_ACCESS='write': expected workspace"):
+        load_config({"FOLDLINE_ACCESS": "write"}, workspace=str(tmp_path))
+    level = sandbox.level_of
+    assert [level("", False, a, False) for a in ("workspace", "readonly", "full")] == [
+        "workspace",
+        "readonly",
+        "full",
+    ]
+    assert level("reviewer", True, "full", False) == "readonly"  # the agent's mode wins
+    assert level("", False, "workspace", True) == level("coder", False, "full", True) == "writer"
+    assert level("", False, "readonly", True) == "readonly"  # readonly wins over a scope
+    assert level("coder", False, "full", False) == "workspace"  # full is the default agent's
 
 
 @root_only
