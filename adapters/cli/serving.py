@@ -114,7 +114,7 @@ def run_serve(args: argparse.Namespace) -> int:
     if config.run_user is not None and config.run_user.is_root:
         print(
             "foldline: warning: FOLDLINE_RUN_USER=root: runs execute as root and can reach"
-            " the log and the operator's token",
+            " the log and the operator's token, one another, and a read-only agent's workspace",
             file=sys.stderr,
         )
     _warn_of_own_origin(config.public_url, config.bind)

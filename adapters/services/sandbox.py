@@ -18,7 +18,11 @@ in, and nothing else of the server's:
 - **The workspace is the run user's.** At activation the workspace tree (but not the log's
   directory) is handed to the run user if its root is not theirs yet, so runs can create,
   edit and delete files and use ``git`` as they could before.
-- **A home of its own**: ``<state dir>/home/<uid>``, 0700.
+- **A home of its own**: ``<state dir>/home/<uid>``, 0700, where the server's git keeps the
+  writers' worktrees.
+- **Runs apart, and what each may write** (ADR 0064, ``wrap_run``): every run gets a pid
+  namespace of its own, a fresh home and ``TMPDIR`` over the covered homes, and the workspace
+  read-only or writable as its access level says.
 
 The three tools (``unshare``, ``mount``, ``setpriv``) are util-linux's, in every Debian image;
 ``check`` runs the whole chain once at boot, so a server that cannot isolate its runs refuses
