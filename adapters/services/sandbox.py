@@ -239,32 +239,13 @@ class Sandbox:
         writable: list[str] = []
         if view.level == WRITER and view.worktree is not None:
             git = workspace / ".git"  # what a commit in a linked worktree writes, and no more
-            writable = [
-                str(git / "objects"),
-                str(git / "worktrees" / view.worktree.name),
-                str(git / "refs" / "heads" / "foldline"),
-                str(git / "logs" / "refs" / "heads" / "foldline"),
-            ]
-        return [
-            *outer,
-            "private",
-            *namespaces,
-            "sh",
-            "-c",
-            _RUN_VIEW,
-            "foldline-run",
-            str(workspace),
-            view.level,
-            str(self.hidden or ""),
-            str(homes),
-            str(self.home),
-            *owner,
-            str(view.worktree or ""),
-            str(view.given or ""),
-            *writable,
-            "--",
-            *tail,
-        ]
+            for part in ("objects", f"worktrees/{view.worktree.name}", "refs/heads/foldline"):
+                writable += [str(git / part)]
+            writable += [str(git / "logs" / "refs" / "heads" / "foldline")]
+        places = [str(workspace), view.level, str(self.hidden or ""), str(homes), str(self.home)]
+        kept = [str(view.worktree or ""), str(view.given or "")]
+        script = ["sh", "-c", _RUN_VIEW, "foldline-run", *places, *owner, *kept]
+        return [*outer, "private", *namespaces, *script, *writable, "--", *tail]
 
     def env(self) -> dict[str, str]:
         """What the environment of the run user's processes says about who they are."""

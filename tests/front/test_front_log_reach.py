@@ -128,4 +128,5 @@ def test_a_run_under_the_front_cannot_reach_the_workers_state() -> None:
         assert all(b'"hash"' in anchor.read_bytes() for anchor in anchors)
         assert not (state / "planted").exists()
         assert not (state.parent / ".local").exists()
-        assert (state / "home" / "1000" / "mine").exists()
+        # The run's home was its own fresh one, gone with it (ADR 0064).
+        assert not (state / "home" / "1000" / "mine").exists()
