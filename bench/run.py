@@ -15,7 +15,10 @@ import argparse
 import os
 import platform
 import statistics
+import sys
+import time
 from collections.abc import Callable
+from typing import Any
 
 import apsw
 
@@ -40,60 +43,83 @@ from bench.push import bench_push
 from bench.ready import bench_ready
 from bench.writers import bench_writers
 
+QUICK: dict[str, Any] = {
+    "full": 1500,
+    "normal": 4000,
+    "group": 3200,
+    "rebuild": 100_000,
+    "es": 600,
+    "jobs": 300,
+    "http_s": 3,
+    "ready": (1_000, 10_000, 100_000),
+    "audit": 30_000,
+    "audit_since": (30_000, 1_000),
+    "console": 10_000,
+    "sync_s": 3,
+    "memory": (10_000, 100_000),
+    "pg_append": 300,
+    "pg_group": 1600,
+    "pg_rebuild": 50_000,
+    "writers": 200,
+    "channel": 300,
+    "push": 300,
+    "proofs": 60_000,
+}
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small sizes, well under 60 s")
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--only", nargs="*", default=None)
-    args = parser.parse_args()
-    if args.quick:
-        sizes = {
-            "full": 1500,
-            "normal": 4000,
-            "group": 3200,
-            "rebuild": 100_000,
-            "es": 600,
-            "jobs": 300,
-            "http_s": 3,
-            "ready": (1_000, 10_000, 100_000),
-            "audit": 30_000,
-            "audit_since": (30_000, 1_000),
-            "console": 10_000,
-            "sync_s": 3,
-            "memory": (10_000, 100_000),
-            "pg_append": 300,
-            "pg_group": 1600,
-            "pg_rebuild": 50_000,
-            "writers": 200,
-            "channel": 300,
-            "push": 300,
-            "proofs": 60_000,
-        }
-    else:
-        sizes = {
-            "full": 4000,
-            "normal": 12_000,
-            "group": 9600,
-            "rebuild": 1_000_000,
-            "es": 3000,
-            "jobs": 1500,
-            "http_s": 8,
-            "ready": (10_000, 100_000, 1_000_000),
-            "audit": 1_000_000,
-            "audit_since": (1_000_000, 10_000),
-            "console": 100_000,
-            "sync_s": 8,
-            "memory": (10_000, 1_000_000),
-            "pg_append": 3000,
-            "pg_group": 9600,
-            "pg_rebuild": 300_000,
-            "writers": 2000,
-            "channel": 1000,
-            "push": 1000,
-            "proofs": 1_000_000,
-        }
-    cases: dict[str, Callable[[Workdir], dict[str, float]]] = {
+FULL: dict[str, Any] = {
+    "full": 4000,
+    "normal": 12_000,
+    "group": 9600,
+    "rebuild": 1_000_000,
+    "es": 3000,
+    "jobs": 1500,
+    "http_s": 8,
+    "ready": (10_000, 100_000, 1_000_000),
+    "audit": 1_000_000,
+    "audit_since": (1_000_000, 10_000),
+    "console": 100_000,
+    "sync_s": 8,
+    "memory": (10_000, 1_000_000),
+    "pg_append": 3000,
+    "pg_group": 9600,
+    "pg_rebuild": 300_000,
+    "writers": 2000,
+    "channel": 1000,
+    "push": 1000,
+    "proofs": 1_000_000,
+}
+
+# The smoke test's sizes (tests/bench): every case end to end in seconds, its figures
+# meaningless. The console's case pages 21 deep at 50 jobs a page; the logs the ratios compare
+# keep their order of size so that the ratios keep their names' shape.
+TINY: dict[str, Any] = {
+    "full": 40,
+    "normal": 80,
+    "group": 160,
+    "rebuild": 2000,
+    "es": 48,
+    "jobs": 20,
+    "http_s": 0.5,
+    "ready": (100, 1_000),
+    "audit": 2000,
+    "audit_since": (2000, 100),
+    "console": 1100,
+    "sync_s": 0.5,
+    "memory": (100, 1_000),
+    "pg_append": 20,
+    "pg_group": 160,
+    "pg_rebuild": 1000,
+    "writers": 60,  # each of the 10 cycles edits 5 files of its own
+    "channel": 20,
+    "push": 20,
+    "proofs": 1000,
+}
+SIZES = {"full": FULL, "quick": QUICK, "tiny": TINY}
+
+
+def cases(sizes: dict[str, Any]) -> dict[str, Callable[[Workdir], dict[str, float]]]:
+    """Every case by name, each measuring at ``sizes``."""
+    named: dict[str, Callable[[Workdir], dict[str, float]]] = {
         "append_full": lambda w: bench_append(w, sizes["full"], "full"),
         "append_normal": lambda w: bench_append(w, sizes["normal"], "normal"),
         "group_commit": lambda w: bench_group_commit(w, sizes["group"]),
@@ -112,23 +138,46 @@ def main() -> int:
         "push": lambda w: bench_push(sizes["push"]),
         "proofs": lambda w: bench_proofs(sizes["proofs"]),
     }
-    cases.update(postgres.cases(sizes))
+    named.update(postgres.cases(sizes))
+    return named
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes, well under 60 s")
+    parser.add_argument(
+        "--tiny",
+        action="store_true",
+        help="smoke-test sizes: each case runs, its figures mean little",
+    )
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--only", nargs="*", default=None)
+    args = parser.parse_args()
+    mode = "tiny" if args.tiny else "quick" if args.quick else "full"
+    named = cases(SIZES[mode])
+    unknown = sorted(set(args.only or ()) - set(named))
+    if unknown:
+        parser.error(f"no case named {', '.join(unknown)}; the cases: {', '.join(named)}")
     print(
         f"machine: {os.cpu_count()} cpus, {platform.machine()}, python "
         f"{platform.python_version()}, sqlite {apsw.sqlite_lib_version()}, apsw "
         f"{apsw.apsw_version()}"
     )
-    print(f"mode: {'quick' if args.quick else 'full'}, runs: {args.runs} (median)")
-    for name, case in cases.items():
+    print(f"mode: {mode}, runs: {args.runs} (median)")
+    for name, case in named.items():
         if args.only and name not in args.only:
             continue
         # One run where a run builds a large log; the quick mode must stay near a minute.
         runs = (
             1
             if name in ("audit", "audit_since", "console", "memory", "proofs")
-            or (name in ("rebuild", "ready", "http", "invocation", "pg_rebuild") and args.quick)
+            or (name in ("rebuild", "ready", "http", "invocation", "pg_rebuild") and mode != "full")
             else (args.runs)
         )
+        # Progress on stderr, so that stdout stays ``name: value`` lines; the smoke test reads
+        # these lines to tell which case printed (or failed to print) which figure.
+        print(f"case: {name}", file=sys.stderr, flush=True)
+        started = time.perf_counter()
         results: dict[str, list[float]] = {}
         for _ in range(runs):
             work = Workdir()
@@ -145,6 +194,9 @@ def main() -> int:
                 else (f"{median:.3f}")
             )
             print(f"{key}: {shown}", flush=True)
+        print(
+            f"case {name} took {time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True
+        )
     return 0
 
 
