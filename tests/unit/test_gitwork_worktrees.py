@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -198,7 +200,14 @@ def test_worktrees_a_git_dies_with_the_process_that_started_it(
 ) -> None:
     # A server killed mid-integrate must leave no git writing on: its recovery decides next.
     workspace = make_repo(tmp_path / "ws")
-    git_cli(workspace, "config", "filter.slow.clean", "echo started >> ../filter.log; sleep 30")
+    # The filter records its pid (kept by ``exec``) before it says it started: the orphan it
+    # leaves is killed by that pid, never by a name another test's process may share.
+    git_cli(
+        workspace,
+        "config",
+        "filter.slow.clean",
+        "echo $$ >> ../filter.pids; echo started >> ../filter.log; exec sleep 30",
+    )
     (workspace / ".gitattributes").write_text("* filter=slow\n")
     (workspace / "README").write_text("changed\n")
     wrap = "lambda argv: ['sh', '-c', 'exec \"$@\"', 'sh', *argv]" if wrapped else "None"
@@ -222,7 +231,15 @@ def test_worktrees_a_git_dies_with_the_process_that_started_it(
     while _gits_in(workspace):  # no git is left working in the repository (its filter, the
         assert time.monotonic() < deadline, _gits_in(workspace)  # agent's, may linger)
         time.sleep(0.02)
-    subprocess.run(["pkill", "-f", "^sleep 30$"], check=False)  # the filter's, orphaned
+    for pid in (tmp_path / "filter.pids").read_text().split():  # the filters, orphaned
+        _kill_if_in(int(pid), workspace)
+
+
+def _kill_if_in(pid: int, workspace: Path) -> None:
+    """SIGKILL ``pid`` if it still works in ``workspace`` (a pid reused since is left alone)."""
+    with contextlib.suppress(OSError):
+        if os.readlink(f"/proc/{pid}/cwd") == str(workspace):
+            os.kill(pid, signal.SIGKILL)
 
 
 def _gits_in(workspace: Path) -> list[str]:
