@@ -33,6 +33,12 @@ FOLDED: list[FoldedProjection] = [
     LeasesProjection(),
 ]
 
+
+def _named(projection: Projection) -> str:
+    """A test id by the projection's name: a repr holds an address, which differs between
+    pytest-xdist's workers, and they must collect the same ids."""
+    return str(projection.name)
+
 _SESSION_EVENTS: list[tuple[str, Event]] = [
     ("created", s.SessionCreated(agent="a")),
     ("running", s.SessionStarted(run_id="sr1", pid=41, start_token="t")),
@@ -211,7 +217,7 @@ def _fold(path: Path, projection: Projection, memory: bool) -> list[Any]:
     return rows
 
 
-@pytest.mark.parametrize("projection", FOLDED, ids=str)
+@pytest.mark.parametrize("projection", FOLDED, ids=_named)
 def test_memory_fold_leaves_the_rows_of_the_sql_handlers(
     tmp_path: Path, projection: Projection
 ) -> None:
@@ -220,7 +226,7 @@ def test_memory_fold_leaves_the_rows_of_the_sql_handlers(
     assert in_memory == by_sql and by_sql
 
 
-@pytest.mark.parametrize("projection", FOLDED, ids=str)
+@pytest.mark.parametrize("projection", FOLDED, ids=_named)
 def test_memory_fold_handles_what_the_projection_handles(projection: Projection) -> None:
     conn = apsw.Connection(":memory:")
     conn.execute(projection.ddl)
@@ -252,7 +258,7 @@ def _fold_changes(path: Path, projection: FoldedProjection, memory: bool) -> lis
     return rows
 
 
-@pytest.mark.parametrize("projection", FOLDED, ids=str)
+@pytest.mark.parametrize("projection", FOLDED, ids=_named)
 @pytest.mark.parametrize("memory", [False, True], ids=["sql", "memory"])
 def test_changes_through_the_generic_writers_leave_the_same_rows(
     tmp_path: Path, projection: FoldedProjection, memory: bool
@@ -288,7 +294,7 @@ def _kept_rows(projection: Projection) -> Any:
     return folder.rows()
 
 
-@pytest.mark.parametrize("projection", FOLDED, ids=str)
+@pytest.mark.parametrize("projection", FOLDED, ids=_named)
 def test_memory_fold_rows_equal_the_stored_rows_as_they_are(
     tmp_path: Path, projection: Projection
 ) -> None:
@@ -312,7 +318,7 @@ def test_memory_fold_rows_equal_the_stored_rows_as_they_are(
     assert tables.compare_rows(conn, kept, 0, 1) == (1, len(stored), len(stored))
 
 
-@pytest.mark.parametrize("projection", FOLDED, ids=str)
+@pytest.mark.parametrize("projection", FOLDED, ids=_named)
 def test_compare_rows_in_key_order_proves_nothing_when_a_row_is_extra_or_missing(
     tmp_path: Path, projection: Projection
 ) -> None:
