@@ -35,7 +35,20 @@ def _ephemeral_floor() -> int:
 # Ports for test servers come from below the kernel's ephemeral range: a port found free with
 # bind(0) lies in that range, and can be handed to any process's next connection or bind(0)
 # (a front's own loopback server, say) before the test's server binds it.
-TEST_PORTS = range(10000, max(10001, _ephemeral_floor()))
+ALL_TEST_PORTS = range(10000, max(10001, _ephemeral_floor()))
+
+
+def _worker_ports(ports: range, env: dict[str, str]) -> range:
+    """This pytest-xdist worker's share of ``ports`` (every ``count``-th, from its index), so
+    that two workers never pick the same port between one's probe and its server's bind; the
+    whole range outside xdist."""
+    worker, count = env.get("PYTEST_XDIST_WORKER", ""), env.get("PYTEST_XDIST_WORKER_COUNT")
+    if not worker.startswith("gw") or not count:
+        return ports
+    return ports[int(worker.removeprefix("gw")) :: int(count)]
+
+
+TEST_PORTS = _worker_ports(ALL_TEST_PORTS, dict(os.environ))
 _given: set[int] = set()
 
 
