@@ -19,12 +19,20 @@ serve: $(STAMP)
 	mkdir -p var/workspace
 	FOLDLINE_STATE_DIR=var/state $(BIN)/foldline serve --workspace var/workspace
 
+# The suite in TEST_WORKERS processes (pytest-xdist): most of its tests wait on servers and
+# subprocesses, not the CPU, so there are more workers than cores. Each file runs whole in
+# one worker (--dist loadfile): its module fixtures are built once, and a resource of the
+# whole machine belongs to one file (DEVELOPERS.md, ADR 0051). TEST_WORKERS=0: one process.
+TEST_WORKERS ?= 4
+# test-fast mostly computes: one worker per core.
+FAST_WORKERS ?= auto
+
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 # The suites that need no SIGKILL, no gunicorn and no long run, for the edit loop.
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -m "not crash and not server and not slow"
+	$(BIN)/python -m pytest -n $(FAST_WORKERS) --dist loadfile -m "not crash and not server and not slow"
 
 lint: $(STAMP)
 	$(BIN)/ruff check engine adapters projections tests bench

@@ -18,6 +18,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
@@ -550,4 +551,5 @@ AgentsVersusModel.TestCase.settings = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
-test_agents_engine_matches_reference_model = AgentsVersusModel.TestCase
+# Its examples take 15-20 s on two cores: in `make test`, not in the edit loop's test-fast.
+test_agents_engine_matches_reference_model = pytest.mark.slow(AgentsVersusModel.TestCase)

@@ -13,6 +13,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
@@ -308,7 +309,8 @@ EngineVersusModel.TestCase.settings = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
-test_domain_engine_matches_reference_model = EngineVersusModel.TestCase
+# Its examples take 15-20 s on two cores: in `make test`, not in the edit loop's test-fast.
+test_domain_engine_matches_reference_model = pytest.mark.slow(EngineVersusModel.TestCase)
 
 
 class EngineOnPostgresVersusModel(EngineVersusModel):
