@@ -22,17 +22,20 @@ serve: $(STAMP)
 # The suite in TEST_WORKERS processes (pytest-xdist): most of its tests wait on servers and
 # subprocesses, not the CPU, so there are more workers than cores. Each file runs whole in
 # one worker (--dist loadfile): its module fixtures are built once, and a resource of the
-# whole machine belongs to one file (DEVELOPERS.md, ADR 0051). TEST_WORKERS=0: one process.
+# whole machine belongs to one file (DEVELOPERS.md, ADR 0051). Files are handed out in the
+# order tests/conftest.py collects them, those with a slow test first, so that no long file
+# starts last. TEST_WORKERS=0: one process.
 TEST_WORKERS ?= 4
 # test-fast mostly computes: one worker per core.
 FAST_WORKERS ?= auto
+DISTRIBUTE := --dist loadfile --no-loadscope-reorder
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) $(DISTRIBUTE)
 
 # The suites that need no SIGKILL, no gunicorn and no long run, for the edit loop.
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -n $(FAST_WORKERS) --dist loadfile -m "not crash and not server and not slow"
+	$(BIN)/python -m pytest -n $(FAST_WORKERS) $(DISTRIBUTE) -m "not crash and not server and not slow"
 
 lint: $(STAMP)
 	$(BIN)/ruff check engine adapters projections tests bench

@@ -41,6 +41,22 @@ def engine(tmp_path: Path, clock: FixedClock) -> Iterator[Engine]:
     opened.log.close()
 
 
+# The marks that say a file is long, the longest kind first.
+LONG_MARKS = ("slow", "crash", "browser", "server")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The long files first: those with a ``slow`` test, then ``crash``, ``browser`` and
+    ``server`` ones, then the rest, each file still whole and in its order. ``make test``
+    hands files to its workers in this order (``--dist loadfile --no-loadscope-reorder``): a
+    long file handed out last would be the suite's tail, short ones fill the gaps at the end."""
+    rank: dict[object, int] = {}
+    for item in items:
+        marks = [n for n, mark in enumerate(LONG_MARKS) if item.get_closest_marker(mark)]
+        rank[item.path] = min([rank.get(item.path, len(LONG_MARKS)), *marks])
+    items.sort(key=lambda item: rank[item.path])
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _postgres_cluster() -> Iterator[None]:
     """Stops the session's PostgreSQL cluster if a test started one (tests.support.postgres)."""

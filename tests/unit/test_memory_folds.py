@@ -39,6 +39,7 @@ def _named(projection: Projection) -> str:
     pytest-xdist's workers, and they must collect the same ids."""
     return str(projection.name)
 
+
 _SESSION_EVENTS: list[tuple[str, Event]] = [
     ("created", s.SessionCreated(agent="a")),
     ("running", s.SessionStarted(run_id="sr1", pid=41, start_token="t")),
