@@ -21,12 +21,11 @@ import pytest
 from bench.run import TINY, cases
 from tests.support.server import ROOT
 
+# One run of the whole bench for the module (a file runs in one xdist worker); it judges no
+# figure, so the load beside it cannot fail it.
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.server,  # the http, invocation, ready and memory cases start gunicorn
-    # One run of the whole bench for the module, on one xdist worker; it times nothing
-    # that the load beside it could fail.
-    pytest.mark.xdist_group("bench"),
 ]
 
 CASES = list(cases(TINY))
