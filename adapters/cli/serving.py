@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -81,8 +82,13 @@ def run_serve(args: argparse.Namespace) -> int:
     from adapters.programs.server import FoldlineServer
     from adapters.services import sandbox, state_access
     from adapters.settings.config import ConfigError
+    from adapters.system import logs
 
     try:
+        try:  # every logger of the server, gunicorn's too, in JSON lines (ADR 0059)
+            logs.configure(logs.level_name())
+        except ValueError as ex:
+            raise ConfigError(str(ex)) from ex
         config = _server_config(args, bind=args.bind, workers=args.workers, threads=args.threads)
         # The anchor lives there: a directory this server cannot enter would answer every
         # request 503 later; it stops the boot instead, with one line naming it.
@@ -118,26 +124,25 @@ def run_serve(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     _warn_of_own_origin(config.public_url, config.bind)
-    print(
-        json.dumps(
-            {
-                "db": _shown(config.db_url) if config.db_url else str(config.db),
-                "log": "opened at the first request that needs it",
-                "schema": LATEST,
-                "bind": config.bind,
-                "workers": config.workers,
-                "runs_as": f"{jail.user.name} ({jail.isolation})" if jail else "the server's user",
-                "state_dir": str(config.state_dir),
-                # The names and patterns of the server's environment runs get (never values).
-                "run_env": config.run_env.entries,
-                # Where the operator token is (never the token itself): made at first activation.
-                "operator_token": "FOLDLINE_TOKEN"
-                if config.token is not None
-                else str(config.operator_token_file),
-            }
-        ),
-        flush=True,
+    boot = json.dumps(
+        {
+            "db": _shown(config.db_url) if config.db_url else str(config.db),
+            "log": "opened at the first request that needs it",
+            "schema": LATEST,
+            "bind": config.bind,
+            "workers": config.workers,
+            "runs_as": f"{jail.user.name} ({jail.isolation})" if jail else "the server's user",
+            "state_dir": str(config.state_dir),
+            # The names and patterns of the server's environment runs get (never values).
+            "run_env": config.run_env.entries,
+            # Where the operator token is (never the token itself): made at first activation.
+            "operator_token": "FOLDLINE_TOKEN"
+            if config.token is not None
+            else str(config.operator_token_file),
+        }
     )
+    print(boot, flush=True)
+    logging.getLogger("foldline.server").info("foldline serve on %s: %s", config.bind, boot)
     FoldlineServer(config).run()
     return OK
 

@@ -17,6 +17,7 @@ from adapters.http import auth, errors, media
 from adapters.http.ports import ServerRuntime
 from adapters.http.routes import ROUTES
 from adapters.http.routing import Routes
+from adapters.system import tracing
 
 log = logging.getLogger("foldline.http")
 
@@ -38,6 +39,54 @@ class WorkerHeader:
         self, req: falcon.Request, resp: falcon.Response, resource: Any, succeeded: bool
     ) -> None:
         resp.set_header("X-Foldline-Worker", str(os.getpid()))
+
+
+class ServerSpans:
+    """Middleware, only while traces are exported (ADR 0059): a server span per request,
+    named by its method and route template from the route table, a child of the caller's
+    ``traceparent`` (with its ``tracestate`` and ``baggage``) if it sent one. The span is
+    current while the request is handled, so a job it starts is a child of it. ``/ping`` has
+    none: the platform asks it every few seconds, and it does no work worth a trace."""
+
+    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
+        if req.path == "/ping":
+            return
+        carrier = {key: req.get_header(key) or "" for key in tracing.CARRIER_KEYS}
+        span = tracing.start(
+            req.method,
+            carrier=carrier,
+            kind="server",
+            attributes={"http.request.method": req.method},
+        )
+        scope = tracing.activated(span)
+        scope.__enter__()
+        req.context.trace = (span, scope)
+
+    def process_resource(
+        self, req: falcon.Request, resp: falcon.Response, resource: Any, params: dict[str, Any]
+    ) -> None:
+        trace = req.context.get("trace")
+        if trace is None:
+            return
+        span, _ = trace
+        if req.uri_template:
+            span.rename(f"{req.method} {req.uri_template}")
+            span.set("http.route", req.uri_template)
+
+    def process_response(
+        self, req: falcon.Request, resp: falcon.Response, resource: Any, succeeded: bool
+    ) -> None:
+        trace = req.context.get("trace")
+        if trace is None:
+            return
+        span, scope = trace
+        status = resp.status_code
+        span.set("http.response.status_code", status)
+        if status >= 500:
+            span.fail(f"HTTP {status}")
+        span.end()
+        scope.__exit__(None, None, None)
+        req.context.trace = None
 
 
 class SharedVolumeGate:
@@ -79,6 +128,8 @@ def create_app(
     """The server's app: ``routes`` (the table; a test may pass its own) behind the error
     surface, the shared-volume gate (when the mode is on or pending) and authentication."""
     middleware: list[Any] = [errors.ErrorSurface(routes.surfaces()), WorkerHeader()]
+    if tracing.enabled():  # off: not even installed
+        middleware.insert(0, ServerSpans())
     volume = runtime.config.volume
     if runtime.config.shared_volume or (volume is not None and volume.is_pending):
         middleware.append(SharedVolumeGate(runtime, routes))

@@ -23,12 +23,14 @@ import signal
 from typing import Any
 
 from gunicorn.app.base import BaseApplication
+from gunicorn.glogging import Logger as GunicornLogger
 
 from adapters.http.a2a.push import payload_for
 from adapters.http.app import create_app
 from adapters.services.front_handoff import announce_ready, listen_fd
 from adapters.services.runtime import Runtime
 from adapters.settings.config import ServerConfig
+from adapters.system import logs, tracing
 
 log = logging.getLogger("foldline.server")
 
@@ -38,6 +40,15 @@ def stop_the_server() -> None:
     and this worker leaves without a graceful flush into the next holder's log."""
     os.kill(os.getppid(), signal.SIGTERM)
     os._exit(70)
+
+
+class JsonLinesLogger(GunicornLogger):  # type: ignore[misc]
+    """gunicorn's own lines (boot, workers, errors) in foldline's JSON lines (ADR 0059)."""
+
+    def setup(self, cfg: Any) -> None:
+        super().setup(cfg)
+        for handler in self.error_log.handlers:
+            handler.setFormatter(logs.JsonLines())
 
 
 class FoldlineServer(BaseApplication):  # type: ignore[misc]
@@ -63,13 +74,17 @@ class FoldlineServer(BaseApplication):  # type: ignore[misc]
             signal.signal(signal.SIGTERM, on_term)
 
         def worker_exit(server: Any, worker: Any) -> None:
-            runtime.close()
+            try:
+                runtime.close()
+            finally:
+                tracing.shutdown()  # what this worker's spans still queue goes out
 
         def on_exit(server: Any) -> None:
             try:
                 runtime.release_lease()
             finally:
                 runtime.close()
+                tracing.shutdown()
 
         # Under a front, the socket it bound for this worker at its boot (its address is
         # config.bind): no other process can have taken the port meanwhile.
@@ -89,7 +104,8 @@ class FoldlineServer(BaseApplication):  # type: ignore[misc]
             # Under a front (adapters.front): tell it this worker listens.
             "when_ready": lambda server: announce_ready(),
             "accesslog": None,
-            "loglevel": "warning",
+            "loglevel": logs.level_name(),  # FOLDLINE_LOG_LEVEL, checked at boot
+            "logger_class": JsonLinesLogger,
         }
         for key, value in settings.items():
             self.cfg.set(key, value)

@@ -25,6 +25,7 @@ import threading
 from datetime import datetime
 from pathlib import Path
 
+from adapters.system import tracing
 from engine import merkle
 from engine.audit.note import Signer, TreeHead, open_note, parse_checkpoint, sign_note
 from engine.audit.source import Reader
@@ -133,6 +134,18 @@ class Checkpointer:
             return None
         if not self.is_due(reader.head(), last, now):
             return None
+        # A span per signing (ADR 0059), never per renewal: most renewals have none due.
+        with tracing.span("checkpoint.sign", root=True) as span:
+            signed = self._sign(reader, last, now)
+            span.set("foldline.size", signed[0].size if signed else None)
+            span.set("foldline.positions", [signed[0].size] if signed else None)
+            if signed is None:
+                span.fail("refused: the tree does not extend the last checkpoint")
+        return signed
+
+    def _sign(
+        self, reader: Reader, last: TreeHead | None, now: datetime
+    ) -> tuple[TreeHead, str] | None:
         tree = open_tree(reader)
         if last is not None and not is_consistent(last, tree):
             log.error(

@@ -25,12 +25,13 @@ from typing import Any
 
 import msgspec
 
-from adapters.services import run_given, sandbox
+from adapters.services import job_trace, run_given, sandbox
 from adapters.services.busy import BusyBoard
 from adapters.services.owed_replies import OwedReplies
 from adapters.services.run import Run, RunSettings
 from adapters.services.writers import Worktrees, WriterRun
 from adapters.settings.config import ServerConfig
+from adapters.system import tracing
 from adapters.system.gitwork.runner import GitFailed
 from adapters.system.processes import spawn_gated
 from adapters.system.prompts import join_prompts, read_prompt
@@ -298,6 +299,7 @@ class Dispatcher:
         """
         engine = self._engine()
         started: list[tuple[Launch, str, Run]] = []
+        traces: dict[str, job_trace.RunTrace] = {}  # each run's span (ADR 0059), by run id
         made: list[str] = []  # the worktrees this launch made: gone again if it fails
         given = run_given.Given(engine.log, self.sandbox, self.config.workspace, self.private)
         try:
@@ -306,7 +308,19 @@ class Dispatcher:
                 writer = self.worktrees.writer(job_id, launch.write_scope, launch.worktree, made)
                 cwd = self.config.workspace
                 token = secrets.token_urlsafe(32)
+                jail = self.sandbox
+                trace = job_trace.begin_run(
+                    engine.log,
+                    job_id,
+                    run_id,
+                    launch.session_id,
+                    launch.agent,
+                    launch.job_id is not None,
+                    jail.isolation if jail is not None else "none",
+                )
+                traces[run_id] = trace
                 env = {
+                    **trace.env,  # TRACEPARENT, TRACESTATE, BAGGAGE: the run's span
                     **(launch.env or {}),
                     "FOLDLINE_JOB_ID": job_id,
                     "FOLDLINE_SESSION_ID": launch.session_id,
@@ -330,6 +344,7 @@ class Dispatcher:
                 # The allowlist and FOLDLINE_RUN_ENV's names, under the run's own values.
                 base = self.config.run_env.base(os.environ)
                 process = spawn_gated(command, cwd, env, base, wrap=wrap)
+                trace.span.set("process.pid", process.pid)
                 run = Run(
                     engine,
                     self._run_settings,
@@ -344,7 +359,7 @@ class Dispatcher:
                 )
                 started.append((launch, token_digest(token), run))
         except (OSError, GitFailed) as ex:
-            self._abandon(started, made)
+            self._abandon(started, made, traces)
             given.discard()
             raise DispatchFailed(f"runner could not start: {ex}") from ex
 
@@ -363,22 +378,28 @@ class Dispatcher:
                     input=self.config.input_of(launch.agent),
                     caller_job=launch.caller[0] if launch.caller else None,
                     caller_token_digest=launch.caller[1] if launch.caller else None,
+                    trace=traces[run.run_id].context,
                 )
                 for launch, digest, run in started
             ]
             outcome = usecases.start(engine, admit(job_ids), starts)
         except BaseException:
-            self._abandon(started, made)
+            self._abandon(started, made, traces)
             given.discard()
             raise
         if outcome.duplicate:  # nothing was recorded: these runs are not wanted
-            self._abandon(started, made)
+            self._abandon(started, made, traces)
             given.discard()
             return job_ids, outcome
         for launch, _, run in started:
             files = given.settle(run.run_id, launch.session_id)
+            trace = traces[run.run_id]
+            trace.started()
             thread = threading.Thread(
-                target=self._run, args=(run, files), name=f"run-{run.job_id}", daemon=True
+                target=self._run,
+                args=(run, files, trace),
+                name=f"run-{run.job_id}",
+                daemon=True,
             )
             with self._lock:
                 self._runs[run.job_id] = thread
@@ -397,17 +418,27 @@ class Dispatcher:
         worktree = writer.worktree if writer is not None else None
         return sandbox.RunView(level, worktree, given.folder(run_id))
 
-    def _abandon(self, started: list[tuple[Launch, str, Run]], made: list[str]) -> None:
+    def _abandon(
+        self,
+        started: list[tuple[Launch, str, Run]],
+        made: list[str],
+        traces: Mapping[str, job_trace.RunTrace],
+    ) -> None:
         """A launch that failed: its runs never start, and the worktrees it made go."""
+        for trace in traces.values():
+            trace.abandoned()
         for *_, run in started:
             run.abandon()
         for job_id in made:
             self.worktrees.drop(job_id)
 
-    def _run(self, run: Run, files: run_given.RunFiles) -> None:
-        """A run's thread: the run to its end (``Run.to_end``), in-flight work meanwhile."""
+    def _run(self, run: Run, files: run_given.RunFiles, trace: job_trace.RunTrace) -> None:
+        """A run's thread: the run to its end (``Run.to_end``), in-flight work meanwhile; its
+        span is current meanwhile, and ended with what the log recorded (ADR 0059)."""
         try:
-            run.to_end()
+            with tracing.activated(trace.span):
+                run.to_end()
+            job_trace.end_run(self._engine().log, run.job_id, run.run_id, trace)
         finally:
             files.remove()  # what it was given to read goes with it
             with self._lock:

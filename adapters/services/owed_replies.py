@@ -13,12 +13,16 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from adapters.services import front_handoff, notify
+from adapters.services import front_handoff, job_trace, notify
 from adapters.services.busy import BusyBoard
 from adapters.settings.config import ServerConfig
+from engine.domain import ids
 from engine.domain.engine import DomainEngine
 from engine.engine import CommandResult
 from projections import queries
+
+# What a hook's span records (ADR 0059): its start, and its end or its loss.
+NOTIFY_EVENTS = ("job.notify_started", "job.notify_finished", "job.notify_lost")
 
 
 class OwedReplies:
@@ -57,6 +61,32 @@ class OwedReplies:
         if session_id is None:
             raise LookupError(f"no job {job_id}")
         self.busy.enter()
+        with job_trace.job_span(
+            engine.log,
+            job_id,
+            "notify",
+            **{job_trace.SESSION: session_id, job_trace.OUTCOME: status},
+        ) as span:
+            since = engine.log.head() if span.is_on else 0
+            try:
+                self._run_hook(engine, in_front, job_id, session_id, status, result)
+            finally:
+                span.set(
+                    job_trace.POSITIONS,
+                    job_trace.positions_since(engine.log, ids.job(job_id), since, NOTIFY_EVENTS)
+                    if span.is_on
+                    else None,
+                )
+
+    def _run_hook(
+        self,
+        engine: DomainEngine,
+        in_front: bool,
+        job_id: str,
+        session_id: str,
+        status: str,
+        result: str,
+    ) -> None:
         try:
             if in_front:
                 front_handoff.notify_front(

@@ -26,8 +26,9 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
+from adapters.services import job_trace
 from adapters.services.busy import BusyBoard
-from adapters.system import outbound
+from adapters.system import outbound, tracing
 from adapters.system.url_policy import UrlPolicy, UrlRefused
 from engine.clock import format_time, parse_time
 from engine.domain import push as push_
@@ -211,11 +212,33 @@ class Deliverer:
 
     def _attempt(self, delivery: DeliveryRow) -> None:
         engine = self._open()
+        # A client span per attempt (ADR 0059), a child of the task's job's span; the
+        # receiver gets it as ``traceparent``.
+        carrier = job_trace.task_carrier(engine.log, delivery.task_id)
+        span = tracing.start(
+            "push",
+            carrier=carrier,
+            kind="client",
+            root=bool(carrier),
+            attributes={
+                job_trace.TASK: delivery.task_id,
+                "foldline.delivery": delivery.delivery_id,
+                "foldline.attempt": delivery.attempts,
+            },
+        )
+        try:
+            with tracing.activated(span):
+                self._attempt_in(engine, delivery, span)
+        finally:
+            span.end()
+
+    def _attempt_in(self, engine: DomainEngine, delivery: DeliveryRow, span: tracing.Span) -> None:
         status, error, refused = 0, "", False
         try:
             self.policy.check_resolved(delivery.url)
             body = self.payload(engine.log.connection(), delivery)
-            status, error = self._send(delivery.url, body, headers_of(delivery), push_.TIMEOUT_S)
+            headers = {**headers_of(delivery), **span.carrier()}
+            status, error = self._send(delivery.url, body, headers, push_.TIMEOUT_S)
         except UrlRefused as ex:
             refused, error = True, str(ex)[:500]
         except Exception as ex:  # a payload that cannot be built: retried, and visible
@@ -223,8 +246,12 @@ class Deliverer:
             error = f"{type(ex).__name__}: {ex}"[:500]
         if self._stopping.is_set():
             return  # the server stops: the claim stays for the next holder
+        span.set("http.response.status_code", status or None)
+        span.set(job_trace.OUTCOME, "delivered" if 200 <= status < 300 else error or "failed")
+        if not 200 <= status < 300:
+            span.fail(error or f"HTTP {status}")
         try:
-            engine.handle(
+            recorded = engine.handle(
                 push_.RecordPushOutcome(
                     delivery_id=delivery.delivery_id,
                     attempt=delivery.attempts,
@@ -235,6 +262,7 @@ class Deliverer:
                     jitter=self._jitter(),
                 )
             )
+            span.set(job_trace.POSITIONS, [recorded.first_position, recorded.last_position])
         except EngineError as ex:  # claimed again meanwhile, or the log is gone
             log.warning("delivery %s: outcome not recorded: %s", delivery.delivery_id, ex)
 

@@ -32,6 +32,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from adapters.system import tracing
 from adapters.system.processes import is_alive, kill_group
 from engine.clock import parse_time
 from engine.domain import commands as c
@@ -76,11 +77,25 @@ def recover(
     Raises:
         RecoveryFailed: the chain's tail does not verify.
     """
+    with tracing.span("recovery", attributes={"foldline.epoch": engine.log.epoch}) as span:
+        resumed = _recover(engine, resume, graces, hand_on)
+        span.set("foldline.resumed", resumed)
+        span.set("foldline.positions", [engine.log.head()])
+    return resumed
+
+
+def _recover(
+    engine: DomainEngine,
+    resume: Callable[[str], None],
+    graces: Graces,
+    hand_on: Callable[[CommandResult], None],
+) -> list[str]:
     head = engine.log.head()
     problems = engine.log.verify_chain(after=max(0, head - CHAIN_TAIL))
     if problems:
         raise RecoveryFailed(f"the log's tail does not verify: {problems[:3]}")
     epoch = engine.log.epoch
+    cut_off = 0
     for run in queries.runs(engine.log.connection()):
         kind, entity, pid = run.kind, run.entity_id, run.pid
         alive = is_alive(pid, run.start_token)
@@ -92,6 +107,7 @@ def recover(
             alive = False
         if alive:
             continue
+        cut_off += 1
         try:
             if kind == "job":
                 done = _cut_off_job(engine, entity)
@@ -113,6 +129,9 @@ def recover(
         resumed.append(job_id)
     if resumed:
         log.warning("resumed %d cut-off job(s): %s", len(resumed), ", ".join(resumed))
+    log.info(
+        "recovery at epoch %d: %d run(s) cut off, %d job(s) resumed", epoch, cut_off, len(resumed)
+    )
     return resumed
 
 

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from adapters.settings.config import ServerConfig
+from adapters.system import tracing
 from adapters.system.leasefile import LeaseFile, LeaseRecord
 from adapters.system.log_lease import LogLease
 from engine.clock import parse_time
@@ -133,6 +134,7 @@ class Tenure:
         with self._lock:
             if self.epoch is not None:
                 return
+            began = time.time_ns()
             try:
                 epoch, taken_now = self._take()
             except LeaseBusy:
@@ -142,20 +144,49 @@ class Tenure:
             engine = self._engine()  # the one open now (a refusal in another thread closes)
             engine.log.fence(epoch)
             if taken_now:
+                span = self._taken(engine, epoch, began)
                 try:
-                    self._recover()
+                    with tracing.activated(span):
+                        self._recover()
                 except BaseException:
                     log.exception("recovery failed; giving the lease back")
+                    span.fail("recovery failed")
+                    span.end()
                     self.release()
                     if self.config.shared_volume:
                         self._close_log()
                     raise LeaseBusy("recovery failed") from None
+                span.end()
             else:
                 deadline = self._monotonic() + 60
                 while not self._is_recovered() and self._monotonic() < deadline:
                     time.sleep(0.05)
             self.epoch = epoch
             threading.Thread(target=self._renew, name="foldline-lease", daemon=True).start()
+
+    def _taken(self, engine: DomainEngine, epoch: int, began: int) -> tracing.Span:
+        """Say at info that this process took the lease, and start its span (ADR 0059): a
+        ``lease.takeover`` or ``lease.acquire``, with the position of the event recorded; the
+        recovery that follows is its child."""
+        row = self._row()
+        recorded = (
+            engine.log.read_stream(f"lease:{LEASE}", after_version=row.version - 1)
+            if row is not None
+            else []
+        )
+        kind = recorded[-1].event_type if recorded else "lease.acquired"
+        verb = "taken over" if kind == "lease.taken_over" else "acquired"
+        log.info("workspace lease %s at epoch %d by %s", verb, epoch, self.holder)
+        return tracing.start(
+            "lease.takeover" if verb == "taken over" else "lease.acquire",
+            start_ns=began,
+            root=True,
+            attributes={
+                "foldline.holder": self.holder,
+                "foldline.epoch": epoch,
+                "foldline.positions": [recorded[-1].position] if recorded else None,
+            },
+        )
 
     def _take(self) -> tuple[int, bool]:
         """The epoch this instance holds, and whether this call just took it.
@@ -309,4 +340,5 @@ class Tenure:
             except EngineError as ex:
                 log.warning("lease not released: %s", ex)
                 return
+            log.info("workspace lease released at epoch %d by %s", current[1], self.holder)
         self.file.remove(self.holder)

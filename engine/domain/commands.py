@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from engine.domain.job import FileEntry, PatchEntry
+from engine.domain.job import FileEntry, PatchEntry, TraceArg
 from engine.domain.lease import LostLog
 
 Id = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_:.@-]{1,200}$")]
@@ -208,14 +208,14 @@ class StartJob(Command, tag="StartJob", frozen=True, kw_only=True):
     start_token: Short = ""
     epoch: int = 0
     resumed: bool = False
-    # The git worktree the run works in, and the commit it was made at: required (non-empty)
-    # for a job with a write scope; a resumed start names the worktree it was given before.
+    # A writer's worktree and its base commit: required for a write scope, the same on resume.
     worktree: AbsolutePath = ""
     base_commit: GitIdOrNone = ""
     input: Literal["", "lines"] = ""  # "lines": the run takes controls (engine.domain.channel)
     # A continue's relaunch by an ancestor's live run (ADR 0058); None: the operator, recovery.
     caller_job: Id | None = None
     caller_token_digest: Digest | None = None
+    trace: TraceArg | None = None  # the run's place in its job's trace (ADR 0059)
 
 
 class FinishJob(Command, tag="FinishJob", frozen=True, kw_only=True):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Annotated
 
 import msgspec
 
@@ -64,6 +65,38 @@ class PatchEntry(msgspec.Struct, frozen=True):
     base_commit: str
 
 
+class TraceContext(msgspec.Struct, frozen=True, kw_only=True):
+    """Where a run stands in a distributed trace (W3C Trace Context, ADR 0059), recorded with
+    its start so that a run resumed after a crash, on any server, continues its job's trace.
+
+    ``run`` is the W3C ``traceparent`` of the run's span; ``job`` that of its job's span, the
+    parent of every run of the job; ``parent`` the span id (16 hex digits) of the job span's
+    own parent (the request that accepted it), "" for a job that began a trace; ``state`` and
+    ``baggage`` the caller's ``tracestate`` and ``baggage`` headers, handed on as they came.
+    Never constrained here (an older reader must survive a newer writer): ``StartJob``
+    takes it as a ``TraceArg``, which is."""
+
+    run: str = ""
+    job: str = ""
+    parent: str = ""
+    state: str = ""
+    baggage: str = ""
+
+
+_TRACEPARENT = r"[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}"
+
+
+class TraceArg(TraceContext, frozen=True, kw_only=True):
+    """A ``TraceContext`` as a command gives it, strict: W3C ``traceparent`` values, a span
+    id, and a ``tracestate`` and ``baggage`` within the sizes W3C lets a receiver cap."""
+
+    run: Annotated[str, msgspec.Meta(pattern=f"^{_TRACEPARENT}$")]
+    job: Annotated[str, msgspec.Meta(pattern=f"^({_TRACEPARENT})?$")] = ""
+    parent: Annotated[str, msgspec.Meta(pattern=r"^([0-9a-f]{16})?$")] = ""
+    state: Annotated[str, msgspec.Meta(max_length=512)] = ""
+    baggage: Annotated[str, msgspec.Meta(max_length=8192)] = ""
+
+
 class JobAccepted(Event, tag="job.accepted", frozen=True, kw_only=True):
     session: str
     prompt: str = ""
@@ -96,6 +129,9 @@ class JobStarted(Event, tag="job.started", frozen=True, kw_only=True):
     # the commit it was made at. "" for a job without one (and in events recorded before).
     worktree: str = ""
     base_commit: str = ""
+    # The run's place in its job's trace (ADR 0059); None when tracing was off, and in events
+    # recorded before it existed.
+    trace: TraceContext | None = None
 
 
 class JobFinished(Event, tag="job.finished", frozen=True, kw_only=True):

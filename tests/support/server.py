@@ -128,6 +128,9 @@ def serve(
         # (tests/http/test_hostile_runner.py does).
         **({"FOLDLINE_RUN_USER": "root"} if os.geteuid() == 0 else {}),
         "FOLDLINE_TOKEN": OPERATOR_TOKEN,
+        # gunicorn's level before FOLDLINE_LOG_LEVEL existed: a test's stderr pipe, read only
+        # by the tests that look for a line, stays as quiet as it was (a test may ask for more).
+        "FOLDLINE_LOG_LEVEL": "warning",
         **(env or {}),
     }
     process = subprocess.Popen(

@@ -127,6 +127,7 @@ def start_job(cmd: c.StartJob, ctx: Context) -> None:
             worktree=worktree,
             base_commit=base_commit,
             input=cmd.input,
+            trace=cmd.trace,
         ),
     )
     task = ctx.view.task(row.task_id) if row.task_id else None
