@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 
 from engine import signals
 from engine.clock import Clock, SystemClock, format_time
+from engine.declarations import SYSTEM_KIND, declared, with_system
 from engine.errors import InvalidArgument, StorageError
 from engine.events import Event, EventCodec
 from engine.machines import Machines, MachineSpec
@@ -226,10 +227,20 @@ def _open(
     clock: Clock,
     max_payload_bytes: int,
     max_batch: int,
+    record_declarations: bool = False,
 ) -> Log:
-    registry = machines if isinstance(machines, Machines) else Machines(machines)
+    # Every log reads and writes the system stream of its declarations (ADR 0060).
+    if isinstance(machines, Machines):
+        registry = machines
+        if SYSTEM_KIND not in machines.by_kind:
+            registry = Machines(with_system(m.spec for m in machines.by_kind.values()))
+    else:
+        registry = Machines(with_system(machines))
     projection_set = ProjectionSet([StreamsProjection(), *projections], registry)
-    return Log(storage, registry, projection_set, clock, max_payload_bytes, max_batch)
+    log = Log(storage, registry, projection_set, clock, max_payload_bytes, max_batch)
+    if record_declarations:
+        log.parts.declarations = declared(registry)
+    return log
 
 
 def open_log_with(
@@ -240,16 +251,27 @@ def open_log_with(
     clock: Clock | None = None,
     max_payload_bytes: int = 1 << 20,
     max_batch: int = 256,
+    record_declarations: bool = False,
 ) -> Log:
     """Open a log on any backend of the storage seam (``open_log`` is this for SQLite):
     migrate its schema, then install, rebuild or catch up the projections. The log owns
     ``storage`` from here on, and closes it on failure.
 
+    ``record_declarations``: before the first event this process writes, append the code's
+    machine declarations to ``log:declarations`` when they differ from the last ones the log
+    recorded (ADR 0060; the server does, so its audits judge each event by its own rules).
+
     Raises:
         SchemaTooNew, NotALog, StorageError: as ``open_log``.
     """
     log = _open(
-        storage, machines, projections, clock or SystemClock(), max_payload_bytes, max_batch
+        storage,
+        machines,
+        projections,
+        clock or SystemClock(),
+        max_payload_bytes,
+        max_batch,
+        record_declarations,
     )
     try:
         storage.migrate(format_time(log.clock.now()))
@@ -300,6 +322,7 @@ def open_log(
     busy_timeout_ms: int = 10_000,
     max_payload_bytes: int = 1 << 20,
     max_batch: int = 256,
+    record_declarations: bool = False,
 ) -> Log:
     """Open (creating and migrating as needed) the log at ``path``: a SQLite file, or a
     ``postgresql://`` URL (``engine.storage.postgres.storage``; ``sync`` and ``busy_timeout_ms`` are
@@ -327,6 +350,7 @@ def open_log(
         clock=clock,
         max_payload_bytes=max_payload_bytes,
         max_batch=max_batch,
+        record_declarations=record_declarations,
     )
 
 

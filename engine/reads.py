@@ -32,7 +32,7 @@ class LogReads:
     machines: Machines
 
     def decode(self, row: Sequence[Any]) -> RecordedEvent:
-        return RecordedEvent.from_row(row, self.codec.decode(row[3], row[8]))
+        return self.codec.recorded(row)
 
     def read_stream(self, stream_id: str, after_version: int = 0) -> list[RecordedEvent]:
         """Events of one stream with ``version > after_version``, in version order."""

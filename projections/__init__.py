@@ -48,15 +48,20 @@ def open_engine(
     sync: Sync = "full",
     extra_machines: tuple[MachineSpec, ...] = (),
     extra_projections: tuple[Projection, ...] = (),
+    record_declarations: bool = False,
 ) -> DomainEngine:
     """Open the log at ``path`` with the four domain machines and their read models, and
-    return the command API over it. See ``open_log`` for what can be raised."""
+    return the command API over it. An extra machine of a built-in kind replaces it (a
+    plugin's revision). See ``open_log`` for what can be raised, and for
+    ``record_declarations``."""
+    machines = {spec.kind: spec for spec in (*MACHINES, *extra_machines)}
     log = open_log(
         path,
-        [*MACHINES, *extra_machines],
+        list(machines.values()),
         [*default_projections(), *extra_projections],
         clock=clock,
         sync=sync,
+        record_declarations=record_declarations,
     )
     return domain_engine(log, SqlDomainView, settings)
 

@@ -23,6 +23,7 @@ from adapters.cli.audit import (
 )
 from adapters.cli.exits import OK, refuse
 from adapters.cli.proofs import add_commands as add_proof_commands
+from adapters.cli.replay import add_command as add_replay
 from adapters.cli.serving import run_console, run_front, run_serve, run_token
 from adapters.cli.verify_proof import add_command as add_verify_proof
 from adapters.settings.declarations import ENVIRONMENT, GROUP
@@ -201,6 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
     console_cmd.add_argument("--bind", default="127.0.0.1:8081", help="HOST:PORT")
     add_proof_commands(commands)
     add_verify_proof(commands)
+    add_replay(commands)
     return parser
 
 

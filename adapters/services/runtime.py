@@ -37,6 +37,7 @@ from adapters.services.tenure import Tenure
 from adapters.services.winddown import Winddown
 from adapters.settings import shared_volume
 from adapters.settings.config import ServerConfig
+from adapters.settings.declarations import load_declarations
 from adapters.settings.log_sources import reading
 from adapters.settings.operator_token import OperatorToken
 from adapters.system import log_anchor
@@ -231,11 +232,15 @@ class Runtime:
             max_active_agents=config.agents.max_active_agents,
             max_active_writers=config.agents.max_active_writers,
         )
+        # The machines a plugin adds or revises (FOLDLINE_MACHINES, entry points) are the
+        # server's too, and the log records them before the first event written under them.
         return open_engine(
             config.log_target,
             settings,
             clock=self.clock,
             sync=config.sync,  # type: ignore[arg-type]
+            extra_machines=tuple(load_declarations().machines),
+            record_declarations=True,
         )
 
     def close(self) -> None:

@@ -1,17 +1,21 @@
-"""Which machines and projections the audit commands know: the built-in domain, then every
-installed package's entry point in the group ``foldline.machines``, then ``FOLDLINE_MACHINES``,
-then each ``--machines``. A later declaration of the same stream kind (or projection name)
-replaces an earlier one, so a package may redefine a built-in machine.
+"""Which machines and projections the audit commands (and the server's machines) know: the
+built-in domain, then every installed package's entry point in the group ``foldline.machines``,
+then ``FOLDLINE_MACHINES``, then each ``--machines``. A later declaration of the same stream
+kind (or projection name) replaces an earlier one, so a package may redefine a built-in machine.
 
-Each source is ``MODULE:ATTRIBUTE`` (the environment variable may hold several, separated by
-commas). The attribute is a ``MachineSpec``, a ``Projection``, a sequence mixing both, or a
-function of no arguments returning one of those.
+Each source is ``MODULE:ATTRIBUTE`` or a plugin file ``FILE.py[:ATTRIBUTE]`` (default
+``DECLARATIONS``; the environment variable may hold several, separated by commas). The
+attribute is a ``MachineSpec``, a ``Projection``, a sequence mixing both, or a function of no
+arguments returning one of those.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import importlib.util
 import os
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib.metadata import entry_points
@@ -34,14 +38,39 @@ class Declarations:
     sources: list[str]  # where the declarations beyond the built-in domain came from
 
 
+def _plugin_file(target: str, path: str) -> Any:
+    """A plugin given as a Python file (``foldline replay --with new_machines.py``)."""
+    name = "foldline_plugin_" + hashlib.sha256(os.path.abspath(path).encode()).hexdigest()[:16]
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None or not os.path.isfile(path):
+        raise InvalidArgument(f"--machines {target!r}: no such Python file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses and msgspec look their module up
+    try:
+        spec.loader.exec_module(module)
+    except Exception as ex:  # the user's file: say which one failed, and how
+        sys.modules.pop(name, None)
+        raise InvalidArgument(f"--machines {target!r}: importing it failed: {ex!r}") from ex
+    return module
+
+
 def _resolve(target: str) -> Any:
     module_name, colon, attribute = target.partition(":")
-    if not colon or not module_name or not attribute:
-        raise InvalidArgument(f"--machines {target!r}: expected MODULE:ATTRIBUTE")
-    try:
-        found: Any = importlib.import_module(module_name)
-    except ImportError as ex:
-        raise InvalidArgument(f"--machines {target!r}: cannot import {module_name}: {ex}") from ex
+    if module_name.endswith(".py"):
+        # A plugin file; without an attribute, its DECLARATIONS.
+        found: Any = _plugin_file(target, module_name)
+        attribute = attribute or "DECLARATIONS"
+    elif not colon or not module_name or not attribute:
+        raise InvalidArgument(
+            f"--machines {target!r}: expected MODULE:ATTRIBUTE or FILE.py[:ATTRIBUTE]"
+        )
+    else:
+        try:
+            found = importlib.import_module(module_name)
+        except ImportError as ex:
+            raise InvalidArgument(
+                f"--machines {target!r}: cannot import {module_name}: {ex}"
+            ) from ex
     for part in attribute.split("."):
         try:
             found = getattr(found, part)

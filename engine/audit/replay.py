@@ -24,14 +24,22 @@ from engine.audit import tables
 from engine.audit.source import open_reader
 from engine.audit.tables import share_of
 from engine.chain import Violation
-from engine.errors import EngineError, InvalidTransition, UnknownStreamKind
-from engine.events import RecordedEvent
+from engine.declarations import MissingGuard
+from engine.errors import (
+    EngineError,
+    InvalidEvent,
+    InvalidTransition,
+    UnknownEventType,
+    UnknownStreamKind,
+)
+from engine.events import EventCodec, RecordedEvent
 from engine.log import open_log
 from engine.machines import STREAM_ID_PATTERN, Machines, stream_head
 from engine.projection import Folder, Projection
 from engine.storage.streams_table import UPSERT_SQL
 from engine.streams import StreamsProjection
 
+MAX_POSITION = (1 << 63) - 1
 MMAP_BYTES = 1 << 34  # address space only: pages come from the OS cache
 CACHE_KIB = 256 * 1024
 
@@ -169,12 +177,24 @@ def _replay_share(
             )
         # The typed decoders straight, as `codec.decode` calls them; any failure goes through
         # `codec.decode` again, which words it.
-        decoders = {tag: d.decode for tag, d in codec._decoders.items()}
+        decoders = codec.plain_decoders()
         head_of = heads.get
         well_formed = STREAM_ID_PATTERN.match
         envelope = RecordedEvent.from_row
+        # The declarations in force (ADR 0060): the code's until the first recorded ones,
+        # then each recorded one for the events after it.
+        eras: list[tuple[int, Machines]] = CONTEXT.get("eras", [])
+        era, switch_at = 0, eras[0][0] if eras else MAX_POSITION
         for row in _checked(rows, found) if fast else rows:
             position, stream_id, version, event_type, recorded_at, _, _, state, payload, _, _ = row
+            if position > switch_at:
+                while era < len(eras) and eras[era][0] < position:
+                    machines = eras[era][1]
+                    era += 1
+                switch_at = eras[era][0] if era < len(eras) else MAX_POSITION
+                kinds.clear()
+                for known_id, (_, _, known_row, known_entity) in list(heads.items()):
+                    heads[known_id] = (*_declared(machines, known_id), known_row, known_entity)
             known = head_of(stream_id)
             if known is None:
                 kind, _, entity = stream_id.partition(":")
@@ -200,6 +220,7 @@ def _replay_share(
                     )
                 )
             event: Any = None
+            judged = folded_as = event_type  # the tag the rules and the folds see
             if machine is None:
                 seen_kind = found.undeclared.setdefault(stream_id.partition(":")[0], [position, 0])
                 seen_kind[1] += 1
@@ -208,11 +229,16 @@ def _replay_share(
                     try:
                         event = decoders[event_type](payload)
                     except (KeyError, msgspec.DecodeError):
-                        event = codec.decode(event_type, payload)
-                    expected = unguarded.get((last_state, event_type), _GUARDED)
+                        event = _decode(codec, machine, event_type, payload)
+                        upcast = event.__struct_config__.tag
+                        if upcast != event_type:  # a replaced tag (ADR 0061)
+                            folded_as = upcast
+                            if event_type not in machine.event_classes:
+                                judged = upcast  # rules that never knew the old tag
+                    expected = unguarded.get((last_state, judged), _GUARDED)
                     if expected is _GUARDED:  # guards to run, or a refusal to word
                         expected = machine.next_state(
-                            stream_head(stream_id, last_version, last_state), event, event_type
+                            stream_head(stream_id, last_version, last_state), event, judged
                         )
                     elif expected is None:  # a transition that keeps the state
                         expected = last_state
@@ -224,6 +250,8 @@ def _replay_share(
                                 f"{stream_id}: recorded {state}, machine says {expected}",
                             )
                         )
+                except MissingGuard as ex:
+                    found.violations.append(Violation(position, "missing_guard", str(ex)))
                 except InvalidTransition as ex:
                     found.violations.append(Violation(position, "illegal_transition", str(ex)))
                 except EngineError as ex:
@@ -240,6 +268,7 @@ def _replay_share(
                         found.unfoldable = True
             if found.unfoldable:
                 continue
+            event_type = folded_as
             if event is None:  # only the envelope is known: only `streams` can fold it
                 feeds = envelope_only
             else:
@@ -253,6 +282,8 @@ def _replay_share(
             if not feeds:
                 continue
             recorded = envelope(row, event)
+            if event_type != row[3]:  # upcast to another tag: folded as what it became
+                recorded = msgspec.structs.replace(recorded, event_type=event_type)
             try:
                 for feed in feeds:
                     feed(recorded, entity)
@@ -337,6 +368,25 @@ def _route(folder: Folder, event_type: str) -> Callable[[RecordedEvent, str], No
 
 def _routed(feed: Callable[[RecordedEvent], None]) -> Callable[[RecordedEvent, str], None]:
     return lambda event, _entity: feed(event)
+
+
+def _decode(codec: EventCodec, machine: Any, event_type: str, payload: bytes) -> Any:
+    """A payload the fast decoders did not take: upcast by the codec, or, for a tag the code no
+    longer declares but the declarations in force did, as that declaration's class (ADR 0060).
+
+    Raises:
+        UnknownEventType, InvalidEvent: as ``EventCodec.decode``.
+    """
+    try:
+        return codec.decode(event_type, payload)
+    except UnknownEventType:
+        recorded = machine.event_classes.get(event_type)
+        if recorded is None:
+            raise
+        try:
+            return msgspec.json.decode(payload, type=recorded)
+        except msgspec.DecodeError as ex:
+            raise InvalidEvent(f"{event_type}: {ex}", event_type=event_type) from ex
 
 
 _GUARDED = object()  # no unguarded transition: the machine's own `next_state` decides

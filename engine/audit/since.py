@@ -33,10 +33,12 @@ from typing import Any
 
 from engine import chain, merkle
 from engine.audit.note import TreeHead
+from engine.audit.recorded import eras
 from engine.audit.replay import CONTEXT, Part, replay
 from engine.audit.source import COLUMNS, Reader, open_reader
 from engine.audit.verifier import IN_PLACE_FROM, agrees, by_entity_names, which_projections
 from engine.chain import Violation
+from engine.declarations import with_system
 from engine.errors import InvalidArgument
 from engine.machines import Machines, MachineSpec
 from engine.merkle.tree import open_tree
@@ -97,14 +99,16 @@ def verify_since(
                 m,
             )
         )
-        streams = _entity_streams(reader, m, Machines(machines))
+        code = Machines(with_system(machines))
+        streams = _entity_streams(reader, m, code)
+        recorded = eras(reader, code)[0]  # the rules each event was written under (ADR 0060)
         projection_set = ProjectionSet([StreamsProjection(), *projections])
         fold, unchecked = which_projections(reader, projection_set)
         if "streams" in fold:
             violations += _beyond_head(reader, n)
     finally:
         reader.close()
-    CONTEXT.update(machines=Machines(machines), projections=projection_set.projections)
+    CONTEXT.update(machines=code, projections=projection_set.projections, eras=recorded)
     entity_folds = by_entity_names()
     for name in fold:
         if name not in entity_folds:

@@ -36,9 +36,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine import chain
+from engine.audit.recorded import eras
 from engine.audit.replay import CONTEXT, Part, replay
 from engine.audit.source import Reader, copy_log, open_reader, ranges
 from engine.chain import Violation
+from engine.declarations import with_system
 from engine.errors import InvalidArgument
 from engine.log import open_log
 from engine.machines import Machines, MachineSpec
@@ -141,6 +143,7 @@ def verify(
     projections: Sequence[Projection],
     progress: Progress | None = None,
     workers: int | None = None,
+    by_record: bool = True,
 ) -> Report:
     """Every check of design.md §10 ``verify``: the hash chain and gap-free positions, contiguous
     versions per stream, every event legal when replayed through the declared machines (a
@@ -148,19 +151,27 @@ def verify(
     fold, and every stored Merkle tree node equal to the head of its chain hashes. Each
     violation names a position and a kind.
 
+    ``by_record``: judge each event by the declarations recorded before it (ADR 0060), the
+    given ``machines`` only before the first; otherwise every event by ``machines`` (what
+    ``foldline replay`` asks: would this code accept the whole history?).
+
     Raises:
         NotALog, SchemaTooNew, StorageError: the file cannot be audited.
     """
     reader = open_reader(path)
     try:
         if reader.schema < IN_PLACE_FROM:
-            return _verify_migrated_copy(reader, machines, projections, progress, workers)
+            return _verify_migrated_copy(
+                reader, machines, projections, progress, workers, by_record
+            )
         head = reader.head()
         projection_set = ProjectionSet([StreamsProjection(), *projections])
         fold, unchecked = which_projections(reader, projection_set)
+        code = Machines(with_system(machines))
+        recorded, declared = eras(reader, code) if by_record else ([], [])
     finally:
         reader.close()
-    CONTEXT.update(machines=Machines(machines), projections=projection_set.projections)
+    CONTEXT.update(machines=code, projections=projection_set.projections, eras=recorded)
     text = os.fspath(path)
     count = workers or (min(2, os.cpu_count() or 1) if head >= PARALLEL_FROM else 1)
     pool = _pool(count)
@@ -196,7 +207,7 @@ def verify(
             pool.shutdown()
     if progress:
         progress("projections", head, head)
-    violations = [v for found in chains for v in found] + nodes
+    violations = [v for found in chains for v in found] + nodes + declared
     violations += [v for part in parts for v in part.violations]
     undeclared: dict[str, list[int]] = {}
     for part in parts:
@@ -275,6 +286,7 @@ def _verify_migrated_copy(
     projections: Sequence[Projection],
     progress: Progress | None,
     workers: int | None,
+    by_record: bool,
 ) -> Report:
     """An older schema: migrate a private copy, verify that."""
     folder = Path(tempfile.mkdtemp(prefix="foldline-audit-"))
@@ -282,6 +294,6 @@ def _verify_migrated_copy(
         copy = folder / "audit.db"
         copy_log(reader, copy)
         open_log(copy, machines, projections, sync="normal").close()
-        return verify(copy, machines, projections, progress, workers)
+        return verify(copy, machines, projections, progress, workers, by_record)
     finally:
         shutil.rmtree(folder, ignore_errors=True)

@@ -15,6 +15,7 @@ from typing import Any
 
 from engine import chain
 from engine.clock import Clock
+from engine.declarations import Declared
 from engine.events import EventCodec, RecordedEvent
 from engine.machines import Machines, StreamHead
 from engine.projection import Projection, ProjectionSet
@@ -64,6 +65,10 @@ class BatchContext:
     epoch: int = 0
     cache: WriterCache = field(default_factory=WriterCache)
     stats: LogStats = field(default_factory=LogStats)
+    # The code's declarations when this log records them (ADR 0060), and what this process
+    # last knew of ``log:declarations``: (its version, the digest its last event names).
+    declarations: Declared | None = None
+    declared: tuple[int, str | None] | None = None
     # Every projection but the built-in heads, which the transaction writes itself, with
     # the event types each says it folds; and that, by event type, as it is asked.
     _folded: list[tuple[Projection, frozenset[str] | None]] = field(init=False)
@@ -87,7 +92,7 @@ class BatchContext:
 
     def decode(self, row: Sequence[Any]) -> RecordedEvent:
         """A row read inside the transaction as its recorded event."""
-        return RecordedEvent.from_row(row, self.codec.decode(row[3], row[8]))
+        return self.codec.recorded(row)
 
 
 class _NoCursor:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from engine import chain
+from engine import chain, declarations
 from engine.clock import Clock, SystemClock, format_time
 from engine.errors import ConcurrencyError, FencedOut, InvalidArgument
 from engine.events import Event, RecordedEvent
@@ -148,6 +148,7 @@ class Transaction:
         self.broken: BaseException | None = None  # a flush of finished works failed
         self.trusted = False  # some heads were taken as new unread (``read_heads``)
         self.invalidated = False  # a work rewrote tables the cache describes
+        self._declared_in: object = None  # the work whose declarations were checked
 
     # -- work scopes ---------------------------------------------------------------------
 
@@ -305,6 +306,8 @@ class Transaction:
         ``event_types`` when given (``engine.projection.EventSource``)."""
         if self._rows or self._command_rows:
             self.enter_sql()
+        if event_types is not None:  # and the stored tags that upcast into them
+            event_types = self._context.codec.stored_as(event_types)
         return map(self._context.decode, self.writer.rows_after(position, event_types))
 
     # -- appends -------------------------------------------------------------------------
@@ -347,6 +350,10 @@ class Transaction:
             known = self.known_command(command_id)
             if known is not None:
                 return known
+        if self._declared_in is not self._mark and self._context.declarations is not None:
+            # Once per work, before its first event: a work that fails takes them with it.
+            self._declared_in = self._mark
+            declarations.record_if_changed(self, self._context, epoch)
         head = self.head_of(stream_id)
         if expected_version is not None and head.version != expected_version:
             raise ConcurrencyError(stream_id, expected_version, head.version)
