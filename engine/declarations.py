@@ -128,10 +128,10 @@ def recorded_digest(payload: bytes) -> str | None:
 
 
 def record_if_changed(tx: Any, context: Any, epoch: int) -> None:
-    """(``tx``: the ``engine.write.transaction.Transaction``, ``context``: its ``BatchContext``;
-    not imported, as they import this.) Append the code's declarations to ``log:declarations`` unless the last ones the log
-    recorded have the same digest: called by the transaction before the first event of each
-    work, with that event's epoch (so the same fencing applies).
+    """Append the code's declarations to ``log:declarations`` unless the last ones the log
+    recorded have the same digest: called by the transaction (``tx``, with its
+    ``BatchContext``; not imported, as they import this) before the first event of each work,
+    with that event's epoch (so the same fencing applies).
 
     What this process last knew of the stream is kept as ``(version, digest)``; the stream's
     head as this transaction sees it says whether that is still true (another process, or an
