@@ -11,9 +11,10 @@ ADR 0061).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
-from engine import NEW, Event, MachineSpec, Transition
+from engine import NEW, Event, MachineSpec, StreamHead, Transition
 from engine.domain.lease import LEASE, LeaseReleased
 from engine.events import upcaster
 from engine.projection import DispatchProjection, handles
@@ -88,13 +89,21 @@ NO_CLOSING = [DOOR_NO_CLOSING]
 RENAMED = [DOOR_RENAMED, DoorOpenersProjection]
 
 
+def lease_is_kept(head: StreamHead, event: Event) -> bool:
+    """The revision's rule: a lease once held is never released (every release refused)."""
+    return False
+
+
 LEASE_KEPT = MachineSpec(
     kind="lease",
     description="A revision of the built-in lease: a lease once held is never released.",
     states=list(LEASE.states),
     initial=LEASE.initial,
     terminal=LEASE.terminal,
-    transitions=[t for t in LEASE.transitions if t.event is not LeaseReleased],
+    transitions=[
+        replace(t, guard=lease_is_kept) if t.event is LeaseReleased else t
+        for t in LEASE.transitions
+    ],
 )
 """A breaking revision of a built-in machine, for a server run: the ``lease.released`` a
 graceful stop of the run before recorded is refused by it."""
