@@ -62,5 +62,5 @@ def test_upcasting_refuses_a_second_upcaster_and_words_a_failing_one(moved_where
     with pytest.raises(InvalidDeclaration):
         upcaster("panel.moved")(lambda payload: payload)
     codec = EventCodec({"panel.moved": PanelMoved}, 1 << 20)
-    with pytest.raises(InvalidEvent, match="panel.moved"):
+    with pytest.raises(InvalidEvent, match=r"panel\.moved"):
         codec.decode("panel.moved", b"[1, 2]")
