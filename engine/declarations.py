@@ -26,7 +26,7 @@ from typing import Any
 
 import msgspec
 
-from engine.errors import InvalidDeclaration, InvalidTransition
+from engine.errors import InvalidDeclaration, MissingGuard
 from engine.events import Event, event_type_of
 from engine.machines import NEW, Guard, Machines, MachineSpec, StreamHead, Transition
 
@@ -156,13 +156,6 @@ def record_if_changed(tx: Any, context: Any, epoch: int) -> None:
     machine = context.machines.for_stream(STREAM)
     tx.append_encoded(STREAM, head.version, [wanted.event], [wanted.encoded], machine, None, epoch)
     context.declared = (head.version + 1, wanted.digest)
-
-
-class MissingGuard(InvalidTransition):
-    """A recorded declaration names a guard the code no longer has: the event it would judge
-    cannot be judged."""
-
-    code = "missing_guard"
 
 
 def _missing(name: str, kind: str, position: int) -> Guard:

@@ -104,6 +104,13 @@ class InvalidTransition(EngineError):
         )
 
 
+class MissingGuard(InvalidTransition):
+    """A recorded declaration names a guard the code no longer has (ADR 0060): the event it
+    would judge cannot be judged. Raised by audits only, never by an append."""
+
+    code = "missing_guard"
+
+
 class FencedOut(EngineError):
     """The writer's epoch is older than the newest epoch in the log."""
 

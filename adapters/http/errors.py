@@ -49,6 +49,7 @@ STATUS: dict[type[e.EngineError], str] = {
     e.InvalidDeclaration: falcon.HTTP_500,
     e.ConcurrencyError: falcon.HTTP_412,
     e.InvalidTransition: falcon.HTTP_409,
+    e.MissingGuard: falcon.HTTP_500,  # audits only: a recorded guard the code lacks
     e.FencedOut: falcon.HTTP_503,
     e.SchemaTooNew: falcon.HTTP_500,
     e.NotALog: falcon.HTTP_500,

@@ -24,11 +24,11 @@ from engine.audit import tables
 from engine.audit.source import open_reader
 from engine.audit.tables import share_of
 from engine.chain import Violation
-from engine.declarations import MissingGuard
 from engine.errors import (
     EngineError,
     InvalidEvent,
     InvalidTransition,
+    MissingGuard,
     UnknownEventType,
     UnknownStreamKind,
 )

@@ -18,6 +18,7 @@ from tests.cli.test_audit import forge_chain, tamper
 from tests.support.cli import foldline
 from tests.support.doors import DOOR, DoorClosed, DoorInstalled, DoorOpened, DoorsProjection
 from tests.support.machine_versions import (
+    DOOR_NAMED,
     DOOR_NO_CLOSING,
     DOOR_RENAMED,
     DoorOpenersProjection,
@@ -121,6 +122,19 @@ def test_declarations_swapped_in_the_file_are_found(tmp_path: Path) -> None:
     done = foldline("verify", str(edited), *machines)
     found = {(v["position"], v["kind"]) for v in _json(done)["violations"]}
     assert done.returncode == 1 and (1, "declarations_digest") in found, found
+
+
+def test_declarations_name_a_recorded_guard_the_code_no_longer_has(tmp_path: Path) -> None:
+    path = tmp_path / "doors.db"
+    log = open_log(path, [DOOR_NAMED], record_declarations=True)
+    log.append("door:a", 0, [DoorInstalled(where="hall"), DoorOpened(by="ann")])
+    log.close()
+    done = foldline("verify", str(path), "--machines", "tests.support.doors:DOOR")
+    found = [(v["position"], v["kind"], v["detail"]) for v in _json(done)["violations"]]
+    assert done.returncode == 1 and [f[:2] for f in found] == [(3, "missing_guard")], found
+    assert "guard 'is_opened_by_someone' of machine 'door'" in found[0][2]
+    done = foldline("verify", str(path), "--machines", f"{VERSIONS}:DOOR_NAMED")
+    assert done.returncode == 0, done.stdout
 
 
 def test_replay_passes_a_compatible_change_and_takes_a_plugin_file(tmp_path: Path) -> None:
