@@ -22,6 +22,7 @@ from adapters.cli.audit import (
     run_verify,
 )
 from adapters.cli.exits import OK, refuse
+from adapters.cli.keep import add_commands as add_keep_commands
 from adapters.cli.proofs import add_commands as add_proof_commands
 from adapters.cli.replay import add_command as add_replay
 from adapters.cli.serving import run_console, run_front, run_serve, run_token
@@ -203,6 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_proof_commands(commands)
     add_verify_proof(commands)
     add_replay(commands)
+    add_keep_commands(commands)
     return parser
 
 

@@ -1,0 +1,112 @@
+"""The commands that keep a log for years: ``backup`` (a continuous, verified replica) and
+``restore`` (a working log from it), ``archive`` (old events into sealed segments) and
+``retain`` (ended entities' read-model rows retired by policy). ADRs 0062 and 0063.
+
+JSON goes to stdout (``backup`` prints one line per shipped batch), messages to stderr. A
+check that fails (a source whose history no longer extends the replica's) exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import threading
+from typing import Any
+
+from adapters.cli.exits import FOUND, OK
+from adapters.settings.declarations import load_declarations
+from engine import open_log
+from engine.errors import ChainBroken
+from engine.keep.replica import Shipped, follow
+from engine.keep.restore import restore
+
+
+def run_backup(args: argparse.Namespace) -> int:
+    """Ship new events to the replica; with ``--follow`` keep shipping until SIGTERM/SIGINT."""
+    stop = threading.Event()
+    if args.follow:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: stop.set())
+
+    def report(shipped: Shipped) -> None:
+        print(json.dumps(shipped.to_json()), flush=True)
+
+    try:
+        size = follow(
+            args.db,
+            args.dest,
+            keep_following=lambda: args.follow and not stop.is_set(),
+            report=report,
+            interval=args.interval,
+            limit=args.batch,
+        )
+    except ChainBroken as ex:
+        print(f"foldline: backup refused: {ex}", file=sys.stderr)
+        return FOUND
+    print(f"foldline: the replica holds events 1..{size}", file=sys.stderr)
+    return OK
+
+
+def run_restore(args: argparse.Namespace) -> int:
+    """Write the replica's events up to the bound into a new log, then fold its read models."""
+    declared = load_declarations(args.machines or ())
+    try:
+        done = restore(args.replica, args.db, args.to_position, args.to_time)
+    except ChainBroken as ex:
+        print(f"foldline: restore refused: {ex}", file=sys.stderr)
+        return FOUND
+    open_log(args.db, declared.machines, declared.projections).close()  # folds the read models
+    output: dict[str, Any] = {
+        "replica": done.replica,
+        "db": done.log,
+        "events": done.events,
+        "commands": done.commands,
+        "recorded_at": done.recorded_at,
+        "checked_against": {"size": done.checked_size, "root": done.checked_root},
+    }
+    print(json.dumps(output, indent=2))
+    print(
+        f"foldline: restored events 1..{done.events}; check it: foldline verify {args.db}",
+        file=sys.stderr,
+    )
+    return OK
+
+
+def add_commands(commands: Any) -> None:
+    """Register ``backup`` and ``restore``."""
+
+    def machines(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument(
+            "--machines",
+            action="append",
+            metavar="MODULE:ATTRIBUTE",
+            help="machines (and projections) beyond the built-in ones",
+        )
+
+    backup = commands.add_parser(
+        "backup",
+        help="ship new events to a replica, each batch proved consistent with it (--follow)",
+        epilog="example: foldline backup .foldline/foldline.db /mnt/efs/replica --follow",
+    )
+    backup.add_argument("db", help="the log (a SQLite file)")
+    backup.add_argument("dest", help="the replica's directory (or a .db file)")
+    backup.add_argument("--follow", action="store_true", help="keep shipping until stopped")
+    backup.add_argument(
+        "--interval", type=float, default=0.2, help="seconds between polls when caught up"
+    )
+    backup.add_argument("--batch", type=int, default=5000, help="events per shipped batch")
+    backup.set_defaults(run=run_backup)
+    restore_cmd = commands.add_parser(
+        "restore",
+        help="make a working log from a replica, to a position or a time",
+        epilog="example: foldline restore /mnt/efs/replica restored.db --to-time 2026-11-30T06:00Z",
+    )
+    restore_cmd.add_argument("replica", help="the replica's directory (or its .db file)")
+    restore_cmd.add_argument("db", help="the new log to write (must not exist)")
+    bound = restore_cmd.add_mutually_exclusive_group()
+    bound.add_argument("--to-position", type=int, help="the last position to restore")
+    bound.add_argument("--to-time", help="restore the events recorded at or before this time")
+    machines(restore_cmd)
+    restore_cmd.set_defaults(run=run_restore)

@@ -1,0 +1,3 @@
+from tests.cli.conftest import clean
+
+__all__ = ["clean"]
