@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
-from engine.errors import InvalidDeclaration
+from engine.errors import InvalidDeclaration, NeedsMigration
 from engine.events import Event, RecordedEvent, event_type_of
 from engine.machines import Machines
 
@@ -281,6 +281,15 @@ class ProjectionSet:
     def _refold(cursor: Any, projections: Sequence[Projection], events_after: EventSource) -> None:
         if not projections:
             return
+        # A log whose first events were archived (``engine.keep.archive``) cannot be refolded
+        # from what it holds: the fold would silently lose every entity made before the cut.
+        first = cursor.execute("SELECT min(position) FROM events").fetchall()[0][0]
+        if first is not None and first > 1:
+            raise NeedsMigration(
+                f"the events before position {first} are archived: read models cannot be"
+                " refolded from the live log; write it whole first (foldline archive LOG"
+                " --join WHOLE.db)"
+            )
         for projection in projections:
             for table in projection.tables:
                 cursor.execute(f"DROP TABLE IF EXISTS {table}")

@@ -24,6 +24,7 @@ from engine.audit import (
 from engine.audit.anchor import encode as encode_checkpoint
 from engine.audit.anchor import load as load_checkpoint
 from engine.clock import format_time, parse_time
+from engine.keep.archive import joined
 
 
 def run_machines(args: argparse.Namespace) -> int:
@@ -73,7 +74,7 @@ def run_verify(args: argparse.Namespace) -> int:
         except OSError as ex:
             raise InvalidArgument(f"--against {args.against}: {ex.strerror}") from ex
     declared = _declarations(args)
-    with as_file(args.db) as path:
+    with as_file(args.db) as copy, joined(copy) as path:  # an archived log: with its segments
         report = verify(path, declared.machines, declared.projections, _progress)
         violations = list(report.violations)
         extends = None

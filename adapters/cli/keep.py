@@ -16,9 +16,12 @@ import threading
 from typing import Any
 
 from adapters.cli.exits import FOUND, OK
+from adapters.cli.proofs import read_text
+from adapters.cli.since import read_checkpoint
 from adapters.settings.declarations import load_declarations
 from engine import open_log
-from engine.errors import ChainBroken
+from engine.errors import ChainBroken, InvalidArgument
+from engine.keep.archive import archive, join_into
 from engine.keep.replica import Shipped, follow
 from engine.keep.restore import restore
 
@@ -110,3 +113,64 @@ def add_commands(commands: Any) -> None:
     bound.add_argument("--to-time", help="restore the events recorded at or before this time")
     machines(restore_cmd)
     restore_cmd.set_defaults(run=run_restore)
+    add_archive_command(commands)
+
+
+def run_archive(args: argparse.Namespace) -> int:
+    """Move the events before a checkpoint into a sealed segment, or (``--join``) write the
+    live log and its segments back into one whole log."""
+    if args.join:
+        events = join_into(args.db, args.join)
+        print(json.dumps({"db": args.db, "whole": args.join, "events": events}, indent=2))
+        return OK
+    if not args.before:
+        raise InvalidArgument("archive needs --before CHECKPOINT (or --join WHOLE.db)")
+    head, signature = read_checkpoint(args.before, args.key)
+    if head is None:
+        print(f"foldline: archive refused: {signature}", file=sys.stderr)
+        return FOUND
+    text = read_text(args.before, "--before")
+    try:
+        done = archive(args.db, head, text)
+    except ChainBroken as ex:
+        print(f"foldline: archive refused: {ex}", file=sys.stderr)
+        return FOUND
+    output = {
+        "db": done.db,
+        "segment": done.segment,
+        "archived": {"first": done.first, "last": done.last},
+        "live_from": done.cut + 1,
+        "checkpoint": {"size": head.size, "signature": signature},
+        "commands_kept": done.commands,
+        "bytes": {
+            "before": done.bytes_before,
+            "after": done.bytes_after,
+            "segment": done.segment_bytes,
+        },
+    }
+    print(json.dumps(output, indent=2))
+    print(
+        f"foldline: archived events {done.first}..{done.last} into {done.segment}"
+        f" ({done.segment_bytes} bytes); the log went from {done.bytes_before} to"
+        f" {done.bytes_after} bytes and holds events from {done.cut + 1}",
+        file=sys.stderr,
+    )
+    return OK
+
+
+def add_archive_command(commands: Any) -> None:
+    """Register ``archive``."""
+    sub = commands.add_parser(
+        "archive",
+        help="move the events a signed checkpoint covers into a sealed, compressed segment",
+        epilog="example: foldline archive .foldline/foldline.db --before 2026-11.checkpoint"
+        " --key prod.vkey",
+    )
+    sub.add_argument("db", help="the log (a SQLite file)")
+    what = sub.add_mutually_exclusive_group()
+    what.add_argument("--before", metavar="CHECKPOINT", help="a tlog-checkpoint of the log")
+    what.add_argument("--join", metavar="WHOLE", help="write the log and its segments whole")
+    sub.add_argument(
+        "--key", metavar="VERIFIER_KEY", help="the key that must sign the checkpoint (or a file)"
+    )
+    sub.set_defaults(run=run_archive)

@@ -18,8 +18,11 @@ from adapters.cli.exits import OK
 from adapters.settings.log_sources import reading
 from engine.audit.note import TreeHead, generate_signer, parse_signer, sign_note
 from engine.errors import InvalidArgument
+from engine.keep.archive import inclusion as archived_inclusion
+from engine.keep.archive import is_archived
 from engine.merkle import proofs
 from engine.merkle.tree import open_tree
+from engine.storage import parse_target
 
 
 def run_keygen(args: argparse.Namespace) -> int:
@@ -66,6 +69,10 @@ def signed_checkpoint(args: argparse.Namespace) -> int:
 
 
 def run_prove_inclusion(args: argparse.Namespace) -> int:
+    if not parse_target(args.db).remote and is_archived(args.db, args.position):
+        proof = archived_inclusion(args.db, args.position, args.size)  # from its segment
+        print(json.dumps(proof, indent=2))
+        return OK
     with reading(args.db) as reader:
         proof = proofs.inclusion(reader, args.position, args.size, "--size")
     print(json.dumps(proof, indent=2))

@@ -21,6 +21,7 @@ from adapters.settings.log_sources import as_file
 from engine.audit.note import TreeHead, open_note, parse_checkpoint
 from engine.audit.since import verify_since
 from engine.errors import InvalidArgument
+from engine.keep.archive import joined
 
 
 def read_checkpoint(path: str, key: str | None) -> tuple[TreeHead | None, str]:
@@ -56,7 +57,7 @@ def run_verify_since(args: argparse.Namespace) -> int:
         print(f"foldline: checkpoint: the signature does not verify: {signature}", file=sys.stderr)
         return FOUND
     declared = load_declarations(args.machines or ())
-    with as_file(args.db) as path:
+    with as_file(args.db) as copy, joined(copy) as path:  # an archived log: with its segments
         report = verify_since(path, head, declared.machines, declared.projections)
     m, n = report.size, report.events
     output: dict[str, Any] = {

@@ -26,6 +26,8 @@ from adapters.services import checkpoints
 from adapters.settings.log_sources import reading
 from engine.audit.source import Reader
 from engine.errors import OutOfRange
+from engine.keep.archive import inclusion as archived_inclusion
+from engine.keep.archive import is_archived
 from engine.merkle import proofs
 
 
@@ -85,6 +87,11 @@ class InclusionProof:
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         position = _required(req, "position")
         size = _number(req, "size", _checkpoint_size(self.runtime))
+        target = str(self.runtime.config.log_target)
+        local = self.runtime.config.db_url is None and os.path.exists(target)
+        if local and is_archived(target, position):  # in a segment: proved from it (ADR 0062)
+            media.json_response(resp, archived_inclusion(target, position, size))
+            return
         _answer(
             self.runtime,
             resp,

@@ -46,6 +46,12 @@ _COMMAND = (
     " FROM commands c JOIN events f ON f.position = c.first_position"
     " JOIN events l ON l.position = c.last_position WHERE c.command_id = ?"
 )
+# A command whose events were archived (``engine.keep.archive``): its outcome was kept aside.
+_ARCHIVED_COMMAND = (
+    "SELECT stream_id, first_position, last_position, first_version, last_version, last_state"
+    " FROM archived_commands WHERE command_id = ?"
+)
+_HAS_ARCHIVE = "SELECT count(*) FROM sqlite_schema WHERE name = 'archived_commands'"
 
 
 class SqliteWriter:
@@ -65,6 +71,7 @@ class SqliteWriter:
         # The WAL's size after the last commit, as its hook reports it. Setting a hook also
         # turns SQLite's checkpoint inside COMMIT off (``engine.storage.sqlite.checkpoint``).
         self._wal_pages = 0
+        self._archived: bool | None = None  # whether archived_commands exists; None: ask
         self._checkpoints = checkpoints
         conn.set_wal_hook(self._note_wal)
 
@@ -79,7 +86,10 @@ class SqliteWriter:
     def begin(self) -> bool:
         self._execute("BEGIN IMMEDIATE")
         # Only meaningful once the write lock is held: the read snapshot is then the newest.
-        return bool(self._conn.data_version() == self._version_after_commit)
+        unchanged = bool(self._conn.data_version() == self._version_after_commit)
+        if not unchanged:
+            self._archived = None  # another connection (an archive) may have made the table
+        return unchanged
 
     def commit(self, buffered: Buffered = NOTHING_BUFFERED) -> None:
         rows, heads, commands = buffered
@@ -147,6 +157,11 @@ class SqliteWriter:
 
     def command_outcome(self, command_id: str) -> CommandOutcome | None:
         rows = self._execute(_COMMAND, (command_id,)).fetchall()
+        if not rows:
+            if self._archived is None:
+                self._archived = bool(self._execute(_HAS_ARCHIVE).fetchall()[0][0])
+            if self._archived:
+                rows = self._execute(_ARCHIVED_COMMAND, (command_id,)).fetchall()
         return rows[0] if rows else None
 
     def insert_events(self, rows: Sequence[EventRow]) -> None:
