@@ -21,6 +21,7 @@ from projections.channel import ChannelProjection
 from projections.jobs import JobsProjection
 from projections.leases import LeasesProjection
 from projections.push import PushProjection
+from projections.retired import RetiredProjection
 from projections.runs import RunsProjection
 from projections.sessions import SessionsProjection
 from projections.tasks import TasksProjection
@@ -37,6 +38,7 @@ def default_projections() -> list[Projection]:
         RunsProjection(),
         ChannelProjection(),
         PushProjection(),
+        RetiredProjection(),
     ]
 
 

@@ -41,8 +41,9 @@ from engine.domain.result import (
     ResultRead,
     ResultRejected,
 )
+from engine.domain.retention import EntityRetired
 from engine.events import Event, RecordedEvent
-from projections.changes import Add, Change, Fold, IfNull, Shape, Update, json_list, update
+from projections.changes import Add, Change, Delete, Fold, IfNull, Shape, Update, json_list, update
 from projections.fold import FoldedProjection
 
 TERMINAL = ("ok", "error", "superseded", "cancelled")
@@ -253,6 +254,11 @@ def integration_undone(e: RecordedEvent, job: str) -> Change:
     return update(job, result_state=e.state, updated_at=e.recorded_at)
 
 
+def retired(e: RecordedEvent, job: str) -> Change:
+    """A retention policy retired the ended job's row (ADR 0062; ``projections.retired``)."""
+    return Delete(job) if e.event.kind == "job" else None  # type: ignore[attr-defined]
+
+
 FOLDS: dict[type[Event], Fold] = {
     JobAccepted: accepted,
     JobStarted: started,
@@ -279,6 +285,7 @@ FOLDS: dict[type[Event], Fold] = {
     ResultIntegrating: integrating,
     ResultIntegrated: integrated,
     ResultIntegrationUndone: integration_undone,
+    EntityRetired: retired,
 }
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from engine.domain.retention import RetiredRow
 from engine.domain.rows import JobRow, LeaseRow, PushConfigRow, SessionRow, TaskRow
 from engine.log import Log
 from projections import console_queries, queries
@@ -48,6 +49,9 @@ class ReadModels:
 
     def job_body(self, job_id: str) -> JobRow | None:
         return queries.job_body(self._conn(), job_id)
+
+    def retired(self, kind: str, entity_id: str) -> RetiredRow | None:
+        return queries.retired(self._conn(), kind, entity_id)
 
     def live_below(self, job_id: str) -> int:
         return queries.live_below(self._conn(), job_id)

@@ -20,6 +20,7 @@ from typing import Any, TypeVar, cast
 import msgspec
 import msgspec.inspect
 
+from engine.domain.retention import RetiredRow
 from engine.domain.rows import DeliveryRow, JobRow, LeaseRow, PushConfigRow, SessionRow, TaskRow
 
 R = TypeVar("R", bound=msgspec.Struct)
@@ -247,4 +248,5 @@ TABLES: dict[type[msgspec.Struct], str] = {
     TaskRow: "tasks",
     PushConfigRow: "push_configs",
     DeliveryRow: "push_outbox",
+    RetiredRow: "retired",
 }

@@ -63,6 +63,14 @@ class SqlDomainView:
             command_id,
         )
 
+    def retired_job_of_command(self, command_id: str) -> str | None:
+        rows = self._cur.execute(
+            "SELECT entity_id FROM retired WHERE kind = 'job' AND (command_id = ? OR entity_id"
+            " = (SELECT job_id FROM controls WHERE command_id = ? LIMIT 1))",
+            (command_id, command_id),
+        ).fetchall()
+        return str(rows[0][0]) if rows else None
+
     def control_state(self, job_id: str, control: int) -> str | None:
         row = self._cur.execute(
             "SELECT state FROM controls WHERE job_id = ? AND control = ?", (job_id, control)

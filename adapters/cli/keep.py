@@ -24,6 +24,7 @@ from engine.errors import ChainBroken, InvalidArgument
 from engine.keep.archive import archive, join_into
 from engine.keep.replica import Shipped, follow
 from engine.keep.restore import restore
+from projections.retention import retire_jobs
 
 
 def run_backup(args: argparse.Namespace) -> int:
@@ -114,6 +115,7 @@ def add_commands(commands: Any) -> None:
     machines(restore_cmd)
     restore_cmd.set_defaults(run=run_restore)
     add_archive_command(commands)
+    add_retain_command(commands)
 
 
 def run_archive(args: argparse.Namespace) -> int:
@@ -174,3 +176,55 @@ def add_archive_command(commands: Any) -> None:
         "--key", metavar="VERIFIER_KEY", help="the key that must sign the checkpoint (or a file)"
     )
     sub.set_defaults(run=run_archive)
+
+
+def run_retain(args: argparse.Namespace) -> int:
+    """List (``--dry-run``) or retire the rows of jobs that ended before the policy's age."""
+    declared = load_declarations(args.machines or ())
+    log = open_log(args.db, declared.machines, declared.projections)
+    try:
+        done = retire_jobs(log, args.jobs_older_than, dry_run=args.dry_run, limit=args.limit)
+    finally:
+        log.close()
+    output: dict[str, Any] = {
+        "db": args.db,
+        "policy": done.policy,
+        "ended_before": done.ended_before,
+        "dry_run": args.dry_run,
+        "jobs": [
+            {
+                "job_id": j.job_id,
+                "state": j.state,
+                "ended_at": j.ended_at,
+                "command_id": j.command_id,
+            }
+            for j in done.jobs
+        ],
+    }
+    if done.retired:
+        output["positions"] = {"first": done.first_position, "last": done.last_position}
+    print(json.dumps(output, indent=2))
+    verb = "would retire" if args.dry_run else "retired"
+    print(f"foldline: {verb} the rows of {len(done.jobs)} jobs ({done.policy})", file=sys.stderr)
+    return OK
+
+
+def add_retain_command(commands: Any) -> None:
+    """Register ``retain``."""
+    sub = commands.add_parser(
+        "retain",
+        help="retire the read-model rows of jobs that ended long ago (recorded as events)",
+        epilog="example: foldline retain .foldline/foldline.db --jobs-older-than 30d --dry-run",
+    )
+    sub.add_argument("db", help="the log")
+    sub.add_argument(
+        "--jobs-older-than", required=True, metavar="AGE",
+        help="retire ended jobs whose row last changed more than AGE ago (30d, 12h, 90m)",
+    )  # fmt: skip
+    sub.add_argument("--dry-run", action="store_true", help="list what would go; write nothing")
+    sub.add_argument("--limit", type=int, default=100_000, help="at most this many jobs")
+    sub.add_argument(
+        "--machines", action="append", metavar="MODULE:ATTRIBUTE",
+        help="machines (and projections) beyond the built-in ones",
+    )  # fmt: skip
+    sub.set_defaults(run=run_retain)

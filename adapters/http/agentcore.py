@@ -53,6 +53,16 @@ def job_body(runtime: ServerRuntime, job_id: str) -> dict[str, Any]:
     (the row keeps the run's; ``/v1/jobs`` shows them)."""
     job = runtime.reads.job_body(job_id)
     if job is None:
+        gone = runtime.reads.retired("job", job_id)
+        if gone is not None:  # its key is known forever; its row was retired (ADR 0062)
+            raise ApiError(
+                falcon.HTTP_410,
+                "retired",
+                f"job {job_id} was retired at {gone.retired_at}: {gone.policy}",
+                invocation=job_id,
+                retired_at=gone.retired_at,
+                ended_at=gone.ended_at,
+            )
         raise LookupError(f"no job {job_id}")  # callers pass ids of jobs they found or made
     settling = job.state == JobState.SETTLING
     body: dict[str, Any] = {

@@ -27,6 +27,7 @@ ERRORS = {
     ),
     "404": "unknown",
     "409": "invalid transition or conflict",
+    "410": "retired by a retention policy: the body says when and why (ADR 0062)",
     "412": "If-Match version mismatch",
     "413": "too large",
     "415": "not JSON",

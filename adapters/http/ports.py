@@ -28,6 +28,7 @@ from adapters.services.sandbox import Sandbox
 from adapters.services.task_messages import Files, Message
 from adapters.settings.config import ServerConfig
 from engine.domain import commands as c
+from engine.domain.retention import RetiredRow
 from engine.domain.rows import JobRow, LeaseRow, PushConfigRow, SessionRow, TaskRow
 from engine.engine import CommandResult
 from engine.events import RecordedEvent
@@ -65,6 +66,8 @@ class JobReads(Protocol):
     def job(self, job_id: str) -> JobRow | None: ...
 
     def job_body(self, job_id: str) -> JobRow | None: ...
+
+    def retired(self, kind: str, entity_id: str) -> RetiredRow | None: ...
 
     def live_below(self, job_id: str) -> int: ...
 

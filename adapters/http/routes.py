@@ -162,7 +162,7 @@ ROUTES = Routes(
             v1.JobItem,
             RUN,
             V1,
-            get("get_job", "One job", s.JobOut, "404"),
+            get("get_job", "One job", s.JobOut, "404 410"),
             read_only=v1.JobItem,
         ),
         Route(

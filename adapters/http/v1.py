@@ -142,7 +142,22 @@ class JobsCollection(Reads):
 
 class JobItem(Reads):
     def on_get(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
-        record = self.found(self.reads.job(job_id), "job", job_id)
+        record = self.reads.job(job_id)
+        if record is None:
+            # Not "never existed": retired (ADR 0062). Its session is gone with its row, so
+            # only the operator is told; a run token is answered as before (404).
+            gone = self.reads.retired("job", job_id) if auth.caller_of(req).is_operator else None
+            if gone is not None:
+                raise ApiError(
+                    falcon.HTTP_410,
+                    "retired",
+                    f"job {job_id!r} was retired at {gone.retired_at}: {gone.policy}",
+                    retired_at=gone.retired_at,
+                    ended_at=gone.ended_at,
+                    policy=gone.policy,
+                    position=gone.position,
+                )
+        record = self.found(record, "job", job_id)
         auth.require_session(req, record.session_id, f"job {job_id}")
         _json(resp, job_out(record))
 

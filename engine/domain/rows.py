@@ -262,6 +262,11 @@ class DomainView(Protocol):
         follow-up or an invocation delivered into a running job."""
         ...
 
+    def retired_job_of_command(self, command_id: str) -> str | None:
+        """The retired job (ADR 0062) a command accepted or sent a control into, if any: its
+        row is gone, its idempotency key is answered forever."""
+        ...
+
     def control_state(self, job_id: str, control: int) -> str | None:
         """``pending``, ``delivered`` or ``lost``: what became of a job's control (None: no
         such control)."""

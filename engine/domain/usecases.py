@@ -200,7 +200,10 @@ def _made_by(view: DomainView, command_id: str) -> Started | None:
     """What a command recorded before made: its job (and the job's task), or the job it sent
     a control into (a delivery), as a repeat."""
     job = view.job_of_command(command_id) or view.job_controlled_by(command_id)
-    return None if job is None else Started(job.job_id, job.task_id, duplicate=True)
+    if job is None:  # a retired job's key still names it (ADR 0062)
+        retired = view.retired_job_of_command(command_id)
+        return None if retired is None else Started(retired, None, duplicate=True)
+    return Started(job.job_id, job.task_id, duplicate=True)
 
 
 def repeat_of(tx: Transaction, view: DomainView, command_id: str | None) -> Started | None:

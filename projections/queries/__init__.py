@@ -74,6 +74,7 @@ from projections.queries.recovery import (
     runs_before_epoch,
     session_runs,
 )
+from projections.queries.retired import retired, retired_of_command
 from projections.rows import NOTIFY_LOST
 
 __all__ = [
@@ -126,6 +127,8 @@ __all__ = [
     "push_configs",
     "requests",
     "resumable_jobs",
+    "retired",
+    "retired_of_command",
     "run_caller",
     "run_process",
     "runs",

@@ -11,6 +11,7 @@ from engine.domain import ids
 from engine.domain.job import TERMINAL as JOB_TERMINAL
 from engine.domain.lease import LeaseState
 from engine.domain.rows import JobRow, LeaseRow, SessionRow, TaskRow
+from projections.queries.retired import retired, retired_of_command
 from projections.rows import columns, decode, select, select_one
 
 # -- leases -----------------------------------------------------------------------------------
@@ -179,9 +180,10 @@ def job_session(conn: Any, job_id: str) -> str | None:
 
 
 def job_of_command(conn: Any, command_id: str) -> str | None:
-    """The job a command accepted (its ``command_id``), if any."""
+    """The job a command accepted (its ``command_id``), if any: retired ones too (a key is
+    answered forever, ADR 0062)."""
     rows = conn.execute("SELECT job_id FROM jobs WHERE command_id = ?", (command_id,)).fetchall()
-    return str(rows[0][0]) if rows else None
+    return str(rows[0][0]) if rows else retired_of_command(conn, "job", command_id)
 
 
 def task_of_command(conn: Any, command_id: str) -> str | None:
@@ -193,8 +195,8 @@ def task_of_command(conn: Any, command_id: str) -> str | None:
 def find_invocation(conn: Any, key: str) -> str | None:
     """An ``/invocations`` ``get``: the job id itself first, then the caller's ``id``."""
     rows = conn.execute("SELECT job_id FROM jobs WHERE job_id = ?", (key,)).fetchall()
-    if rows:
-        return str(rows[0][0])
+    if rows or retired(conn, "job", key) is not None:
+        return key
     return job_of_command(conn, ids.invocation_command(key))
 
 
