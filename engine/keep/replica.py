@@ -226,6 +226,13 @@ def follow(
     source = open_reader(source_path)
     replica = Replica(dest)
     try:
+        archived = source.query("SELECT coalesce(min(position), 1) - 1 FROM events")[0][0]
+        if replica.size() < archived:
+            raise InvalidArgument(
+                f"{source.path}: its events up to {archived} are archived and the replica holds"
+                f" {replica.size()}: back up a whole copy (foldline archive LOG --join WHOLE.db)"
+                " first, then follow the log"
+            )
         check_extends(source, replica)
         while True:
             shipped = ship(source, replica, limit)

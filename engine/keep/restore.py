@@ -139,6 +139,7 @@ def restore(
         ]
         recorded = replica.query("SELECT recorded_at FROM events WHERE position = ?", (last,))
         storage = open_storage(os.fspath(target), sync="full")
+        written = False
         try:
             storage.migrate(format_time(SystemClock().now()))
             writer = storage.writer()
@@ -161,11 +162,15 @@ def restore(
                     "INSERT INTO tree_nodes (level, idx, hash) VALUES (?, ?, ?)", nodes
                 )
                 writer.commit()
+                written = True
             except BaseException:
                 writer.rollback()
                 raise
         finally:
             storage.close()
+            if not written:  # nothing half made is left for a retry to trip over
+                for leftover in (f"{os.fspath(target)}{end}" for end in ("", "-wal", "-shm")):
+                    Path(leftover).unlink(missing_ok=True)
     finally:
         replica.close()
     return Restored(

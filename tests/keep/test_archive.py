@@ -143,3 +143,30 @@ def test_archive_refuses_what_it_cannot_do(archived: dict[str, object], tmp_path
     shutil.move(segments, tmp_path / "elsewhere")
     missing = foldline("verify", db)
     assert missing.returncode == 2 and "put the segment back" in missing.stderr
+
+
+def test_archive_twice_chains_the_segments_and_proves_from_either(
+    archived: dict[str, object], tmp_path: Path
+) -> None:
+    db = Path(str(archived["db"]))
+    _add(db, SESSIONS + 5, SESSIONS + 60)  # past the next block
+    later = tmp_path / "later.checkpoint"
+    later.write_text(ok("checkpoint", str(db), "--key", str(tmp_path / "log.key")))
+    second = json.loads(ok("archive", str(db), "--before", str(later)))
+    first_size = archived["size"]
+    assert isinstance(first_size, int)
+    assert second["archived"]["first"] == first_size + 1
+    assert len(list(Path(str(db) + ".segments").iterdir())) == 2
+    verified = json.loads(ok("verify", str(db)))
+    assert verified["ok"], verified
+    size = int(later.read_text().splitlines()[1])
+    for position in (3, first_size + 2):
+        proof = json.loads(ok("prove", "inclusion", str(db), str(position), "--size", str(size)))
+        saved = tmp_path / f"p{position}.json"
+        saved.write_text(json.dumps(proof))
+        checked = foldline("verify-proof", "--key", str(archived["vkey"]), "--checkpoint",
+                           str(later), "--inclusion", str(saved))  # fmt: skip
+        assert checked.returncode == 0, checked.stderr
+    # A replica that starts after the cut would miss the archived events: refused, clearly.
+    late = foldline("backup", str(db), str(tmp_path / "replica"))
+    assert late.returncode == 2 and "--join" in late.stderr
