@@ -254,7 +254,7 @@ def integration_undone(e: RecordedEvent, job: str) -> Change:
     return update(job, result_state=e.state, updated_at=e.recorded_at)
 
 
-def retired(e: RecordedEvent, job: str) -> Change:
+def retention_retired(e: RecordedEvent, job: str) -> Change:
     """A retention policy retired the ended job's row (ADR 0062; ``projections.retired``)."""
     return Delete(job) if e.event.kind == "job" else None  # type: ignore[attr-defined]
 
@@ -285,7 +285,7 @@ FOLDS: dict[type[Event], Fold] = {
     ResultIntegrating: integrating,
     ResultIntegrated: integrated,
     ResultIntegrationUndone: integration_undone,
-    EntityRetired: retired,
+    EntityRetired: retention_retired,
 }
 
 
