@@ -18,11 +18,14 @@ from engine.domain.job import (
     JobContinued,
     JobContinueRefused,
     JobControlLost,
+    JobControlSent,
     JobFinished,
+    JobForked,
     JobNotifyFinished,
     JobNotifyLost,
     JobNotifyStarted,
     JobPaused,
+    JobRelaunched,
     JobResumeFailed,
     JobRetired,
     JobSettled,
@@ -58,7 +61,7 @@ def _moved(e: RecordedEvent, job: str, **fields: Any) -> Update:
 _ACCEPTED = Shape(
     "session_id", "state", "version", "accepted_position", "agent", "prompt_file",
     "command_id", "parent_job", "depth", "batch", "resource_group", "units", "write_scope",
-    "task_id", "covers", "agent_ignored", "created_at", "updated_at",
+    "task_id", "covers", "agent_ignored", "forked_from", "created_at", "updated_at",
 )  # fmt: skip
 _STARTED = Shape(
     "state", "version", "updated_at", "run_id", "pid", "start_token", "epoch", "token_digest",
@@ -80,7 +83,7 @@ def accepted(e: RecordedEvent, job: str) -> tuple[Any, ...]:
         job, ev.session, e.state, e.version, e.position, ev.agent, ev.prompt_file,
         e.command_id, ev.parent_job, ev.depth, ev.batch, ev.resource_group, ev.units,
         json_list(ev.write_scope), ev.task, json_list(ev.covers), ev.agent_ignored or None,
-        at, at,
+        ev.forked_from, at, at,
     )  # fmt: skip
 
 
@@ -125,19 +128,33 @@ def superseded(e: RecordedEvent, job: str) -> Change:
     return _moved(e, job, superseded_by=e.event.superseded_by, finished_at=e.recorded_at)  # type: ignore[attr-defined]
 
 
+# A control recorded on the job moves its control revision by exactly one (ADR 0057); output,
+# the run's signals (``job.signalled``) and the job's own lifecycle (start, finish, suspend,
+# a cold pause's run retired, a refused continue) never do.
+_CONTROL = Add(1)
+
+
 def paused(e: RecordedEvent, job: str) -> Change:
     ev: Any = e.event
     pause = PAUSE_COLD if ev.mode == PAUSE_COLD else PAUSE_LIVE
     grace = ev.grace_s if pause == PAUSE_COLD else None
-    return _moved(e, job, paused_by=ev.by or None, pause=pause, pause_grace_s=grace)
+    return _moved(
+        e,
+        job,
+        paused_by=ev.by or None,
+        pause=pause,
+        pause_grace_s=grace,
+        control_revision=_CONTROL,
+    )
 
 
 def continued(e: RecordedEvent, job: str) -> Change:
-    return _moved(e, job, pause=None, pause_grace_s=None)
+    return _moved(e, job, pause=None, pause_grace_s=None, control_revision=_CONTROL)
 
 
 def retired(e: RecordedEvent, job: str) -> Change:
-    # A cold pause's run is gone: the job stays paused and holds nothing (ADR 0058).
+    # A cold pause's run is gone: the job stays paused and holds nothing (ADR 0058). Its
+    # lifecycle, not a control: the control revision stays.
     ev: Any = e.event
     return _moved(e, job, pause=PAUSE_RETIRED, reason=ev.reason or None, exit_code=ev.exit_code)
 
@@ -151,13 +168,18 @@ def suspended(e: RecordedEvent, job: str) -> Change:
 
 def continue_refused(e: RecordedEvent, job: str) -> Change:
     # The job did not move, and its reason stays why it stopped (recovery reads it): the
-    # refusal is the event's to tell.
+    # refusal is the event's to tell, and no control was recorded (the revision stays).
     return update(job, updated_at=e.recorded_at)
 
 
-def with_reason(e: RecordedEvent, job: str) -> Change:
-    """Asked to cancel: the reason, if any."""
-    return _moved(e, job, reason=e.event.reason or None)  # type: ignore[attr-defined]
+def cancel_requested(e: RecordedEvent, job: str) -> Change:
+    return _moved(e, job, reason=e.event.reason or None, control_revision=_CONTROL)  # type: ignore[attr-defined]
+
+
+def controlled(e: RecordedEvent, job: str) -> Change:
+    # A channel control (job.control), a fork of this job, or a continue that relaunches it:
+    # the revision moves; the row's state and version stay (as a turn's do).
+    return update(job, control_revision=_CONTROL, updated_at=e.recorded_at)
 
 
 def resume_failed(e: RecordedEvent, job: str) -> Change:
@@ -166,8 +188,12 @@ def resume_failed(e: RecordedEvent, job: str) -> Change:
 
 
 def cancelled(e: RecordedEvent, job: str) -> Change:
-    reason = e.event.reason or None  # type: ignore[attr-defined]
-    return _moved(e, job, finished_at=e.recorded_at, **({"reason": reason} if reason else {}))
+    ev: Any = e.event
+    reason = ev.reason or None
+    fields: dict[str, Any] = {"reason": reason} if reason else {}
+    if not ev.confirms:  # cancelled at once by a control, not confirming a requested cancel
+        fields["control_revision"] = _CONTROL
+    return _moved(e, job, finished_at=e.recorded_at, **fields)
 
 
 def turn_started(e: RecordedEvent, job: str) -> Change:
@@ -271,7 +297,10 @@ FOLDS: dict[type[Event], Fold] = {
     JobContinueRefused: continue_refused,
     JobSuspended: suspended,
     JobResumeFailed: resume_failed,
-    JobCancelRequested: with_reason,
+    JobCancelRequested: cancel_requested,
+    JobControlSent: controlled,
+    JobForked: controlled,
+    JobRelaunched: controlled,
     JobCancelled: cancelled,
     JobTurnStarted: turn_started,
     JobTurnEnded: turn_ended,
@@ -295,8 +324,9 @@ class JobsProjection(FoldedProjection):
     # its patch and the integration intent (issue 28); 5: the run's input and active turn;
     # 6: the run's outcome, kept while the job settles (ADR 0050); 7: the jobs a root job
     # covers and the agent its caller named in vain (ADR 0048); 8: how a paused job is
-    # paused, and a cold pause's grace (ADR 0058)
-    version = 8
+    # paused, and a cold pause's grace (ADR 0058); 9: the control revision and the job a fork
+    # forks (ADR 0057)
+    version = 9
     tables = ("jobs",)
     folds_by_entity = True  # every row from its own entity's streams
     ddl = """
@@ -305,6 +335,7 @@ class JobsProjection(FoldedProjection):
             session_id        TEXT    NOT NULL,
             state             TEXT    NOT NULL,
             version           INTEGER NOT NULL,
+            control_revision  INTEGER NOT NULL DEFAULT 0,
             accepted_position INTEGER NOT NULL,
             agent             TEXT    NOT NULL,
             prompt_file       TEXT    NOT NULL,
@@ -318,6 +349,7 @@ class JobsProjection(FoldedProjection):
             task_id           TEXT,
             covers            TEXT    NOT NULL DEFAULT '[]',
             agent_ignored     TEXT,
+            forked_from       TEXT,
             run_id            TEXT,
             pid               INTEGER,
             start_token       TEXT,

@@ -2,13 +2,14 @@
 ``interrupt``, ``finalize``, ``respond`` and ``effort``, and ``GET /v1/jobs/{id}/controls``.
 
 A control is a ``SendControl`` command like any other: the operator or an ancestor's live run
-(``coordination``'s callers, the rules check the run again inside the write), ``If-Match`` as
-``expected_version``, the lease held before the write. It answers 202 once the control is
-recorded; its delivery into the run is recorded later (``job.control_delivered``), and
-``GET .../controls`` shows what became of it. Bodies are strict: an unknown field or a value
-outside its limits is a 400 (a response over 64 KiB of JSON too, as the rule words it), a
-body over its cap a 413, and nothing is recorded on any refusal. A response is sent to the
-command as compact JSON text.
+granted the action (``coordination``'s callers, the rules check the run and its grant again
+inside the write, ADR 0057), ``If-Match`` required as the job's control revision
+(``expected_revision``: 428 without it, 412 when stale), the lease held before the write. It
+answers 202 once the control is recorded; its delivery into the run is recorded later
+(``job.control_delivered``), and ``GET .../controls`` shows what became of it. Bodies are
+strict: an unknown field or a value outside its limits is a 400 (a response over 64 KiB of
+JSON too, as the rule words it), a body over its cap a 413, and nothing is recorded on any
+refusal. A response is sent to the command as compact JSON text.
 """
 
 from __future__ import annotations
@@ -65,8 +66,10 @@ def response_text(response: dict[str, Any]) -> str:
     return json.dumps(response, ensure_ascii=False, separators=(",", ":"))
 
 
-def command_of(job_id: str, action: str, body: Any, caller: auth.Caller) -> ch.SendControl:
-    """The ``SendControl`` a decoded body asks for, by ``caller``."""
+def command_of(
+    job_id: str, action: str, body: Any, caller: auth.Caller, expected_revision: int | None
+) -> ch.SendControl:
+    """The ``SendControl`` a decoded body asks for, by ``caller``, at ``expected_revision``."""
     return ch.SendControl(
         job_id=job_id,
         action=action,  # type: ignore[arg-type]
@@ -77,6 +80,7 @@ def command_of(job_id: str, action: str, body: Any, caller: auth.Caller) -> ch.S
         effort=getattr(body, "effort", ""),
         caller_job=caller.job_id,
         caller_token_digest=caller.token_digest,
+        expected_revision=expected_revision,
     )
 
 
@@ -92,7 +96,10 @@ class ControlAction(Control):
         record = self._job(req, job_id)
         # finalize's body is optional (its text too); every other action needs one.
         body = self.body(req, self.schema, self.action != "finalize", BODY_LIMIT)
-        result = self.run(req, command_of(record.job_id, self.action, body, caller))
+        expected = self.expected_revision(req, required=True)
+        self.run_lease()
+        command = command_of(record.job_id, self.action, body, caller, expected)
+        result = self.runtime.handle(command)
         now = self.runtime.reads.job(job_id) or record
         resp.status = falcon.HTTP_202
         media.json_response(resp, ControlSentOut(control=result.first_position, job=job_out(now)))

@@ -19,6 +19,7 @@ from adapters.http import auth, media
 from adapters.http.errors import ApiError
 from adapters.http.ports import ServerRuntime
 from adapters.http.schemas import (
+    ControlIn,
     DispositionIn,
     IntegrateIn,
     JobsOut,
@@ -27,13 +28,24 @@ from adapters.http.schemas import (
     SpawnItemIn,
     WaitOut,
 )
-from adapters.http.v1 import Control, JobItem, JobsCollection, Reads, job_out
+from adapters.http.v1 import (
+    Control,
+    JobControl,
+    JobItem,
+    JobsCollection,
+    Reads,
+    job_out,
+    only_for,
+)
 from adapters.services.dispatch import Spawn
 from adapters.services.integration import IntegrationFailed
+from adapters.services.job_controls import Controller
 from adapters.services.writers import PatchUnusable
 from engine.domain import commands as c
-from engine.domain.job import TERMINAL
+from engine.domain.agents import DEFAULT_AGENT
+from engine.domain.job import TERMINAL, JobOutput
 from engine.domain.result import UNREAD
+from engine.domain.rows import JobRow
 from engine.errors import ConcurrencyError, InvalidTransition
 
 RESULT_PAGE = 65536  # characters of result text per GET
@@ -151,7 +163,10 @@ def _timeout(raw: str | None) -> float:
 
 
 class Result(CoordinationControl):
-    """``GET /v1/jobs/{id}/result?cursor=0``: pages the text; the first read is recorded."""
+    """``GET /v1/jobs/{id}/result?cursor=0``: pages the text; the first read of a finished
+    job's result is recorded. A job that has not ended answers its output so far, marked
+    ``partial`` and recorded by nobody (ADR 0057): a run reads another job's only as an
+    ancestor granted ``inspect``."""
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
         caller = self.caller(req)
@@ -163,20 +178,32 @@ class Result(CoordinationControl):
         raw = req.get_param("cursor") or "0"
         if not raw.isdigit():
             raise ApiError(falcon.HTTP_400, "invalid_argument", "cursor must be an offset")
-        if record.result_state is None:
+        partial = record.result_state is None
+        if partial and record.state in TERMINAL:  # superseded or cancelled: nothing to show
             raise ApiError(
-                falcon.HTTP_409, "conflict", f"job {job_id} is {record.state}: no result yet"
+                falcon.HTTP_409, "conflict", f"job {job_id} is {record.state}: no result"
             )
-        if record.result_state == UNREAD:
-            self.run_lease()
-            command = c.ReadJobResult(
-                job_id=job_id, caller_job=caller.job_id, caller_token_digest=caller.token_digest
+        if partial:
+            self._may_inspect(caller, record)
+            text = "".join(
+                e.event.text
+                for e in self.runtime.events.read_stream(f"job:{job_id}")
+                if isinstance(e.event, JobOutput)
             )
-            # Another reader may be first: the first read is the one on record.
-            with contextlib.suppress(InvalidTransition, ConcurrencyError):
-                self.runtime.handle(command)
-            record = reads.job(job_id) or record
-        text, cursor = record.result or "", int(raw)
+        else:
+            if record.result_state == UNREAD:
+                self.run_lease()
+                command = c.ReadJobResult(
+                    job_id=job_id,
+                    caller_job=caller.job_id,
+                    caller_token_digest=caller.token_digest,
+                )
+                # Another reader may be first: the first read is the one on record.
+                with contextlib.suppress(InvalidTransition, ConcurrencyError):
+                    self.runtime.handle(command)
+                record = reads.job(job_id) or record
+            text = record.result or ""
+        cursor = int(raw)
         page = text[cursor : cursor + RESULT_PAGE]
         end = cursor + len(page)
         media.json_response(
@@ -185,8 +212,61 @@ class Result(CoordinationControl):
                 text=page,
                 next_cursor=end if end < len(text) else None,
                 result_state=record.result_state,
+                partial=partial,
             ),
         )
+
+    def _may_inspect(self, caller: auth.Caller, record: JobRow) -> None:
+        """A run reads a live job's output so far: its own, or a descendant's whose agent its
+        own grants ``inspect`` (ADR 0057); the operator any.
+
+        Raises:
+            ApiError: 403 for a run that is not an ancestor, or lacks the grant.
+        """
+        if caller.job_id is None or caller.job_id == record.job_id:
+            return
+        reads, parent, chain = self.runtime.reads, record.parent_job, 0
+        while parent is not None and parent != caller.job_id and chain < 64:
+            row = reads.job(parent)
+            parent, chain = (row.parent_job if row is not None else None), chain + 1
+        ancestor = reads.job(caller.job_id) if parent == caller.job_id else None
+        if ancestor is None:
+            raise ApiError(
+                falcon.HTTP_403,
+                "forbidden",
+                f"job {caller.job_id} is not an ancestor of {record.job_id}: a job's output"
+                " so far is its ancestors' to inspect",
+            )
+        policy = self.runtime.config.agents.policies.get(ancestor.agent, DEFAULT_AGENT)
+        if "inspect" not in policy.grants(record.agent):
+            raise ApiError(
+                falcon.HTTP_403,
+                "not_granted",
+                f"agent {ancestor.agent or 'default'!r} has no 'inspect' grant on agent"
+                f" {record.agent or 'default'!r} (controls of its agents-file entry)",
+            )
+
+
+class Fork(CoordinationControl):
+    """``POST /v1/jobs/{id}/fork``: a new job of the source's agent, seeded with its prompt
+    and its output so far (a writer's with its worktree's current change), below the caller
+    (ADR 0057); the operator's or an ancestor's live run granted ``fork``; ``If-Match`` names
+    the source's control revision; ``input`` is appended to the prompt. Answers the new job's
+    row (``forked_from`` names the source)."""
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
+        caller = self.caller(req)
+        record = self.runtime.reads.job(job_id)
+        if record is None:
+            raise ApiError(falcon.HTTP_404, "not_found", f"job {job_id!r} does not exist")
+        auth.require_session(req, record.session_id, f"job {job_id}")
+        body: ControlIn = self.body(req, ControlIn, False)
+        only_for(body, "fork", grace=("pause",), mode=("pause",))
+        by = Controller(caller.job_id, caller.token_digest, self.expected_revision(req))
+        self.run_lease()
+        # DispatchFailed: a 500 from the one table (errors.V1_ERRORS)
+        fork_id = self.runtime.jobs.fork(job_id, body.input, by)
+        media.json_response(resp, job_out(self.runtime.reads.job(fork_id) or record))
 
 
 class Disposition(CoordinationControl):
@@ -240,3 +320,14 @@ class Patch(Reads):
         resp.content_type = "text/x-diff; charset=utf-8"
         resp.set_header("ETag", f'"{record.patch.sha256}"')
         resp.data = data
+
+
+class JobControls(JobControl):
+    """``POST /v1/jobs/{id}/<action>``: ``fork``, else ``v1.JobControl``'s pause, continue
+    and cancel."""
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, job_id: str, action: str) -> None:
+        if action == "fork":
+            Fork(self.runtime).on_post(req, resp, job_id)
+            return
+        super().on_post(req, resp, job_id, action)

@@ -63,6 +63,8 @@ STATUS: dict[type[e.EngineError], str] = {
     d.AdmissionRejected: falcon.HTTP_429,
     d.Unauthorized: falcon.HTTP_401,
     d.Forbidden: falcon.HTTP_403,
+    d.NotGranted: falcon.HTTP_403,
+    d.StaleRevision: falcon.HTTP_412,
     d.LeaseBusy: falcon.HTTP_503,
     d.NotLeaseHolder: falcon.HTTP_409,
     d.SessionNotFound: falcon.HTTP_404,

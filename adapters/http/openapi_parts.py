@@ -22,15 +22,17 @@ ERRORS = {
     "401": "no bearer token, or one nobody holds (the operator's, or a live run's)",
     "403": (
         "a run token outside its scope: another session's job, stream, task or result, a job"
-        " it is no ancestor of (results, channel controls), or what only the operator may"
-        " (the whole log, leases, session and job controls)"
+        " it is no ancestor of (results, job controls), a job control its agent was not"
+        " granted (not_granted, naming the grant), or what only the operator may (the whole"
+        " log, leases, session controls)"
     ),
     "404": "unknown",
     "409": "invalid transition or conflict",
     "410": "retired by a retention policy: the body says when and why (ADR 0062)",
-    "412": "If-Match version mismatch",
+    "412": "If-Match mismatch: a session's version, or a job's control_revision",
     "413": "too large",
     "415": "not JSON",
+    "428": "If-Match with the job's control_revision is required for this control",
     "429": "admission refused",
     "503": "another server holds the workspace, or a storage fault (Retry-After when it passes)",
     "507": "the disk is full: storage_full, nothing recorded (Retry-After: 5)",
@@ -184,7 +186,7 @@ def control(kind: str, actions: list[str] | None, row: type) -> Operation:
         f"control_{kind}" if actions else f"taint_{kind}",
         f"Control a {kind}: {', '.join(actions or ['taint'])}",
         row,
-        "400 401 404 409 412 413 415 429 503",
+        "400 401 403 404 409 412 413 415 429 503",
         params=(*action, IF_MATCH),
         body=Body(s.ControlIn if actions else s.TaintIn, required=actions is None),
     )

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from adapters.services.dispatch import Accepted, Spawn
+from adapters.services.job_controls import Controller
 from adapters.services.sandbox import Sandbox
 from adapters.services.task_messages import Files, Message
 from adapters.settings.config import ServerConfig
@@ -223,6 +224,8 @@ class Dispatch(Protocol):
         token_digest: str | None,
     ) -> list[str]: ...
 
+    def fork(self, source_id: str, extra_input: str, by: Controller) -> str: ...
+
 
 class Invoking(Protocol):
     """An ``/invocations`` request (``adapters.services.invocations.Invocations``)."""
@@ -261,14 +264,7 @@ class Winddown(Protocol):
 
     def is_relaunchable(self, job_id: str) -> bool: ...
 
-    def relaunch(
-        self,
-        job_id: str,
-        extra_input: str,
-        expected_version: int | None,
-        caller_job: str | None = None,
-        caller_digest: str | None = None,
-    ) -> None: ...
+    def relaunch(self, job_id: str, extra_input: str, by: Controller) -> None: ...
 
 
 class ServerRuntime(ReadRuntime, Protocol):

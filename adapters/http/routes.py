@@ -151,7 +151,7 @@ ROUTES = Routes(
             V1,
             get(
                 "read_result",
-                "A page of the result text; the first read is recorded",
+                "A page of the result text (the first read is recorded), or partial: output so far",
                 s.ResultOut,
                 "400 401 403 404 409 503",
                 params=(doc.CURSOR, param("Authorization", "header")),
@@ -199,7 +199,7 @@ ROUTES = Routes(
                     f"{action}_job",
                     channel.SUMMARIES[action],
                     Answer(s.ControlSentOut, "Accepted: the control is recorded"),
-                    "400 404 409 412 413 415 503",
+                    "400 403 404 409 412 413 415 428 503",
                     status="202",
                     params=(doc.IF_MATCH,),
                     body=Body(body, required=action != "finalize"),
@@ -222,8 +222,8 @@ ROUTES = Routes(
         ),
         Route(
             "/v1/jobs/{job_id}/{action}",
-            v1.JobControl,
-            RUN,  # pause and continue: an ancestor's live run too (the rules check); else 403
+            coordination.JobControls,
+            RUN,  # the operator or an ancestor's live run granted the action (ADR 0057)
             V1,
             doc.control("job", sorted(v1.JOB_ACTIONS), s.JobOut),
         ),

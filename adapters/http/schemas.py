@@ -95,10 +95,10 @@ class EventPage(msgspec.Struct, kw_only=True):
 
 
 class ControlIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """Optional body of a control call; ``input`` is appended to the prompt of a relaunch.
-    A job's pause takes ``mode`` (``live``, the default, or ``cold``) and a cold pause's
-    ``grace`` (seconds, default 30); a session's stop its ``grace`` (0 to 3600 s, default
-    ``FOLDLINE_STOP_GRACE_S``), ADR 0058."""
+    """Optional body of a control call; ``input`` is appended to the prompt of a relaunch or
+    of a fork. A job's pause takes ``mode`` (``live``, the default, or ``cold``) and a cold
+    pause's ``grace`` (seconds, default 30); a session's stop its ``grace`` (0 to 3600 s,
+    default ``FOLDLINE_STOP_GRACE_S``), ADR 0058."""
 
     reason: Reason = ""
     input: Annotated[str, msgspec.Meta(max_length=20000)] = ""
@@ -233,6 +233,9 @@ class ResultOut(msgspec.Struct, kw_only=True):
     text: str
     next_cursor: int | None  # null once the page reached the end
     result_state: str | None
+    # The job has not ended: ``text`` is its output so far, read and recorded by nobody
+    # (ADR 0057); false for a result its run finished with.
+    partial: bool = False
 
 
 class DispositionIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

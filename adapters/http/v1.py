@@ -2,14 +2,17 @@
 
 Every route needs a bearer token (``adapters.http.auth``). Reads take no lease; a run token
 reads only its own session, checked here where the entity's session is known. Controls are
-one command each, for the operator only (the route table says so), take the lease, map ``If-Match``
-to ``expected_version`` and answer the new row. Errors use one table (``adapters.http.errors``).
+one command each, take the lease and answer the new row. A session's are the operator's and
+map ``If-Match`` to ``expected_version``; a job's are the operator's or a live run's of an
+ancestor granted the control (the rules check which, ADR 0057) and map ``If-Match`` to the
+job's control revision (``expected_revision``). Errors use one table
+(``adapters.http.errors``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 import falcon
 import msgspec
@@ -31,10 +34,12 @@ from adapters.http.schemas import (
     TaintIn,
     TaskOut,
 )
+from adapters.services.job_controls import Controller
 from adapters.system.processes import is_alive
 from engine import Machines
-from engine.domain import MACHINES, pausing, push
+from engine.domain import MACHINES, push
 from engine.domain import commands as c
+from engine.domain import controls as ctl
 from engine.domain.rows import JobRow, LeaseRow, SessionRow, TaskRow, out
 from engine.engine import CommandResult
 from engine.events import RecordedEvent
@@ -275,13 +280,9 @@ SESSION_ACTIONS: dict[str, Callable[[str, str], c.Command]] = {
     "stop": lambda sid, reason: c.StopSession(session_id=sid, reason=reason),
     "cancel": lambda sid, reason: c.CancelSession(session_id=sid, reason=reason),
 }
-# What a live run may do to a job of its session (an ancestor's, the rules check).
-RUN_JOB_ACTIONS = frozenset({"pause", "continue"})
-JOB_ACTIONS: dict[str, Callable[[str, str], c.Command]] = {
-    "pause": lambda jid, reason: pausing.PauseJob(job_id=jid),
-    "continue": lambda jid, reason: pausing.ContinueJob(job_id=jid),
-    "cancel": lambda jid, reason: c.CancelJob(job_id=jid, reason=reason),
-}
+# A caller's controls of a job (ADR 0057); ``fork`` answers the new job's row (and is served by
+# ``coordination.JobControls``).
+JOB_ACTIONS = (*ctl.ACTIONS, "fork")
 
 
 class Control:
@@ -321,6 +322,23 @@ class Control:
             raise ApiError(falcon.HTTP_400, "invalid_argument", "body is not JSON") from None
         except RecursionError:  # JSON nested deeper than the decoder goes
             raise ApiError(falcon.HTTP_400, "invalid_argument", "body nests too deep") from None
+
+    @classmethod
+    def expected_revision(cls, req: falcon.Request, required: bool = False) -> int | None:
+        """A job control's ``If-Match``: the job's control revision the caller saw (ADR
+        0057), which the channel controls must name.
+
+        Raises:
+            ApiError: 428 when ``required`` and it is missing; 400 when it is no number.
+        """
+        expected = cls.expected_version(req)
+        if expected is None and required:
+            raise ApiError(
+                falcon.HTTP_428,
+                "precondition_required",
+                "If-Match with the job's control_revision is required for this control",
+            )
+        return expected
 
     def run_lease(self) -> None:
         """Hold the workspace lease before a write (``LeaseBusy``, a 503 from ``V1_ERRORS``,
@@ -391,59 +409,39 @@ def only_for(body: ControlIn, action: str, **fields: tuple[str, ...]) -> None:
 
 
 class JobControl(Control):
-    """``POST /v1/jobs/{id}/pause|continue|cancel``: the operator, or (pause and continue)
-    an ancestor's live run in the job's session; the rules check the caller again in the
-    write (``engine.domain.rules.job.controller``, ADR 0058)."""
+    """``POST /v1/jobs/{id}/pause|continue|cancel``: the operator's, or a live run's of an
+    ancestor in the job's session granted the control (ADR 0057), checked in the write
+    (``engine.domain.rules.job.controller``); ``If-Match`` names the control revision. A pause
+    takes ``mode`` (``live`` or ``cold``) and a cold pause's ``grace`` (ADR 0058); a continue
+    of a job whose run is gone relaunches it."""
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, job_id: str, action: str) -> None:
-        make = JOB_ACTIONS.get(action)
-        if make is None:
+        if action not in ctl.ACTIONS:
             raise ApiError(falcon.HTTP_404, "not_found", f"no job action {action!r}")
+        caller = auth.caller_of(req)
+        record = self.runtime.reads.job(job_id)
+        if record is not None:  # a run controls its own session's jobs only (the rules again)
+            auth.require_session(req, record.session_id, f"job {job_id}")
         body = self.body(req, ControlIn, False)
         only_for(body, action, grace=("pause",), mode=("pause",))
-        caller = self._caller(req, job_id, action)
-        digest = caller.token_digest
+        by = Controller(caller.job_id, caller.token_digest, self.expected_revision(req))
+        self.run_lease()
         if action == "continue" and self.runtime.winddown.is_relaunchable(job_id):
             # Suspended, or cold-paused with its run gone: a new run with its earlier output
             # (adapters.services.winddown); a refusal at re-admission is recorded, then 429.
-            expected = self.expected_version(req)
-            self.run_lease()
             # DispatchFailed: a 500 from V1_ERRORS
-            self.runtime.winddown.relaunch(job_id, body.input, expected, caller.job_id, digest)
-        elif action == "pause":
-            mode: Literal["live", "cold"] = body.mode or "live"
-            grace = 30 if body.grace is None else body.grace
-            self.run(
-                req,
-                pausing.PauseJob(
-                    job_id=job_id,
-                    mode=mode,
-                    grace_s=grace,
-                    caller_job=caller.job_id,
-                    caller_token_digest=digest,
-                ),
-            )
-        elif action == "continue":
-            command = pausing.ContinueJob(job_id=job_id, caller_job=caller.job_id)
-            self.run(req, msgspec.structs.replace(command, caller_token_digest=digest))
+            self.runtime.winddown.relaunch(job_id, body.input, by)
         else:
-            self.run(req, make(job_id, body.reason))
-        JobItem(self.runtime).on_get(req, resp, job_id)
-
-    def _caller(self, req: falcon.Request, job_id: str, action: str) -> auth.Caller:
-        """The operator, or a run of the job's session for the actions runs may use.
-
-        Raises:
-            ApiError: 403 for a run on another session or on an operator-only action.
-        """
-        caller = auth.caller_of(req)
-        if caller.is_operator:
-            return caller
-        if action not in RUN_JOB_ACTIONS:
-            raise ApiError(
-                falcon.HTTP_403, "forbidden", f"{action} of a job needs the operator token"
+            self.runtime.handle(
+                ctl.ControlJob(
+                    job_id=job_id,
+                    action=action,  # type: ignore[arg-type]
+                    reason=body.reason,
+                    mode=body.mode or "live",
+                    grace_s=30 if body.grace is None else body.grace,
+                    caller_job=by.caller_job,
+                    caller_token_digest=by.token_digest,
+                    expected_revision=by.expected_revision,
+                )
             )
-        record = self.runtime.reads.job(job_id)
-        if record is None:
-            raise ApiError(falcon.HTTP_404, "not_found", f"job {job_id!r} does not exist")
-        return auth.require_session(req, record.session_id, f"job {job_id}")
+        JobItem(self.runtime).on_get(req, resp, job_id)

@@ -25,8 +25,9 @@ from typing import Any
 
 import msgspec
 
-from adapters.services import job_trace, run_given, sandbox
+from adapters.services import job_controls, job_trace, run_given, sandbox
 from adapters.services.busy import BusyBoard
+from adapters.services.job_controls import Controller
 from adapters.services.owed_replies import OwedReplies
 from adapters.services.run import Run, RunSettings
 from adapters.services.writers import Worktrees, WriterRun
@@ -39,6 +40,7 @@ from engine.domain import commands as c
 from engine.domain import ids, prompt_delivery, usecases
 from engine.domain.agents import Mode
 from engine.domain.engine import DomainEngine
+from engine.domain.errors import NotFound
 from projections import queries
 
 log = logging.getLogger("foldline.dispatch")
@@ -78,8 +80,8 @@ class Launch:
     write_scope: tuple[str, ...] = ()  # a writer: it runs in a worktree of its own
     worktree: tuple[Path, str] | None = None  # a resumed writer's worktree and base commit
     history: bool = True  # a root job: its run gets its session's history (ADR 0049)
-    # A continue's relaunch by an ancestor's live run (ADR 0058): the start rule checks it.
-    caller: tuple[str, str] | None = None
+    forked_from: str | None = None  # a fork's source: its runs start from the source's output
+    fork_worktree: tuple[Path, str] | None = None  # a writer's fork: the source's worktree
 
 
 def token_digest(token: str) -> str:
@@ -228,12 +230,13 @@ class Dispatcher:
         return job_ids
 
     def resume(
-        self, job_id: str, extra_input: str = "", caller: tuple[str, str] | None = None
+        self, job_id: str, extra_input: str = "", continued: Controller | None = None
     ) -> None:
         """Start a cut-off job again: a new run, ``FOLDLINE_RESUMED=1``, the same prompt
         (with ``extra_input`` appended, after a blank line, if given) and its earlier output
-        (``FOLDLINE_EARLIER_OUTPUT``); ``caller``: the live run (job id, token digest) whose
-        continue this is, checked by the start rule (None: the operator, recovery).
+        (``FOLDLINE_EARLIER_OUTPUT``); ``continued``: the operator's or an ancestor's live
+        run's continue asks for it, a control checked and recorded in the same write
+        (``ControlJob`` with ``relaunch``, ADR 0057); None: recovery's resume.
 
         Raises:
             DispatchFailed: its prompt cannot be read or its runner cannot start.
@@ -263,9 +266,50 @@ class Dispatcher:
             write_scope=tuple(accepted.write_scope),
             worktree=worktree,
             history=accepted.parent_job is None,
-            caller=caller,
+            forked_from=getattr(accepted, "forked_from", None),
         )
-        self.launch_all([launch], lambda _: None)
+        self.launch_all([launch], lambda _: job_controls.relaunch_request(job_id, continued))
+
+    def fork(self, source_id: str, extra_input: str, by: Controller) -> str:
+        """Fork job ``source_id`` (ADR 0057): a new job of its agent, session and write scope
+        below the caller, its prompt the source's (``extra_input`` appended after a blank
+        line), its run given the source's output so far (``FOLDLINE_EARLIER_OUTPUT``) and, for
+        a writer, a worktree holding the source's current change. Returns the new job's id.
+
+        Raises:
+            DispatchFailed: the source's prompt cannot be read, or its run cannot start.
+            EngineError: the rules refused (no such job, no grant, a stale revision, ended,
+                capacity): nothing recorded.
+        """
+        engine = self._engine()
+        source = queries.job(engine.log.connection(), source_id)
+        if source is None:
+            raise NotFound(f"job {source_id!r} does not exist", job_id=source_id)
+        accepted: Any = engine.log.read_stream(f"job:{source_id}")[0].event
+        try:
+            stdin = join_prompts(self.prompts_of((*accepted.covers, source_id)))
+        except OSError as ex:
+            raise DispatchFailed(
+                f"promptFile {accepted.prompt_file} could not be read: {ex.strerror or ex}"
+            ) from ex
+        if extra_input:
+            stdin = stdin.rstrip(b"\n") + b"\n\n" + extra_input.encode()
+        policy = engine.settings.agent(source.agent)
+        admit = job_controls.fork_request(source, stdin.decode("utf-8", "replace"), policy, by)
+        worktree = None
+        if source.write_scope and source.worktree:
+            worktree = (Path(source.worktree), source.base_commit or "")
+        launch = Launch(
+            source.session_id,
+            stdin,
+            source.agent,
+            write_scope=source.write_scope,
+            history=False,
+            forked_from=source_id,
+            fork_worktree=worktree,
+        )
+        job_ids, _ = self.launch_all([launch], admit)
+        return job_ids[0]
 
     def launch(
         self,
@@ -305,7 +349,9 @@ class Dispatcher:
         try:
             for launch in launches:
                 job_id, run_id = launch.job_id or new_id("job"), new_id("run")
-                writer = self.worktrees.writer(job_id, launch.write_scope, launch.worktree, made)
+                writer = self.worktrees.writer(
+                    job_id, launch.write_scope, launch.worktree, made, launch.fork_worktree
+                )
                 cwd = self.config.workspace
                 token = secrets.token_urlsafe(32)
                 jail = self.sandbox
@@ -332,7 +378,9 @@ class Dispatcher:
                 if writer is not None:
                     cwd = writer.worktree
                     env.update(FOLDLINE_WORKTREE=str(cwd), FOLDLINE_BASE_COMMIT=writer.base)
-                earlier = given.prepare(env, job_id, run_id, launch.history, bool(launch.job_id))
+                earlier = given.prepare(
+                    env, job_id, run_id, launch.history, bool(launch.job_id), launch.forked_from
+                )
                 command = self.config.command_of(launch.agent)
                 env.update(
                     {"FOLDLINE_INPUT": "lines"} if self.config.input_of(launch.agent) else {}
@@ -376,8 +424,6 @@ class Dispatcher:
                     worktree=str(run.writer.worktree) if run.writer is not None else "",
                     base_commit=run.writer.base if run.writer is not None else "",
                     input=self.config.input_of(launch.agent),
-                    caller_job=launch.caller[0] if launch.caller else None,
-                    caller_token_digest=launch.caller[1] if launch.caller else None,
                     trace=traces[run.run_id].context,
                 )
                 for launch, digest, run in started

@@ -240,6 +240,17 @@ def give_earlier_output(
     return {EARLIER_OUTPUT_ENV: str(path)}, text
 
 
+def fork_seed(engine_log: Log, source_id: str, fork_id: str) -> str:
+    """What fork ``fork_id`` starts from (ADR 0057): its source's output recorded before the
+    fork's ``job.accepted``, the same on every run of the fork (a resume after a crash too)."""
+    accepted = engine_log.read_stream(f"job:{fork_id}")[0].position
+    return "".join(
+        e.event.text
+        for e in engine_log.read_stream(f"job:{source_id}")
+        if isinstance(e.event, JobOutput) and e.position < accepted
+    )
+
+
 # -- one launch's runs -------------------------------------------------------------------------
 
 
@@ -255,12 +266,21 @@ class Given:
     private: Path
     _files: dict[str, RunFiles] = field(default_factory=dict)
     _history: dict[str, str] = field(default_factory=dict)  # run id -> its job's id
+    # run id -> a fork's id, its source's and its own earlier output (ADR 0057)
+    _forks: dict[str, tuple[str, str, str]] = field(default_factory=dict)
 
     def prepare(
-        self, env: dict[str, str], job_id: str, run_id: str, history: bool, resumed: bool
+        self,
+        env: dict[str, str],
+        job_id: str,
+        run_id: str,
+        history: bool,
+        resumed: bool,
+        forked_from: str | None = None,
     ) -> str:
         """Name the run's files in ``env``: the history's (a root job's), the earlier output's
-        (a resumed run's, written now). Returns the earlier output ("" for a first run).
+        (a resumed run's, written now; a fork's, its source's output before its own, written
+        once its start is recorded). Returns the earlier output ("" for a first run).
 
         Raises:
             OSError: the run's directory or its earlier output could not be written.
@@ -271,10 +291,15 @@ class Given:
         if history:
             env[HISTORY_ENV] = str(files.path(HISTORY_FILE))
             self._history[run_id] = job_id
-        if not resumed:
-            return ""
-        told, earlier = give_earlier_output(files, self.engine_log, job_id)
-        env.update(told)
+        earlier = ""
+        if resumed and forked_from is None:
+            told, earlier = give_earlier_output(files, self.engine_log, job_id)
+            env.update(told)
+        elif resumed:  # a fork's file is its source's output and then this: written in settle
+            earlier = earlier_output(self.engine_log, job_id)
+        if forked_from is not None:
+            env[EARLIER_OUTPUT_ENV] = str(files.path(EARLIER_OUTPUT_FILE))
+            self._forks[run_id] = (job_id, forked_from, earlier)
         return earlier
 
     def folder(self, run_id: str) -> Path | None:
@@ -287,6 +312,13 @@ class Given:
         opens. Returns its files, for its thread to remove when it ends."""
         if run_id in self._history:
             give_history(self._files[run_id], self.engine_log, session_id, self._history[run_id])
+        if run_id in self._forks:
+            job_id, source_id, own = self._forks[run_id]
+            seed = fork_seed(self.engine_log, source_id, job_id)
+            try:
+                self._files[run_id].write(EARLIER_OUTPUT_FILE, (seed + own).encode())
+            except OSError as ex:
+                log.error("the output %s forks from is not written: %s", job_id, ex)
         return self._files[run_id]
 
     def discard(self) -> None:

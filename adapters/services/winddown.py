@@ -29,17 +29,18 @@ import time
 from collections.abc import Callable
 
 from adapters.services.dispatch import Dispatcher
+from adapters.services.job_controls import Controller
 from adapters.system.processes import is_alive, kill_group
 from engine.domain import channel as ch
 from engine.domain import commands as c
-from engine.domain import ids, pausing
+from engine.domain import pausing
 from engine.domain.channel import INPUT_LINES
 from engine.domain.engine import DomainEngine
 from engine.domain.errors import AdmissionRejected
 from engine.domain.job import PAUSE_COLD, PAUSE_RETIRED, TERMINAL
 from engine.domain.job import JobState as J
 from engine.domain.rows import JobRow
-from engine.errors import ConcurrencyError, EngineError
+from engine.errors import EngineError
 from projections import queries
 
 log = logging.getLogger("foldline.winddown")
@@ -126,8 +127,8 @@ class Winddown:
             if record.state not in (J.PAUSED, J.SUSPENDED) or record.paused_by != "session":
                 continue
             try:
-                if relaunchable(record):
-                    self._jobs.resume(record.job_id)
+                if relaunchable(record):  # the operator's continue: a control (ADR 0057)
+                    self._jobs.resume(record.job_id, continued=Controller())
                 else:
                     engine.handle(pausing.ContinueJob(job_id=record.job_id))
             except EngineError as ex:  # recorded, the others go on
@@ -167,35 +168,23 @@ class Winddown:
         record = queries.run_process(self._engine().log.connection(), job_id)
         return record is not None and relaunchable(record)
 
-    def relaunch(
-        self,
-        job_id: str,
-        extra_input: str,
-        expected_version: int | None,
-        caller_job: str | None = None,
-        caller_digest: str | None = None,
-    ) -> None:
+    def relaunch(self, job_id: str, extra_input: str, by: Controller) -> None:
         """Continue of a suspended job, or a cold-paused one whose run is gone: a new run with
         ``FOLDLINE_RESUMED=1`` and its earlier output (``extra_input`` appended to the
-        prompt), re-admitted by the start rule like new work; ``caller_job``: an ancestor's
-        live run whose continue this is (None: the operator). A refusal at re-admission is
-        recorded before it is raised.
+        prompt), re-admitted by the start rule like new work, in the write that checks
+        ``by``'s grant and the control revision it expects (ADR 0057). A refusal at
+        re-admission is recorded before it is raised.
 
         Raises:
-            ConcurrencyError: the job is no longer at ``expected_version``.
             DispatchFailed: its run could not be started.
-            EngineError: the rules refused the new run.
+            EngineError: the rules refused the new run (only a refusal at re-admission is
+                recorded, ``job.continue_refused``).
         """
         engine = self._engine()
-        if expected_version is not None:
-            job = queries.job(engine.log.connection(), job_id)
-            if job is not None and job.version != expected_version:
-                raise ConcurrencyError(ids.job(job_id), expected_version, job.version)
-        caller = (caller_job, caller_digest or "") if caller_job is not None else None
         try:
-            self._jobs.resume(job_id, extra_input, caller)
+            self._jobs.resume(job_id, extra_input, continued=by)
         except EngineError as ex:
-            record_refusal(engine, job_id, ex, caller_job or "operator")
+            record_refusal(engine, job_id, ex, by.caller_job or "operator")
             raise
 
     def sweep_worktrees(self, unknown_too: bool = False) -> None:

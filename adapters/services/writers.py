@@ -79,9 +79,11 @@ class Worktrees:
         scopes: tuple[str, ...],
         kept: tuple[Path, str] | None,
         made: list[str],
+        fork_of: tuple[Path, str] | None = None,
     ) -> WriterRun | None:
         """Where a launch of ``job_id`` writes: the worktree it ``kept`` (a resumed writer) or a
-        new one, whose job id is added to ``made`` (the launch removes them if it fails). None
+        new one (a fork's, ``fork_of`` its source's worktree and base: ``fork``), whose job id
+        is added to ``made`` (the launch removes them if it fails). None
         for a reader (no ``scopes``), and for a writer in a workspace that is no git repository:
         the rules refuse its start (``writable_target_not_git``).
 
@@ -90,6 +92,8 @@ class Worktrees:
         """
         if not scopes:
             return None
+        if kept is None and fork_of is not None:  # a fork's first run (ADR 0057)
+            return self.fork(job_id, scopes, fork_of, made)
         if kept is not None:
             where, base = kept
         else:
@@ -99,6 +103,27 @@ class Worktrees:
                 log.warning("writer %s gets no worktree: %s", job_id, ex)
                 return None
             made.append(job_id)
+        return WriterRun(job_id, where, base, scopes, self)
+
+    def fork(
+        self, job_id: str, scopes: tuple[str, ...], source: tuple[Path, str], made: list[str]
+    ) -> WriterRun:
+        """A fork's worktree (ADR 0057): made at the source's base commit, with the source
+        worktree's current change (committed or not) applied, so the fork starts where its
+        source is; its job id is added to ``made``.
+
+        Raises:
+            GitFailed: git could not make the worktree, read the source's change or apply it.
+        """
+        source_tree, base = source
+        where = self.where(job_id)
+        worktrees.add(self.git, self.workspace, where, job_id, base)
+        made.append(job_id)
+        change = patches.capture(self.git, source_tree, base)
+        if change.data:
+            self.git.run(
+                ["apply", "--binary", "--whitespace=nowarn", "-"], where, input=change.data
+            )
         return WriterRun(job_id, where, base, scopes, self)
 
     def drop(self, job_id: str) -> None:

@@ -11,13 +11,17 @@ units = 1
 can_spawn = []
 max_children = 4
 reject_ancestor_role = false
+controls = { sub = ["cancel", "pause", "continue", "steer", "inspect", "fork"] }  # ADR 0057
 [limits]
 max_depth = 3
 max_active_agents = 16           # per session
 max_active_writers = 2           # per session
 ```
 
-The default agent (name ``""``) is ``FOLDLINE_RUNNER``. Any mistake is a ``ConfigError`` with
+``controls`` names, per descendant agent (``"*"`` any, ``""`` the default one), the controls a
+live run of this agent may use on its descendants (``engine.domain.agents.CONTROLS``); without
+it, ``DEFAULT_GRANTS`` on every descendant. The default agent (name ``""``) is
+``FOLDLINE_RUNNER``. Any mistake is a ``ConfigError`` with
 one line naming the file and the key, so the server does not boot on a half-read file.
 """
 
@@ -33,7 +37,7 @@ from typing import Any, Literal
 import msgspec
 
 from adapters.settings.config_error import ConfigError
-from engine.domain.agents import DEFAULT_AGENT, AgentPolicy, Mode
+from engine.domain.agents import CONTROLS, DEFAULT_AGENT, AgentPolicy, Mode
 
 NAME = r"[A-Za-z0-9_.-]{1,64}"
 
@@ -48,6 +52,7 @@ class _AgentIn(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     can_spawn: list[str] = []
     max_children: Any = None
     reject_ancestor_role: bool = False
+    controls: dict[str, list[str]] | None = None
 
 
 class _LimitsIn(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -86,6 +91,26 @@ def _count(where: str, value: Any, optional: bool = True) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 100_000:
         raise ConfigError(f"{where}: expected a whole number from 1 to 100000, got {value!r}")
     return value
+
+
+def _controls(
+    where: str, raw: dict[str, list[str]] | None, agents: Mapping[str, Any]
+) -> tuple[tuple[str, tuple[str, ...]], ...] | None:
+    """An agent's ``controls`` table as its policy holds it (ADR 0057), every target agent
+    and control name checked."""
+    if raw is None:
+        return None
+    granted = []
+    for target, names in raw.items():
+        if target not in ("*", "") and target not in agents:
+            raise ConfigError(f"{where}: unknown agent {target!r}")
+        unknown = [n for n in names if n not in CONTROLS]
+        if unknown:
+            raise ConfigError(
+                f"{where}.{target!r}: unknown control {unknown[0]!r} (known: {', '.join(CONTROLS)})"
+            )
+        granted.append((target, tuple(dict.fromkeys(names))))
+    return tuple(granted)
 
 
 def default_agents(runner: str, runner_input: str = "") -> Agents:
@@ -138,6 +163,7 @@ def load_agents(
             can_spawn=tuple(spec.can_spawn),
             max_children=_count(f"{at}.max_children", spec.max_children),
             reject_ancestor_role=spec.reject_ancestor_role,
+            controls=_controls(f"{at}.controls", spec.controls, parsed.agents),
         )
     limits = parsed.limits
     return Agents(

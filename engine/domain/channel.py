@@ -48,6 +48,8 @@ class SendControl(Command, tag="SendControl", frozen=True, kw_only=True):
     by: Short = ""
     caller_job: Id | None = None
     caller_token_digest: Digest | None = None
+    # ``If-Match``: the job's control revision (ADR 0057); the HTTP controls require it.
+    expected_revision: Annotated[int, msgspec.Meta(ge=0)] | None = None
 
 
 class RecordControlDelivered(Command, tag="RecordControlDelivered", frozen=True, kw_only=True):

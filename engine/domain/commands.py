@@ -212,9 +212,6 @@ class StartJob(Command, tag="StartJob", frozen=True, kw_only=True):
     worktree: AbsolutePath = ""
     base_commit: GitIdOrNone = ""
     input: Literal["", "lines"] = ""  # "lines": the run takes controls (engine.domain.channel)
-    # A continue's relaunch by an ancestor's live run (ADR 0058); None: the operator, recovery.
-    caller_job: Id | None = None
-    caller_token_digest: Digest | None = None
     trace: TraceArg | None = None  # the run's place in its job's trace (ADR 0059)
 
 

@@ -64,6 +64,20 @@ class Forbidden(EngineError):
 # -- where an A2A message goes (engine.domain.usecases) ------------------------------------
 
 
+class NotGranted(Forbidden):
+    """A live run asked for a control its agent was not granted on the target's agent
+    (ADR 0057): ``grant`` names the missing one."""
+
+    code = "not_granted"
+
+
+class StaleRevision(EngineError):
+    """The control revision a control expected (``If-Match``) is not the job's (ADR 0057);
+    nothing was recorded."""
+
+    code = "stale_revision"
+
+
 class SessionNotFound(NotFound):
     """The message names a session (its A2A context) that does not exist."""
 

@@ -114,6 +114,9 @@ class JobAccepted(Event, tag="job.accepted", frozen=True, kw_only=True):
     covers: tuple[str, ...] = ()
     # The agent the caller named and the session's own agent overrode (ADR 0048); "" if none.
     agent_ignored: str = ""
+    # The job this one forks (ADR 0057): its runs start from that job's prompt and the output
+    # it had recorded before this event.
+    forked_from: str | None = None
 
 
 class JobStarted(Event, tag="job.started", frozen=True, kw_only=True):
@@ -216,6 +219,25 @@ class JobCancelRequested(Event, tag="job.cancel_requested", frozen=True, kw_only
 
 class JobCancelled(Event, tag="job.cancelled", frozen=True, kw_only=True):
     reason: str = ""
+    # The cancel was requested before (``job.cancel_requested``) and this confirms it: not a
+    # control of its own, so it leaves the control revision alone (ADR 0057).
+    confirms: bool = False
+
+
+class JobRelaunched(Event, tag="job.relaunched", frozen=True, kw_only=True):
+    """A caller continued this job whose run is gone (suspended, or paused with its process
+    gone): its new run's ``job.started`` follows in the same commit (ADR 0057). ``by`` is
+    ``operator`` or the calling job."""
+
+    by: str = ""
+
+
+class JobForked(Event, tag="job.forked", frozen=True, kw_only=True):
+    """A caller forked this job into job ``fork`` (ADR 0057): a control of this job, which
+    keeps its state."""
+
+    fork: str
+    by: str = ""
 
 
 class JobResumeFailed(Event, tag="job.resume_failed", frozen=True, kw_only=True):
@@ -382,6 +404,8 @@ JOB = MachineSpec(
             J.CANCELLED,
         ),
         Transition(JobControlSent, [J.RUNNING]),
+        Transition(JobForked, LIVE_STATES),
+        Transition(JobRelaunched, [J.PAUSED, J.SUSPENDED]),
         Transition(JobControlDelivered, RUN_LIVE),
         Transition(JobControlLost, LIVE_STATES),
         Transition(JobTurnStarted, RUN_LIVE),

@@ -12,28 +12,35 @@ from engine.domain.commands import Command, Digest, Id, Short
 
 GRACE_LIMIT_S = 3600  # the longest grace a cold pause or a graceful stop may give (ADR 0058)
 Grace = Annotated[int, msgspec.Meta(ge=0, le=GRACE_LIMIT_S)]
+# How many controls were recorded on a job: what ``If-Match`` on a control names (ADR 0057).
+Revision = Annotated[int, msgspec.Meta(ge=0)]
 
 
 class PauseJob(Command, tag="PauseJob", frozen=True, kw_only=True):
     """Pause a running job (ADR 0058): ``live`` stops its run's group and keeps its units and
     write scope; ``cold`` asks its run to finalize (a run that takes input; the others get
     SIGTERM) and ends its group after ``grace_s``, releasing them once it is gone. A live
-    pause may be made cold. ``caller_job``: an ancestor's live run, else the operator."""
+    pause may be made cold. ``caller_job``: an ancestor's live run granted ``pause`` (ADR
+    0057), else the operator; ``expected_revision``: the job's control revision it saw."""
 
     job_id: Id
     mode: Literal["live", "cold"] = "live"
     grace_s: Grace = 30
     caller_job: Id | None = None
     caller_token_digest: Digest | None = None
+    expected_revision: Revision | None = None
 
 
 class ContinueJob(Command, tag="ContinueJob", frozen=True, kw_only=True):
     """Continue a live-paused job: its group goes on, with what it kept. ``caller_job``: an
-    ancestor's live run, else the operator (a relaunch is a ``StartJob``)."""
+    ancestor's live run granted ``continue`` (ADR 0057), else the operator;
+    ``expected_revision``: the job's control revision it saw (a relaunch is a ``ControlJob``
+    with ``relaunch`` and the ``StartJob`` of its new run)."""
 
     job_id: Id
     caller_job: Id | None = None
     caller_token_digest: Digest | None = None
+    expected_revision: Revision | None = None
 
 
 class SuspendJob(Command, tag="SuspendJob", frozen=True, kw_only=True):

@@ -78,6 +78,8 @@ class JobRow(msgspec.Struct, frozen=True, kw_only=True):
     session_id: str
     state: str
     version: int
+    # How many controls were recorded on it (ADR 0057): what ``If-Match`` on a control names.
+    control_revision: int
     agent: str  # the agent its runs run: a root job's is its session's (ADR 0048)
     agent_ignored: str | None  # the agent its caller named instead, overridden by the session's
     parent_job: str | None
@@ -88,6 +90,7 @@ class JobRow(msgspec.Struct, frozen=True, kw_only=True):
     task_id: str | None
     # The owed jobs it superseded whose prompts its runs get before its own, oldest first.
     covers: tuple[str, ...]
+    forked_from: str | None  # the job it forks (ADR 0057)
     run_id: str | None  # the current run
     pid: int | None
     runs: int

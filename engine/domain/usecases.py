@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import msgspec
 
 from engine.domain import commands as c
-from engine.domain import ids
+from engine.domain import controls, ids
 from engine.domain.engine import DomainEngine
 from engine.domain.errors import NoChannel, SessionNotFound, TaskEnded, TaskMoved, TaskNotFound
 from engine.domain.push import PushConfig, SetPushConfig
@@ -79,9 +79,9 @@ class TaskMessage:
         return ids.a2a_command(self.message_id)
 
 
-Request = Invocation | TaskMessage | c.AcceptJobs | None
-"""What ``start`` decides before the starts: a request, a batch of jobs, or nothing (the runs
-resume jobs accepted earlier)."""
+Request = Invocation | TaskMessage | c.AcceptJobs | controls.ControlJob | controls.ForkJob | None
+"""What ``start`` decides before the starts: a request, a batch of jobs, a fork, a continue
+that relaunches a job, or nothing (the runs resume jobs accepted earlier)."""
 
 
 @dataclass(frozen=True)

@@ -195,6 +195,8 @@ def test_console_job_page_shows_the_live_channel_and_steers_it(
         wait_for(server, asking, "job.finished")
         status, _, raw = server.request("GET", f"/v1/jobs/{asking}")
         assert status == 200 and "answer to q1: north" in json.loads(raw)["result"]
-        server.request("POST", f"/v1/jobs/{job}/finalize", b"{}", JSON)
+        status, _, raw = server.request("GET", f"/v1/jobs/{job}")
+        revision = str(json.loads(raw)["control_revision"])  # a channel control names it
+        server.request("POST", f"/v1/jobs/{job}/finalize", b"{}", {**JSON, "If-Match": revision})
         wait_for(server, job, "job.finished")
         assert not tab.errors

@@ -48,9 +48,10 @@ BIG = 20_000  # characters of each finalize: three lines fit in the pipe, a four
 
 
 def _control(server: Server, job_id: str, action: str, body: dict[str, Any]) -> int:
-    status, _, raw = server.request(
-        "POST", f"/v1/jobs/{job_id}/{action}", body, {"Content-Type": "application/json"}
-    )
+    status, _, raw = server.request("GET", f"/v1/jobs/{job_id}")
+    revision = str(json.loads(raw)["control_revision"])  # a channel control names it (ADR 0057)
+    headers = {"Content-Type": "application/json", "If-Match": revision}
+    status, _, raw = server.request("POST", f"/v1/jobs/{job_id}/{action}", body, headers)
     assert status == 202, raw
     return int(json.loads(raw)["control"])
 

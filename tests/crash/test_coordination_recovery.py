@@ -24,7 +24,7 @@ from tests.support.server import Server, serve
 pytestmark = [pytest.mark.crash, pytest.mark.server]
 
 # A resumed root does not spawn again: it finds its children by lineage (?parent=), sees them
-# suspended, and continues each (ADR 0058).
+# suspended, and continues each (ADR 0058), granted continue by its agents file (ADR 0057).
 BATCHER = (
     CALL
     + """
@@ -61,6 +61,7 @@ def test_kill_9_while_a_batch_runs_then_recovery_finishes_it_whole(tmp_path: Pat
         {"batcher.py": BATCHER},
         {"root": python_agent("batcher.py"), "worker": WORKER},
         can_spawn={"root": ["worker"]},
+        controls={"root": {"worker": ["continue"]}},  # the grant its continues need (ADR 0057)
     )
     env = {**ENV, "FOLDLINE_AGENTS_FILE": str(agents)}
     with serve(workspace, env, workers=2) as first:

@@ -71,8 +71,20 @@ def _send_to(server: Server, path: str, body: Any = None, **headers: str) -> tup
 
 
 def _send(
-    server: Server, job_id: str, action: str, body: Any = None, **headers: str
+    server: Server,
+    job_id: str,
+    action: str,
+    body: Any = None,
+    *,
+    revised: bool = True,
+    **headers: str,
 ) -> tuple[int, Any]:
+    """POST a channel control; ``If-Match`` is the job's control revision now (ADR 0057)
+    unless ``headers`` name one, or ``revised`` is false (none at all)."""
+    if revised and "If-Match" not in headers:
+        status, _, raw = server.request("GET", f"/v1/jobs/{job_id}", headers=headers)
+        if status == 200:
+            headers = {**headers, "If-Match": str(json.loads(raw)["control_revision"])}
     return _send_to(server, f"/v1/jobs/{job_id}/{action}", body, **headers)
 
 
@@ -184,7 +196,7 @@ def _token_of(server: Server, job_id: str) -> str:
 
 def test_channel_refusals_record_nothing(server: Server) -> None:
     job_id = _waiting(server)
-    version = _job(server, job_id)["version"]
+    revision = _job(server, job_id)["control_revision"]
     refused: list[tuple[str, Any, dict[str, str], int, str]] = [
         ("steer", {"text": "x" * (ch.STEER_LIMIT + 1), "turn": "t1"}, {}, 400, "invalid_argument"),
         ("steer", {"text": "", "turn": "t1"}, {}, 400, "invalid_argument"),
@@ -198,12 +210,14 @@ def test_channel_refusals_record_nothing(server: Server) -> None:
         ("respond", {"request": "q1", "response": {"a": "x" * ch.RESPONSE_LIMIT}}, {}, 400,
          "invalid_argument"),
         ("respond", {"request": "q1", "response": "text"}, {}, 400, "invalid_argument"),
-        ("steer", {"text": "x", "turn": "t1"}, {"If-Match": str(version + 5)}, 412,
-         "version_conflict"),
+        ("steer", {"text": "x", "turn": "t1"}, {"If-Match": str(revision + 5)}, 412,
+         "stale_revision"),
     ]  # fmt: skip
     for action, body, headers, wanted, code in refused:
         status, answer = _send(server, job_id, action, body, **headers)
         assert (status, _code(answer)) == (wanted, code), (action, body, answer)
+    status, answer = _send(server, job_id, "steer", {"text": "x", "turn": "t1"}, revised=False)
+    assert (status, _code(answer)) == (428, "precondition_required"), answer
     status, answer = _send(server, job_id, "steer", b"x" * (8 * ch.RESPONSE_LIMIT + 1))
     assert status == 413, answer
     status, answer = _send(server, "job_nope", "steer", {"text": "x", "turn": "t1"})
@@ -230,7 +244,7 @@ def test_channel_refusals_record_nothing(server: Server) -> None:
     status, answer = _send(server, plain, "steer", {"text": "x", "turn": "t1"})
     assert (status, _code(answer)) == (409, "no_channel"), answer
     assert _controls(server, job_id) == 0 and _controls(server, plain) == 0
-    status, sent = _send(server, job_id, "finalize", {}, **{"If-Match": str(version)})
+    status, sent = _send(server, job_id, "finalize", {}, **{"If-Match": str(revision)})
     assert status == 202, sent
     _result(server, job_id)
     for other in (tokener, plain, beside):

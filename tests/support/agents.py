@@ -19,9 +19,11 @@ def workspace_with_agents(
     scripts: Mapping[str, str],
     commands: Mapping[str, str],
     can_spawn: Mapping[str, Sequence[str]] | None = None,
+    controls: Mapping[str, Mapping[str, Sequence[str]]] | None = None,
 ) -> tuple[Path, Path]:
     """``tmp_path/ws`` with ``scripts`` written into it, and an agents file declaring each of
-    ``commands`` (and whom it may spawn): ``(workspace, agents_file)``."""
+    ``commands`` (whom it may spawn, and the controls its runs are granted on each target
+    agent, ADR 0057): ``(workspace, agents_file)``."""
     workspace = tmp_path / "ws"
     workspace.mkdir()
     for name, text in scripts.items():
@@ -31,6 +33,12 @@ def workspace_with_agents(
         lines += [f"[agents.{agent}]", f"command = {json.dumps(command)}"]
         if can_spawn and agent in can_spawn:
             lines.append(f"can_spawn = {json.dumps(list(can_spawn[agent]))}")
+        if controls and agent in controls:
+            table = ", ".join(
+                f"{json.dumps(target)} = {json.dumps(list(granted))}"
+                for target, granted in controls[agent].items()
+            )
+            lines.append(f"controls = {{ {table} }}")
     agents = tmp_path / "agents.toml"
     agents.write_text("\n".join(lines) + "\n")
     return workspace, agents

@@ -8,11 +8,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from engine import FixedClock
 from engine.domain import commands as c
+from engine.domain import controls as ctl
 from engine.domain import pausing
+from engine.domain.agents import DEFAULT_AGENT
 from engine.domain.errors import AdmissionRejected, Conflict, Forbidden
 from engine.domain.rows import JobRow
 from engine.domain.rules import Settings
@@ -27,7 +30,10 @@ DIGEST = "a" * 64
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def engine(request: pytest.FixtureRequest, tmp_path: Path, clock: FixedClock) -> Iterator[Engine]:
-    settings = Settings(resource_groups={"cpu": 1})
+    # Pause and continue of a descendant are granted explicitly (ADR 0057's default grants
+    # only the live channel and inspect).
+    agent = msgspec.structs.replace(DEFAULT_AGENT, controls=(("", ("pause", "continue")),))
+    settings = Settings(resource_groups={"cpu": 1}, agents={"": agent})
     opened = open_engine(log_target(request.param, tmp_path), settings, clock=clock)
     yield opened
     opened.log.close()
@@ -120,11 +126,16 @@ def test_pause_continue_by_an_ancestors_live_run_only(engine: Engine) -> None:
     engine.handle(pausing.SuspendJob(job_id="w1", reason="run cut off"))
     engine.handle(pausing.SuspendJob(job_id="other", reason="run cut off"))
     by_root = {"caller_job": "root", "caller_token_digest": DIGEST}
-    refused(engine, c.StartJob(job_id="other", run_id="x", resumed=True, **by_root), Forbidden)
-    engine.handle(c.StartJob(job_id="w1", run_id="x", resumed=True, **by_root))
+    relaunch = {"action": "continue", "relaunch": True, **by_root}
+    refused(engine, ctl.ControlJob(job_id="other", **relaunch), Forbidden)  # type: ignore[arg-type]
+    # The continue is checked and recorded in the write that starts its new run (the
+    # dispatcher's request); here two writes of the same commands.
+    engine.handle(ctl.ControlJob(job_id="w1", **relaunch))  # type: ignore[arg-type]
+    engine.handle(c.StartJob(job_id="w1", run_id="x", resumed=True))
     engine.handle(pausing.PauseJob(job_id="w1", **by_root))
     engine.handle(pausing.ContinueJob(job_id="w1", **by_root))
     assert _row(engine, "w1").state == "running"
+    assert _row(engine, "w1").control_revision == 3  # relaunched, paused, continued
 
 
 def test_pause_recovery_resumes_owed_jobs_and_their_cut_off_workers_wait(engine: Engine) -> None:

@@ -494,6 +494,8 @@ async function pageEntity(main, kind, id, sub) {
     api(`/console/api/entities/${kind}/${encodeURIComponent(id)}`),
     streamEvents(`${kind}:${id}`)]);
   let entity = found;
+  // If-Match: a job's controls name its control revision (ADR 0057), a session's its version.
+  const expected = () => (kind === "job" ? entity.row.control_revision : entity.row.version);
   const line = timeline(events, new Set(machine.terminal));
   const output = h("pre", { id: "output" }, events.filter((e) => e.event_type === "job.output")
     .map((e) => e.event.text).join(""));
@@ -504,10 +506,9 @@ async function pageEntity(main, kind, id, sub) {
     app.readOnly ? "read-only console: no controls" : "no controls for tasks (cancel through A2A)")
     : h("div", { class: "controls", role: "group", "aria-label": "controls" },
       CONTROLS[kind].map((action) => h("button", { type: "button", "data-action": action,
-        onclick: () => control(kind, id, action, reason.value, () => entity.row.version, reload) },
+        onclick: () => control(kind, id, action, reason.value, expected, reload) },
       action)), h("label", {}, "reason ", reason));
-  const channel = kind === "job" ? channelPanel(id, () => entity.row.version, () => reload())
-    : null;
+  const channel = kind === "job" ? channelPanel(id, expected, () => reload()) : null;
   const render = () => {
     if (channel) channel.update(entity.row).catch(() => {}); // a refused read waits for the next
     heading.replaceChildren(`${kind} ${id} `, stateBadge(entity.row.state),

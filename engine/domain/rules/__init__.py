@@ -1,6 +1,6 @@
 """The domain rules: how each command becomes events (design.md §4.2-§4.7), one module per
 aggregate (``lease``, ``session``, ``job``, ``task``, ``result``, a run's ``channel``,
-``push`` notifications) and one
+``push`` notifications, a caller's ``controls``) and one
 per shared policy (``pointer``, ``admission``, ``lineage``, ``roles``).
 
 Every rule reads the current rows through ``ctx.view`` and appends through ``ctx.append``,
@@ -16,7 +16,18 @@ from __future__ import annotations
 
 # Importing the aggregates' modules registers their rules.
 from engine.domain.commands import Command
-from engine.domain.rules import channel, job, lease, push, quiet, registry, result, session, task
+from engine.domain.rules import (
+    channel,
+    controls,
+    job,
+    lease,
+    push,
+    quiet,
+    registry,
+    result,
+    session,
+    task,
+)
 from engine.domain.rules.registry import RULES, Context, Settings, rule
 
 
@@ -35,6 +46,7 @@ __all__ = [
     "Context",
     "Settings",
     "channel",
+    "controls",
     "decide",
     "job",
     "lease",

@@ -18,7 +18,7 @@ from engine.domain.job import JobState as J
 from engine.domain.rows import DomainView, JobRow, TaskRow
 from engine.domain.rules import answers, lookups
 from engine.domain.rules.registry import Context, rule
-from engine.domain.rules.roles import caller_name
+from engine.domain.rules.roles import controller
 from engine.domain.task import TaskState as T
 from engine.errors import InvalidArgument
 
@@ -101,7 +101,10 @@ def control(ctx: Context, job: JobRow, cmd: ch.SendControl, by: str) -> job_.Job
 @rule(ch.SendControl)
 def send_control(cmd: ch.SendControl, ctx: Context) -> None:
     job = lookups.job_for(cmd, ctx)
-    by = cmd.by or caller_name(ctx, cmd.caller_job, cmd.caller_token_digest, job, ancestor=True)
+    # The server's own senders (an A2A follow-up, an invocation's answer) name themselves in
+    # ``by`` and need no grant; a caller needs the action's (ADR 0057).
+    by = cmd.by or controller(ctx, cmd.caller_job, cmd.caller_token_digest, job, cmd.action)
+    lookups.expect_revision(cmd.expected_revision, job)
     ctx.append(ids.job(job.job_id), control(ctx, job, cmd, by))
     if cmd.action == "respond":
         _working_again(ctx, job)

@@ -32,13 +32,20 @@ PAUSE_FINALIZE_TEXT = (
 
 @rule(c.AcceptJob)
 def accept_job(cmd: c.AcceptJob, ctx: Context) -> None:
+    accept(cmd, ctx)
+
+
+def accept(cmd: c.AcceptJob, ctx: Context, forked_from: str | None = None) -> None:
+    """Admit one new job and record it: a spawn, or a fork of ``forked_from`` (whose rule,
+    ``engine.domain.rules.controls``, checked the caller's fork grant in place of
+    ``can_spawn``)."""
     if ctx.view.job(cmd.job_id) is not None:
         raise AlreadyExists(f"job {cmd.job_id!r} exists", job_id=cmd.job_id)
     session = lookups.session(ctx, cmd.session_id)
     admission.admitting(session, "jobs")
     depth = lineage.depth_below(ctx, cmd.session_id, cmd.parent_job)
     parent = ctx.view.job(cmd.parent_job) if cmd.parent_job else None
-    roles.check_spawn(ctx, cmd, parent)
+    roles.check_spawn(ctx, cmd, parent, forked=forked_from is not None)
     admission.admit(ctx, cmd.resource_group, cmd.units)
     admission.check_write_scope(ctx, cmd.write_scope)
     if cmd.root:
@@ -64,6 +71,7 @@ def accept_job(cmd: c.AcceptJob, ctx: Context) -> None:
             task=cmd.task_id,
             covers=cmd.covers or (),
             agent_ignored=cmd.agent_ignored,
+            forked_from=forked_from,
         ),
     )
 
@@ -111,10 +119,10 @@ def worktree_of(cmd: c.StartJob, row: JobRow) -> tuple[str, str]:
 def start_job(cmd: c.StartJob, ctx: Context) -> None:
     row = job_for(cmd, ctx)
     worktree, base_commit = worktree_of(cmd, row)
-    if row.state in (J.PAUSED, J.SUSPENDED):  # a relaunch: a continue's, or recovery's
-        controller(ctx, row, "continue", cmd.caller_job, cmd.caller_token_digest)
-        if not holds_capacity(row):  # suspended, or a cold pause whose run is gone
-            readmit(ctx, row)
+    # A relaunch: a continue's (its ``ControlJob`` with ``relaunch``, checked and recorded
+    # earlier in this write, ADR 0057), a session's continue, or recovery's resume.
+    if row.state in (J.PAUSED, J.SUSPENDED) and not holds_capacity(row):
+        readmit(ctx, row)  # suspended, or a cold pause whose run is gone
     ctx.append(
         ids.job(row.job_id),
         job_.JobStarted(
@@ -142,18 +150,28 @@ def holds_capacity(job: JobRow) -> bool:
 
 
 def controller(
-    ctx: Context, job: JobRow, action: str, caller_job: str | None, digest: str | None
+    ctx: Context,
+    job: JobRow,
+    action: str,
+    caller_job: str | None,
+    digest: str | None,
+    expected_revision: int | None = None,
 ) -> str:
     """Who may use the control ``action`` on ``job``: the operator (no calling job), or the
-    live run of one of its ancestors in its session. Returns the controller's name. The one
-    place a grant per action is checked, for every job control of this module.
+    live run of one of its ancestors in its session whose agent is granted ``action`` on the
+    job's agent (``roles.controller``, ADR 0057); and, when ``expected_revision`` names one,
+    the job must still be at that control revision. Returns the controller's name. The one
+    place a caller's job control is checked: pause, continue, cancel and relaunch.
 
     Raises:
         Unauthorized: the run token is not a live run's.
         Forbidden: the caller is not an ancestor of ``job``.
+        NotGranted: the caller's agent lacks the grant.
+        StaleRevision: another control was recorded since the caller looked.
     """
-    del action  # every ancestor's live run may, until grants say per action
-    return roles.caller_name(ctx, caller_job, digest, job, ancestor=True)
+    by = roles.controller(ctx, caller_job, digest, job, action)
+    lookups.expect_revision(expected_revision, job)
+    return by
 
 
 def readmit(ctx: Context, job: JobRow) -> None:
@@ -217,7 +235,9 @@ def pause_job(cmd: pausing.PauseJob, ctx: Context) -> None:
         Conflict: a pause of a paused job that is not a live one made cold.
     """
     row = job_for(cmd, ctx)
-    by = controller(ctx, row, "pause", cmd.caller_job, cmd.caller_token_digest)
+    by = controller(
+        ctx, row, "pause", cmd.caller_job, cmd.caller_token_digest, cmd.expected_revision
+    )
     if row.state == J.PAUSED and (cmd.mode != job_.PAUSE_COLD or row.pause != job_.PAUSE_LIVE):
         raise Conflict(
             f"job {row.job_id} is already paused ({row.pause or job_.PAUSE_LIVE})",
@@ -242,7 +262,7 @@ def continue_job(cmd: pausing.ContinueJob, ctx: Context) -> None:
         Conflict: the job is cold-paused (its run is being retired, or is gone).
     """
     row = job_for(cmd, ctx)
-    controller(ctx, row, "continue", cmd.caller_job, cmd.caller_token_digest)
+    controller(ctx, row, "continue", cmd.caller_job, cmd.caller_token_digest, cmd.expected_revision)
     if row.state == J.PAUSED and row.pause not in (None, job_.PAUSE_LIVE):
         raise Conflict(
             f"job {row.job_id} is cold-paused: its run "
@@ -312,7 +332,7 @@ def cancel_job(cmd: c.CancelJob, ctx: Context) -> None:
 @rule(c.ConfirmJobCancelled)
 def confirm_job_cancelled(cmd: c.ConfirmJobCancelled, ctx: Context) -> None:
     row = job_for(cmd, ctx)
-    ctx.append(ids.job(row.job_id), job_.JobCancelled())
+    ctx.append(ids.job(row.job_id), job_.JobCancelled(confirms=True))
     pointer.settle(ctx, row.session_id, Owed("job", row.job_id))
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from engine.domain import ids
-from engine.domain.errors import NotFound
+from engine.domain.errors import NotFound, StaleRevision
 from engine.domain.rows import JobRow, SessionRow, TaskRow
 from engine.domain.rules.registry import Context
 from engine.errors import ConcurrencyError
@@ -38,6 +38,23 @@ def expect(command: Any, stream_id: str, version: int) -> None:
     expected = getattr(command, "expected_version", None)
     if expected is not None and expected != version:
         raise ConcurrencyError(stream_id, expected, version)
+
+
+def expect_revision(expected: int | None, job: JobRow) -> None:
+    """``If-Match`` on a job's control (ADR 0057): the control revision the caller saw (None:
+    it named none) must still be the job's; output and the run's own signals never move it.
+
+    Raises:
+        StaleRevision: another control was recorded since (412; nothing is recorded).
+    """
+    if expected is not None and expected != job.control_revision:
+        raise StaleRevision(
+            f"job {job.job_id}: expected control revision {expected}, it is at"
+            f" {job.control_revision}",
+            job_id=job.job_id,
+            expected=expected,
+            actual=job.control_revision,
+        )
 
 
 def session_for(command: Any, ctx: Context) -> SessionRow:

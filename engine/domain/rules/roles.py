@@ -1,13 +1,14 @@
 """Agents (roles) at admission (design.md §5.5, §4.7): who may spawn whom, and how many of
 each may be active, per parent, per agent across sessions and per session. Every count is read
 inside the write transaction, so a batch sees what its earlier items took and concurrent
-spawns cannot both take the last place."""
+spawns cannot both take the last place. And who may control a job (ADR 0057): the operator,
+or a live run of an ancestor whose agent was granted that control on the job's agent."""
 
 from __future__ import annotations
 
 from engine.domain import commands as c
 from engine.domain.agents import AgentPolicy, Mode
-from engine.domain.errors import AdmissionRejected, Forbidden, Unauthorized
+from engine.domain.errors import AdmissionRejected, Forbidden, NotGranted, Unauthorized
 from engine.domain.job import JobState as J
 from engine.domain.rows import JobRow
 from engine.domain.rules import lookups
@@ -45,6 +46,35 @@ def caller_name(
     return caller.job_id
 
 
+def controller(
+    ctx: Context, caller_job: str | None, token_digest: str | None, job: JobRow, control: str
+) -> str:
+    """Who may use ``control`` on ``job``: ``operator`` (no calling job; it keeps every
+    control), or the id of a live run of an ancestor in the job's session whose agent grants
+    ``control`` on the job's agent (``AgentPolicy.grants``). Generic over the control's name:
+    a new control is covered by naming it.
+
+    Raises:
+        Unauthorized: the token is not the calling job's live run.
+        Forbidden: the caller is in another session or not an ancestor of ``job``.
+        NotGranted: the caller's agent lacks the grant (the message names it).
+    """
+    by = caller_name(ctx, caller_job, token_digest, job, ancestor=True)
+    if caller_job is None:
+        return by
+    agent = lookups.job(ctx, caller_job).agent
+    if control not in ctx.settings.agent(agent).grants(job.agent):
+        raise NotGranted(
+            f"agent {agent or 'default'!r} has no {control!r} grant on agent"
+            f" {job.agent or 'default'!r} (controls of its agents-file entry)",
+            grant=control,
+            agent=agent,
+            target_agent=job.agent,
+            job_id=job.job_id,
+        )
+    return by
+
+
 def ancestors(ctx: Context, job: JobRow) -> list[JobRow]:
     """Parent first, then its parent, up to the top (bounded by the depth limit)."""
     chain: list[JobRow] = []
@@ -74,8 +104,11 @@ def check_shape(policy: AgentPolicy, cmd: c.AcceptJob) -> None:
         raise InvalidArgument(f"agent {policy.name!r} is workspace-write: it needs a write_scope")
 
 
-def check_spawn(ctx: Context, cmd: c.AcceptJob, parent: JobRow | None) -> None:
-    """Every role limit for one new job of ``cmd.agent`` below ``parent`` (None: top level)."""
+def check_spawn(
+    ctx: Context, cmd: c.AcceptJob, parent: JobRow | None, forked: bool = False
+) -> None:
+    """Every role limit for one new job of ``cmd.agent`` below ``parent`` (None: top level);
+    a fork's (``forked``) without ``can_spawn`` and the ancestor rule (ADR 0057)."""
     settings = ctx.settings
     policy = settings.agent(cmd.agent)
     check_shape(policy, cmd)
@@ -83,15 +116,20 @@ def check_spawn(ctx: Context, cmd: c.AcceptJob, parent: JobRow | None) -> None:
         if cmd.caller_token_digest is not None:
             live_caller(ctx, parent.job_id, cmd.caller_token_digest)
         spawner = settings.agent(parent.agent)
-        if cmd.agent not in spawner.can_spawn:
+        # A fork (ADR 0057) is admitted by its caller's fork grant, checked by its rule,
+        # and repeats its source's agent by design: neither can_spawn nor the ancestor rule.
+        spawned = not forked
+        if spawned and cmd.agent not in spawner.can_spawn:
             raise Forbidden(
                 f"agent {parent.agent or 'default'!r} cannot spawn {cmd.agent or 'default'!r}",
                 agent=cmd.agent,
                 parent_agent=parent.agent,
             )
-        if policy.reject_ancestor_role and cmd.agent in {
-            row.agent for row in [parent, *ancestors(ctx, parent)]
-        }:
+        if (
+            spawned
+            and policy.reject_ancestor_role
+            and cmd.agent in {row.agent for row in [parent, *ancestors(ctx, parent)]}
+        ):
             raise AdmissionRejected(
                 f"agent {cmd.agent!r} already appears among the ancestors",
                 reason="ancestor_role",

@@ -29,7 +29,7 @@ def end_work(ctx: Context, session_id: str, reason: str) -> None:
         events: list[Event] = []
         if job.state == J.RUNNING:
             events.append(job_.JobCancelRequested(reason=reason))
-        events.append(job_.JobCancelled(reason=reason))
+        events.append(job_.JobCancelled(reason=reason, confirms=job.state == J.RUNNING))
         ctx.append(ids.job(job.job_id), *events)
     for task in ctx.view.open_tasks(session_id):
         ctx.append(ids.task(task.task_id), task_.TaskCanceled(text=f"Session {reason}."))
