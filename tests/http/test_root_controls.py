@@ -3,7 +3,8 @@ the root's own run token cancels a looping worker it was granted ``cancel`` on (
 group gone, its sibling untouched) and is refused one of an agent it has no grant for (403
 naming the grant, nothing recorded); the control revision only controls move, so an
 ``If-Match`` read before a burst of output still holds and a stale one is 412; a fork starts
-from its source's output; a live job's result is its output so far, marked partial."""
+from its source's output (a writer's from its worktree's current change); a live job's result
+is its output so far, marked partial; a grant the agents file cannot mean stops the boot."""
 
 from __future__ import annotations
 
@@ -11,13 +12,16 @@ import json
 import os
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.support.agents import python_agent
 from tests.support.channel import job_events, of_type, wait_for
+from tests.support.cli import boot_refusal
 from tests.support.server import Server, serve
+from tests.support.writers import repository
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 
@@ -224,3 +228,65 @@ def test_root_controls_refuse_a_run_of_another_lineage(server: Server) -> None:
     for job_id in (stray, root):
         call(server, "POST", f"/v1/jobs/{job_id}/cancel")
         wait_for(server, job_id, "job.cancelled")
+
+
+WRITER = """import os, pathlib, sys, time
+sys.stdin.read()
+notes = pathlib.Path("notes.txt")
+if os.environ.get("FOLDLINE_EARLIER_OUTPUT"):
+    print("FORK SEES", repr(notes.read_text() if notes.exists() else None), flush=True)
+else:
+    notes.write_text("from the source\\n")
+    print("wrote", flush=True)
+time.sleep(60)
+"""
+WRITERS = """
+[agents.root]
+command = {root}
+can_spawn = ["writer"]
+controls = {{ writer = ["pause", "fork", "cancel"] }}
+[agents.writer]
+command = {writer}
+mode = "workspace-write"
+"""
+
+
+def test_root_forks_a_writer_from_its_worktrees_current_change(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    scripts = {"root.py": ROOT, "writer.py": WRITER}
+    repository(workspace, scripts)
+    agents = tmp_path / "agents.toml"
+    commands = {
+        name: json.dumps(python_agent(str(workspace / f"{name}.py"))) for name in ("root", "writer")
+    }
+    agents.write_text(WRITERS.format(**commands))
+    with serve(workspace, {"FOLDLINE_AGENTS_FILE": str(agents)}) as server:
+        root, as_root = start_root(server)
+        body = {"agent": "writer", "prompt": "write", "write_scope": ["notes.txt"]}
+        status, spawned = call(server, "POST", "/v1/jobs", body, **as_root)
+        assert status == 201, spawned
+        source = spawned["jobs"][0]["job_id"]
+        wait_output(server, source, "wrote")
+        # A live writer's scope is its own: its fork waits until it pauses.
+        status, refused = call(server, "POST", f"/v1/jobs/{source}/fork", **as_root)
+        assert status == 429 and refused["error"]["reason"] == "write_scope_conflict", refused
+        status, paused = call(server, "POST", f"/v1/jobs/{source}/pause", **as_root)
+        assert status == 200 and paused["state"] == "paused", paused
+        status, fork = call(server, "POST", f"/v1/jobs/{source}/fork", **as_root)
+        assert status == 200 and fork["forked_from"] == source, fork
+        seen = wait_output(server, fork["job_id"], "FORK SEES")
+        assert "FORK SEES 'from the source\\n'" in seen, seen
+        assert (workspace / "notes.txt").exists() is False  # the workspace is untouched
+        print("EVIDENCE writer fork:", fork["job_id"], seen.strip())
+        status, body = call(server, "POST", f"/v1/jobs/{root}/cancel")
+        assert status == 200, body
+        for job_id in (source, fork["job_id"], root):
+            wait_for(server, job_id, "job.cancelled")
+
+
+def test_root_controls_an_unknown_grant_is_a_one_line_boot_error(tmp_path: Path) -> None:
+    bad = tmp_path / "agents.toml"
+    bad.write_text('[agents.r]\ncommand = "x"\ncontrols = { r = ["kill"] }\n')
+    assert "unknown control 'kill'" in boot_refusal(tmp_path / "ws", "FOLDLINE_AGENTS_FILE", bad)
+    bad.write_text('[agents.r]\ncommand = "x"\ncontrols = { ghost = ["cancel"] }\n')
+    assert "unknown agent 'ghost'" in boot_refusal(tmp_path / "ws", "FOLDLINE_AGENTS_FILE", bad)

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from engine.domain import channel as ch
@@ -16,7 +17,13 @@ from engine.domain import commands as c
 from engine.domain import controls as ctl
 from engine.domain.agents import DEFAULT_AGENT, DEFAULT_GRANTS, AgentPolicy
 from engine.domain.engine import DomainEngine
-from engine.domain.errors import AdmissionRejected, Forbidden, NotGranted, StaleRevision
+from engine.domain.errors import (
+    AdmissionRejected,
+    Conflict,
+    Forbidden,
+    NotGranted,
+    StaleRevision,
+)
 from engine.domain.rules import Settings
 from engine.errors import InvalidArgument, InvalidTransition
 from projections import open_engine, queries
@@ -169,3 +176,24 @@ def test_control_fork_is_admitted_like_a_spawn_below_its_caller(engine: DomainEn
     engine.handle(c.CancelJob(job_id="f1"))  # queued: cancelled at once, a control
     assert (row(engine, "f1").state, row(engine, "f1").control_revision) == ("cancelled", 1)
     refused(engine, fork("f4", source="w1"), InvalidTransition)  # an ended job forks no more
+
+
+def test_control_continue_that_relaunches_is_recorded_with_the_new_runs_start(
+    engine: DomainEngine,
+) -> None:
+    tree(engine)
+    engine.handle(c.SuspendJob(job_id="w2", reason="host lost"))  # not a control
+    assert row(engine, "w2").control_revision == 0
+    relaunch = ctl.ControlJob(job_id="w2", action="continue", relaunch=True, **by("root1"))
+    again = c.StartJob(job_id="w2", run_id="run-w2-2", token_digest=DIGEST, resumed=True)
+
+    def continued(command: ctl.ControlJob) -> None:
+        engine.log.write(lambda tx: [engine.handle_in(tx, command), engine.handle_in(tx, again)])
+
+    head = engine.log.head()
+    with pytest.raises(StaleRevision):
+        continued(msgspec.structs.replace(relaunch, expected_revision=1))
+    assert engine.log.head() == head
+    continued(msgspec.structs.replace(relaunch, expected_revision=0))
+    assert (row(engine, "w2").state, row(engine, "w2").control_revision) == ("running", 1)
+    refused(engine, relaunch, Conflict)  # running again: nothing to relaunch
