@@ -78,6 +78,10 @@ SPEC: dict[str, dict[str, tuple[list[str | None], set[str]]]] = {
         # A run's live channel (ADR 0038): a control is sent to a running job only; what
         # reaches the run, and what it says back, is recorded while a process exists.
         "job.control": (["running"], {"="}),
+        # ADR 0057: a caller's fork of a live job, and a continue that relaunches a job whose
+        # run is gone (its new run's start follows in the same commit), keep its state.
+        "job.forked": (JOB_LIVE, {"="}),
+        "job.relaunched": (["paused", "suspended"], {"="}),
         "job.control_delivered": (["running", "paused", "cancelling"], {"="}),
         "job.control_lost": (JOB_LIVE, {"="}),
         "job.turn_started": (["running", "paused", "cancelling"], {"="}),
