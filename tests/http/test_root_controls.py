@@ -269,11 +269,18 @@ def test_root_forks_a_writer_from_its_worktrees_current_change(tmp_path: Path) -
         assert status == 201, spawned
         source = spawned["jobs"][0]["job_id"]
         wait_output(server, source, "wrote")
-        # A live writer's scope is its own: its fork waits until it pauses.
+        # A writer's scope is its own while its run lives, a live pause's too (ADR 0058): its
+        # fork waits until a cold pause has retired its run.
         status, refused = call(server, "POST", f"/v1/jobs/{source}/fork", **as_root)
         assert status == 429 and refused["error"]["reason"] == "write_scope_conflict", refused
         status, paused = call(server, "POST", f"/v1/jobs/{source}/pause", **as_root)
         assert status == 200 and paused["state"] == "paused", paused
+        status, refused = call(server, "POST", f"/v1/jobs/{source}/fork", **as_root)
+        assert status == 429 and refused["error"]["reason"] == "write_scope_conflict", refused
+        cold = {"mode": "cold", "grace": 5}
+        status, paused = call(server, "POST", f"/v1/jobs/{source}/pause", cold, **as_root)
+        assert status == 200 and paused["pause"] in ("cold", "retired"), paused
+        wait_for(server, source, "job.retired")
         status, fork = call(server, "POST", f"/v1/jobs/{source}/fork", **as_root)
         assert status == 200 and fork["forked_from"] == source, fork
         seen = wait_output(server, fork["job_id"], "FORK SEES")

@@ -15,6 +15,7 @@ import pytest
 from engine.domain import channel as ch
 from engine.domain import commands as c
 from engine.domain import controls as ctl
+from engine.domain import pausing
 from engine.domain.agents import DEFAULT_AGENT, DEFAULT_GRANTS, AgentPolicy
 from engine.domain.engine import DomainEngine
 from engine.domain.errors import (
@@ -182,7 +183,7 @@ def test_control_continue_that_relaunches_is_recorded_with_the_new_runs_start(
     engine: DomainEngine,
 ) -> None:
     tree(engine)
-    engine.handle(c.SuspendJob(job_id="w2", reason="host lost"))  # not a control
+    engine.handle(pausing.SuspendJob(job_id="w2", reason="host lost"))  # not a control
     assert row(engine, "w2").control_revision == 0
     relaunch = ctl.ControlJob(job_id="w2", action="continue", relaunch=True, **by("root1"))
     again = c.StartJob(job_id="w2", run_id="run-w2-2", token_digest=DIGEST, resumed=True)

@@ -19,7 +19,7 @@ from engine.domain.agents import DEFAULT_AGENT
 from engine.domain.errors import AdmissionRejected, Conflict, Forbidden
 from engine.domain.rows import JobRow
 from engine.domain.rules import Settings
-from engine.domain.rules.job import PAUSE_FINALIZE_TEXT
+from engine.domain.rules.pause import PAUSE_FINALIZE_TEXT
 from engine.engine import Engine
 from projections import open_engine, queries
 from tests.support.backends import log_target

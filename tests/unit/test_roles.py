@@ -145,7 +145,9 @@ def test_roles_a_late_finish_of_an_earlier_run_is_refused(engine: DomainEngine) 
 def test_roles_readmission_goes_through_the_counts(engine: DomainEngine) -> None:
     for n in range(3):
         started(engine, f"w{n}", "w")
-    engine.handle(pausing.PauseJob(job_id="w0"))  # releases its place
+    # A cold pause whose run is gone releases its place (a live pause holds it, ADR 0058).
+    engine.handle(pausing.PauseJob(job_id="w0", mode="cold"))
+    engine.handle(pausing.RetireJob(job_id="w0"))
     engine.handle(c.AcceptJob(job_id="w3", session_id="s2", agent="w", owed=False))
     with pytest.raises(AdmissionRejected) as refused:
         engine.handle(c.StartJob(job_id="w0", run_id="again"))

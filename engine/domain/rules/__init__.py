@@ -1,6 +1,6 @@
 """The domain rules: how each command becomes events (design.md §4.2-§4.7), one module per
 aggregate (``lease``, ``session``, ``job``, ``task``, ``result``, a run's ``channel``,
-``push`` notifications, a caller's ``controls``) and one
+``push`` notifications, a job's ``pause``, a caller's ``controls``) and one
 per shared policy (``pointer``, ``admission``, ``lineage``, ``roles``).
 
 Every rule reads the current rows through ``ctx.view`` and appends through ``ctx.append``,
@@ -21,6 +21,7 @@ from engine.domain.rules import (
     controls,
     job,
     lease,
+    pause,
     push,
     quiet,
     registry,
@@ -50,6 +51,7 @@ __all__ = [
     "decide",
     "job",
     "lease",
+    "pause",
     "push",
     "result",
     "rule",

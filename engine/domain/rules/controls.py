@@ -15,6 +15,7 @@ from engine.domain.errors import Conflict
 from engine.domain.job import JobState as J
 from engine.domain.rules import job as job_rules
 from engine.domain.rules import lineage, lookups
+from engine.domain.rules import pause as pause_rules
 from engine.domain.rules.registry import Context, rule
 from engine.errors import InvalidArgument
 
@@ -42,7 +43,7 @@ def control_job(cmd: ctl.ControlJob, ctx: Context) -> None:
             caller_token_digest=digest,
             expected_revision=expected,
         )
-        job_rules.pause_job(pause, ctx)
+        pause_rules.pause_job(pause, ctx)
         return
     if cmd.action == "continue" and not cmd.relaunch:
         go_on = pausing.ContinueJob(
@@ -51,7 +52,7 @@ def control_job(cmd: ctl.ControlJob, ctx: Context) -> None:
             caller_token_digest=digest,
             expected_revision=expected,
         )
-        job_rules.continue_job(go_on, ctx)
+        pause_rules.continue_job(go_on, ctx)
         return
     action = "cancel" if cmd.action == "cancel" else "continue"
     by = job_rules.controller(ctx, row, action, caller, digest, expected)
