@@ -97,13 +97,14 @@ class EventPage(msgspec.Struct, kw_only=True):
 class ControlIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """Optional body of a control call; ``input`` is appended to the prompt of a relaunch or
     of a fork. A job's pause takes ``mode`` (``live``, the default, or ``cold``) and a cold
-    pause's ``grace`` (seconds, default 30); a session's stop its ``grace`` (0 to 3600 s,
-    default ``FOLDLINE_STOP_GRACE_S``), ADR 0058."""
+    pause's ``grace`` (seconds, default 30, a fraction rounded up); a session's stop its
+    ``grace`` (0 to 3600 s, default ``FOLDLINE_STOP_GRACE_S``), ADR 0058. ``grace`` is a JSON
+    number, so ``30.0`` is the ``30`` a document's integer allows."""
 
     reason: Reason = ""
     input: Annotated[str, msgspec.Meta(max_length=20000)] = ""
     mode: Literal["live", "cold"] | None = None
-    grace: Annotated[int, msgspec.Meta(ge=0, le=3600)] | None = None
+    grace: Annotated[float, msgspec.Meta(ge=0, le=3600)] | None = None
 
 
 class TaintIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

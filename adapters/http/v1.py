@@ -11,6 +11,7 @@ job's control revision (``expected_revision``). Errors use one table
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
@@ -366,6 +367,8 @@ class SessionControl(Control):
         if make is None:
             raise ApiError(falcon.HTTP_404, "not_found", f"no session action {action!r}")
         body = self.body(req, ControlIn, False)
+        if self.runtime.reads.session(session_id) is None:  # a missing target before its body
+            raise ApiError(falcon.HTTP_404, "not_found", f"session {session_id!r} does not exist")
         only_for(body, action, grace=("stop",), mode=())
         if action == "continue":
             self._check_controller(session_id)
@@ -420,8 +423,9 @@ class JobControl(Control):
             raise ApiError(falcon.HTTP_404, "not_found", f"no job action {action!r}")
         caller = auth.caller_of(req)
         record = self.runtime.reads.job(job_id)
-        if record is not None:  # a run controls its own session's jobs only (the rules again)
-            auth.require_session(req, record.session_id, f"job {job_id}")
+        if record is None:  # a missing target before its body
+            raise ApiError(falcon.HTTP_404, "not_found", f"job {job_id!r} does not exist")
+        auth.require_session(req, record.session_id, f"job {job_id}")  # the rules check again
         body = self.body(req, ControlIn, False)
         only_for(body, action, grace=("pause",), mode=("pause",))
         by = Controller(caller.job_id, caller.token_digest, self.expected_revision(req))
@@ -438,7 +442,7 @@ class JobControl(Control):
                     action=action,  # type: ignore[arg-type]
                     reason=body.reason,
                     mode=body.mode or "live",
-                    grace_s=30 if body.grace is None else body.grace,
+                    grace_s=30 if body.grace is None else math.ceil(body.grace),
                     caller_job=by.caller_job,
                     caller_token_digest=by.token_digest,
                     expected_revision=by.expected_revision,
