@@ -1,7 +1,7 @@
 """The AgentCore runtime contract (design.md §5.1): ``GET /ping`` and ``POST /invocations``.
 
 ``deliver`` (the default) sends the prompt into the session's running job when its run takes
-input (ADR 0038, ``Dispatcher.deliver``) instead of starting a new job; otherwise the new job's
+input (ADR 0038, ``Invocations._deliver``) instead of starting a new job; otherwise the new job's
 run gets the prompts of the job it supersedes too (ADR 0048). A session runs the agent it was
 created with: a call naming another one is answered with a warning (``agent_warning``).
 """

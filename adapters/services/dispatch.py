@@ -25,22 +25,20 @@ from typing import Any
 
 import msgspec
 
-from adapters.services import job_controls, job_trace, run_given, sandbox
+from adapters.services import forks, job_controls, job_trace, run_given, sandbox
 from adapters.services.busy import BusyBoard
 from adapters.services.job_controls import Controller
 from adapters.services.owed_replies import OwedReplies
 from adapters.services.run import Run, RunSettings
-from adapters.services.writers import Worktrees, WriterRun
+from adapters.services.writers import Worktrees
 from adapters.settings.config import ServerConfig
 from adapters.system import tracing
 from adapters.system.gitwork.runner import GitFailed
 from adapters.system.processes import spawn_gated
 from adapters.system.prompts import join_prompts, read_prompt
 from engine.domain import commands as c
-from engine.domain import ids, prompt_delivery, usecases
-from engine.domain.agents import Mode
+from engine.domain import ids, usecases
 from engine.domain.engine import DomainEngine
-from engine.domain.errors import NotFound
 from projections import queries
 
 log = logging.getLogger("foldline.dispatch")
@@ -136,29 +134,6 @@ class Dispatcher:
         or None (the domain's rule, read before anything is spawned; the write decides again)."""
         started = usecases.recorded(self._engine(), ids.invocation_command(caller_id))
         return None if started is None else started.job_id
-
-    def deliver(
-        self, session_id: str, prompt: str, prompt_file: str, caller_id: str | None
-    ) -> Accepted | None:
-        """Deliver the prompt (or the text of ``prompt_file``) into the job the session owes
-        as a message, if it is running and its run takes input (ADR 0038); else None, with
-        nothing recorded. A known ``caller_id`` answers the job it went into.
-
-        Raises:
-            DispatchFailed: the prompt file could not be read (nothing recorded).
-            EngineError: the rules refused the control (a text outside its limits).
-        """
-        command_id = ids.invocation_command(caller_id) if caller_id is not None else None
-        try:
-            raw = read_prompt(self.config.workspace, prompt, prompt_file, self.private)
-        except OSError as ex:
-            raise DispatchFailed(f"prompt file could not be read: {ex}") from ex
-        text = raw.decode("utf-8", errors="replace")  # a run's prompt is bytes; a control, text
-        started = prompt_delivery.deliver_prompt(self._engine(), session_id, text, command_id)
-        if started is None or started.job_id is None:
-            return None
-        job_id, position, duplicate = started.job_id, started.position, started.duplicate
-        return Accepted(job_id, session_id, caller_id, position, duplicate, started.control)
 
     def prompts_of(self, job_ids: tuple[str, ...]) -> list[bytes]:
         """The prompts the accepted jobs ``job_ids`` were given, in order, as their runs read
@@ -271,44 +246,28 @@ class Dispatcher:
         self.launch_all([launch], lambda _: job_controls.relaunch_request(job_id, continued))
 
     def fork(self, source_id: str, extra_input: str, by: Controller) -> str:
-        """Fork job ``source_id`` (ADR 0057): a new job of its agent, session and write scope
-        below the caller, its prompt the source's (``extra_input`` appended after a blank
-        line), its run given the source's output so far (``FOLDLINE_EARLIER_OUTPUT``) and, for
-        a writer, a worktree holding the source's current change. Returns the new job's id.
+        """Start the fork of ``source_id`` that ``by`` asks for (``forks.plan``, ADR 0057); its
+        run is given the source's output so far. Returns the new job's id.
 
         Raises:
             DispatchFailed: the source's prompt cannot be read, or its run cannot start.
             EngineError: the rules refused (no such job, no grant, a stale revision, ended,
                 capacity): nothing recorded.
         """
-        engine = self._engine()
-        source = queries.job(engine.log.connection(), source_id)
-        if source is None:
-            raise NotFound(f"job {source_id!r} does not exist", job_id=source_id)
-        accepted: Any = engine.log.read_stream(f"job:{source_id}")[0].event
         try:
-            stdin = join_prompts(self.prompts_of((*accepted.covers, source_id)))
+            fork = forks.plan(self._engine(), self.prompts_of, source_id, extra_input, by)
         except OSError as ex:
-            raise DispatchFailed(
-                f"promptFile {accepted.prompt_file} could not be read: {ex.strerror or ex}"
-            ) from ex
-        if extra_input:
-            stdin = stdin.rstrip(b"\n") + b"\n\n" + extra_input.encode()
-        policy = engine.settings.agent(source.agent)
-        admit = job_controls.fork_request(source, stdin.decode("utf-8", "replace"), policy, by)
-        worktree = None
-        if source.write_scope and source.worktree:
-            worktree = (Path(source.worktree), source.base_commit or "")
+            raise DispatchFailed(f"the source's prompt could not be read: {ex}") from ex
         launch = Launch(
-            source.session_id,
-            stdin,
-            source.agent,
-            write_scope=source.write_scope,
+            fork.session_id,
+            fork.stdin,
+            fork.agent,
+            write_scope=fork.write_scope,
             history=False,
             forked_from=source_id,
-            fork_worktree=worktree,
+            fork_worktree=fork.worktree,
         )
-        job_ids, _ = self.launch_all([launch], admit)
+        job_ids, _ = self.launch_all([launch], fork.admit)
         return job_ids[0]
 
     def launch(
@@ -388,7 +347,9 @@ class Dispatcher:
                 jail, wrap = self.sandbox, None
                 if jail is not None:  # what the run may see and write (ADR 0064)
                     env.update(jail.run_env())
-                    wrap = partial(jail.wrap_run, view=self._view(launch, writer, given, run_id))
+                    tree = writer.worktree if writer is not None else None
+                    view = sandbox.run_view(self.config, launch.agent, tree, given.folder(run_id))
+                    wrap = partial(jail.wrap_run, view=view)
                 # The allowlist and FOLDLINE_RUN_ENV's names, under the run's own values.
                 base = self.config.run_env.base(os.environ)
                 process = spawn_gated(command, cwd, env, base, wrap=wrap)
@@ -452,17 +413,6 @@ class Dispatcher:
             self.busy.enter()
             thread.start()
         return job_ids, outcome
-
-    def _view(
-        self, launch: Launch, writer: WriterRun | None, given: run_given.Given, run_id: str
-    ) -> sandbox.RunView:
-        """What a run of ``launch`` may see and write: its access level, a writer's worktree
-        and its given files (ADR 0064)."""
-        policy = self.config.agents.policies.get(launch.agent)
-        read_only = policy is not None and launch.agent != "" and policy.mode == Mode.READ_ONLY
-        level = sandbox.level_of(launch.agent, read_only, self.config.access, writer is not None)
-        worktree = writer.worktree if writer is not None else None
-        return sandbox.RunView(level, worktree, given.folder(run_id))
 
     def _abandon(
         self,

@@ -4,7 +4,7 @@ job (ADR 0048).
 A session keeps the agent it was created with: a later invocation runs it whatever agent it
 names (the job records the one it named in vain, ``agent_ignored``, and its body warns). With
 ``deliver`` (the default) a prompt on a busy session keeps the work there: it is sent into the
-job the session owes when its run takes input (``Dispatcher.deliver``); otherwise the new job
+job the session owes when its run takes input (``Invocations._deliver``); otherwise the new job
 supersedes that one and its run gets the superseded job's prompts (and those it covered)
 before its own, so one completion answers them all (``engine.domain.plans``). ``deliver:
 false`` starts the new job with its own prompt alone. The agent it names is checked either
@@ -61,10 +61,33 @@ class Invocations:
                 return answered
         if deliver and session_id is not None:
             self._engine().settings.agent(agent)  # an unknown agent is refused either way
-            accepted = self._jobs.deliver(session_id, prompt, prompt_file, caller_id)
+            accepted = self._deliver(session_id, prompt, prompt_file, caller_id)
             if accepted is not None:
                 return accepted
         return self.dispatch(prompt, prompt_file, session_id, agent, caller_id, fold=deliver)
+
+    def _deliver(
+        self, session_id: str, prompt: str, prompt_file: str, caller_id: str | None
+    ) -> Accepted | None:
+        """Deliver the prompt (or the text of ``prompt_file``) into the job the session owes
+        as a message, if it is running and its run takes input (ADR 0038); else None, with
+        nothing recorded. A known ``caller_id`` answers the job it went into.
+
+        Raises:
+            DispatchFailed: the prompt file could not be read (nothing recorded).
+            EngineError: the rules refused the control (a text outside its limits).
+        """
+        command_id = ids.invocation_command(caller_id) if caller_id is not None else None
+        try:
+            raw = read_prompt(self._jobs.config.workspace, prompt, prompt_file, self._jobs.private)
+        except OSError as ex:
+            raise DispatchFailed(f"prompt file could not be read: {ex}") from ex
+        text = raw.decode("utf-8", errors="replace")  # a run's prompt is bytes; a control, text
+        started = prompt_delivery.deliver_prompt(self._engine(), session_id, text, command_id)
+        if started is None or started.job_id is None:
+            return None
+        job_id, position, duplicate = started.job_id, started.position, started.duplicate
+        return Accepted(job_id, session_id, caller_id, position, duplicate, started.control)
 
     def _answer(
         self, session_id: str, agent: str, prompt: str, prompt_file: str, caller_id: str | None

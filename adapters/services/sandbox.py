@@ -45,6 +45,7 @@ from pathlib import Path
 
 from adapters.settings.config import RunUser, ServerConfig
 from adapters.settings.config_error import ConfigError
+from engine.domain.agents import Mode
 from engine.errors import LogMissing
 
 log = logging.getLogger("foldline.sandbox")
@@ -141,6 +142,16 @@ def level_of(agent: str, read_only: bool, access: str, writer: bool) -> str:
     if writer:
         return WRITER
     return access if agent == "" else WORKSPACE
+
+
+def run_view(
+    config: ServerConfig, agent: str, worktree: Path | None, given: Path | None
+) -> RunView:
+    """What a run of ``agent`` may see and write: its access level (``level_of``), a writer's
+    worktree and its given files (ADR 0064)."""
+    policy = config.agents.policies.get(agent)
+    read_only = policy is not None and agent != "" and policy.mode == Mode.READ_ONLY
+    return RunView(level_of(agent, read_only, config.access, worktree is not None), worktree, given)
 
 
 def as_user(user: RunUser, argv: Sequence[str]) -> list[str]:
