@@ -23,6 +23,7 @@ from adapters.http.openapi_parts import (
     REF,
     Answer,
     Body,
+    Link,
     Operation,
     Schema,
     error_bodies,
@@ -90,8 +91,11 @@ def _operation(operation: Operation, path: str, secured: bool) -> dict[str, Any]
     if operation.body is not None:
         out["requestBody"] = _body(operation.body)
     answer = operation.answer if isinstance(operation.answer, Answer) else Answer(operation.answer)
+    success = _answer(answer)
+    if operation.links:
+        success["links"] = {name: _link(link) for name, link in operation.links.items()}
     responses = {
-        operation.status: _answer(answer),
+        operation.status: success,
         **{status: _answer(more) for status, more in operation.more.items()},
         **error_bodies(*operation.errors),
     }
@@ -137,12 +141,21 @@ def _answer(answer: Answer) -> dict[str, Any]:
     return out
 
 
+def _link(link: Link) -> dict[str, Any]:
+    out: dict[str, Any] = {"operationId": link.target}
+    if link.parameters:
+        out["parameters"] = dict(link.parameters)
+    if link.body is not None:
+        out["requestBody"] = link.body
+    return out
+
+
 def _structs(operation: Operation) -> Iterator[type]:
     """The Structs ``operation`` refers to, for the document's components."""
     answers = [operation.answer, *operation.more.values()]
     schemas = [a.schema if isinstance(a, Answer) else a for a in answers]
     if operation.body is not None:
-        schemas.append(operation.body.schema)
+        schemas.extend((operation.body.schema, *operation.body.refs))
     for schema in schemas:
         if isinstance(schema, type):
             yield schema

@@ -57,10 +57,25 @@ class Answer:
 
 @dataclass(frozen=True)
 class Body:
-    """A JSON request body: ``required`` False when an empty body means the defaults."""
+    """A JSON request body: ``required`` False when an empty body means the defaults;
+    ``refs`` the Structs an inline ``schema`` refers to (for the document's components)."""
 
     schema: Schema
     required: bool = True
+    refs: tuple[type, ...] = ()
+
+
+@dataclass(frozen=True)
+class Link:
+    """An OpenAPI link from an operation's success answer to the operation ``target`` (its
+    ``operationId``): what a client (or a stateful fuzzer) may call next with what the answer
+    named. ``parameters`` by name are runtime expressions (``$response.body#/jobs/0/job_id``,
+    or embedded in text: ``job:{$response.body#/invocation}``) or constants; ``body`` is a
+    request body whose string leaves may be expressions."""
+
+    target: str
+    parameters: Mapping[str, str] = field(default_factory=dict)
+    body: Any = None
 
 
 @dataclass(frozen=True)
@@ -72,6 +87,7 @@ class Operation:
     A route that needs a token gets the bearer scheme and its 401 and 403 from its access, not
     from here. ``path`` is the documented path when it is not the route's own: a route with a
     path field documents one path per value it takes (``/v1/jobs/{job_id}/result/accept``).
+    ``links`` go on the success answer, by name: what may be called next with what it names.
     """
 
     method: str
@@ -85,6 +101,7 @@ class Operation:
     status: str = "200"
     more: Mapping[str, Answer] = field(default_factory=dict)
     path: str = ""
+    links: Mapping[str, Link] = field(default_factory=dict)
 
 
 def get(
@@ -95,6 +112,7 @@ def get(
     params: tuple[dict[str, Any], ...] = (),
     description: str = "",
     more: Mapping[str, Answer] | None = None,
+    links: Mapping[str, Link] | None = None,
 ) -> Operation:
     """A GET ``Operation``; ``errors`` its ``ErrorOut`` statuses, apart by spaces."""
     return Operation(
@@ -108,6 +126,7 @@ def get(
         description,
         "200",
         more or {},
+        links=links or {},
     )
 
 
@@ -122,6 +141,7 @@ def post(
     status: str = "200",
     more: Mapping[str, Answer] | None = None,
     path: str = "",
+    links: Mapping[str, Link] | None = None,
 ) -> Operation:
     """A POST ``Operation``; ``errors`` its ``ErrorOut`` statuses, apart by spaces."""
     return Operation(
@@ -136,6 +156,7 @@ def post(
         status,
         more or {},
         path,
+        links or {},
     )
 
 

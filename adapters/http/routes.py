@@ -20,9 +20,11 @@ from adapters.http import (
     coordination,
     metrics,
     openapi,
+    openapi_jsonrpc,
     proofs,
     v1,
 )
+from adapters.http import openapi_links as links
 from adapters.http import openapi_parts as doc
 from adapters.http import schemas as s
 from adapters.http.a2a import card, jsonrpc, result_files
@@ -72,6 +74,7 @@ ROUTES = Routes(
                 s.SessionPage,
                 "400",
                 params=(param("state"), doc.LIMIT, doc.AFTER_ID),
+                links=links.to_session("$response.body#/sessions/0/session_id"),
             ),
             read_only=v1.SessionsCollection,
         ),
@@ -115,6 +118,7 @@ ROUTES = Routes(
                         doc.LIMIT,
                         doc.AFTER_ID,
                     ),
+                    links=links.FIRST_JOB,
                 ),
                 post(
                     "spawn_jobs",
@@ -124,6 +128,7 @@ ROUTES = Routes(
                     status="201",
                     params=(param("Authorization", "header"),),
                     body=Body((s.SpawnOneIn, s.SpawnBatchIn)),
+                    links=links.FIRST_JOB,
                 ),
             ),
             read_only=v1.JobsCollection,  # lists; the console spawns nothing
@@ -374,6 +379,7 @@ ROUTES = Routes(
                 ),
                 body=Body(InvocationIn),
                 description=doc.INVOKE,
+                links=links.to_job("$response.body#/invocation", "$response.body#/session"),
                 more={
                     **doc.agent_errors("400 404 409 413 429 503 507"),
                     "500": Answer(s.AgentErrorOut, "the run could not be started"),
@@ -388,9 +394,16 @@ ROUTES = Routes(
             post(
                 "a2a",
                 doc.A2A,
-                Answer(doc.ANY_OBJECT, "a JSON-RPC response, or an SSE stream of them", sse=True),
-                body=Body(doc.ANY_OBJECT),
+                Answer(
+                    openapi_jsonrpc.RESPONSE,
+                    "a JSON-RPC response, or an SSE stream of them",
+                    sse=True,
+                ),
+                body=Body(openapi_jsonrpc.REQUEST, refs=openapi_jsonrpc.STRUCTS),
                 description=doc.A2A_ERRORS,
+                links=links.to_task(
+                    "$response.body#/result/task/id", "$response.body#/result/task/contextId"
+                ),
             ),
         ),
         Route(

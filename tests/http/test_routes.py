@@ -5,6 +5,7 @@ documented ones. A probe table shows that each decision follows the entry, not t
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,8 +14,10 @@ import falcon
 import falcon.inspect
 import falcon.testing
 import pytest
+import schemathesis
 
 from adapters.http import openapi
+from adapters.http import openapi_links as links
 from adapters.http.app import create_app
 from adapters.http.auth import Access
 from adapters.http.errors import AGENTCORE, V1
@@ -63,6 +66,43 @@ def test_routes_the_server_serves_exactly_the_table_and_documents_its_listed_rou
             assert operation.method.upper() in served[path], (path, operation.method)
             listed.add(where)
     assert listed == set(documented)  # nothing documented that no route declares
+
+
+def test_routes_the_documents_links_chain_what_a_spawn_makes_to_every_job_operation() -> None:
+    """Every link names a documented operation and its parameters (schemathesis builds its
+    state machine from them, and refuses a link to an unknown one), and a spawn, a job
+    listing, an invocation and A2A's answer each lead to what works on what they name."""
+    doc = document(["", "other"])
+    schemathesis.openapi.from_dict(copy.deepcopy(doc)).as_state_machine()  # refuses bad links
+    ids = {op["operationId"]: op for item in doc["paths"].values() for op in item.values()}
+    targets = {link.target for link in links.FIRST_JOB.values()}
+    on_a_job = {i for i, op in ids.items() if "{job_id}" in _path_of(doc, i)}
+    assert on_a_job <= targets
+    for path, method, status in (
+        ("/v1/jobs", "post", "201"),
+        ("/v1/jobs", "get", "200"),
+        ("/invocations", "post", "200"),
+    ):
+        made = doc["paths"][path][method]["responses"][status]["links"]
+        assert {link["operationId"] for link in made.values()} >= targets | {"get_session"}
+    answered = doc["paths"]["/"]["post"]["responses"]["200"]["links"]
+    assert {"get_task", "a2a", "get_session"} <= {v["operationId"] for v in answered.values()}
+    methods = {
+        s["properties"]["method"]["const"]
+        for s in doc["paths"]["/"]["post"]["requestBody"]["content"]["application/json"]["schema"][
+            "oneOf"
+        ]
+    }
+    assert {"SendMessage", "GetTask", "CancelTask", "ListTasks", "message/send"} <= methods
+
+
+def _path_of(doc: dict[str, Any], operation_id: str) -> str:
+    return next(
+        path
+        for path, item in doc["paths"].items()
+        for op in item.values()
+        if op["operationId"] == operation_id
+    )
 
 
 def test_routes_the_read_only_console_serves_exactly_its_entries_and_only_reads(
