@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from adapters.http import schemas as s
+from adapters.http.inbound import InvocationIn
 
 REF = "#/components/schemas/{name}"
 ERRORS = {
@@ -217,6 +218,30 @@ def agent_errors(codes: str) -> dict[str, Answer]:
     """AgentCore's error answers (``{"error": text}``) of ``codes``, apart by spaces."""
     return {code: Answer(s.AgentErrorOut, ERRORS.get(code, "error")) for code in codes.split()}
 
+
+def _given(name: str) -> dict[str, Any]:
+    """``name`` is present and not null."""
+    return {"required": [name], "properties": {name: {"not": {"type": "null"}}}}
+
+
+GET = {"required": ["get"]}
+# ``POST /invocations``: the Struct, and what it cannot say: a get, a prompt or a promptFile,
+# exactly one (a get beside any prompt key is refused; a null prompt key is an absent one).
+INVOCATION = {
+    "allOf": [
+        ref(InvocationIn),
+        {
+            "oneOf": [
+                {
+                    "required": ["get"],
+                    "not": {"anyOf": [{"required": ["prompt"]}, {"required": ["promptFile"]}]},
+                },
+                {**_given("prompt"), "not": {"anyOf": [_given("promptFile"), GET]}},
+                {**_given("promptFile"), "not": {"anyOf": [_given("prompt"), GET]}},
+            ]
+        },
+    ]
+}
 
 # The entry points' own words: their bodies are pass-through JSON or JSON-RPC, which the README
 # specifies; only their fixed shapes have schemas.

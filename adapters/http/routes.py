@@ -377,7 +377,7 @@ ROUTES = Routes(
                     "the job body, a receipt (async) or an SSE stream",
                     sse=True,
                 ),
-                body=Body(InvocationIn),
+                body=Body(doc.INVOCATION, refs=(InvocationIn,)),
                 description=doc.INVOKE,
                 links=links.to_job("$response.body#/invocation", "$response.body#/session"),
                 more={

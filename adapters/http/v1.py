@@ -61,10 +61,25 @@ def _limit(req: falcon.Request, default: int = 100, maximum: int = MAX_LIMIT) ->
 
 
 def _after_position(req: falcon.Request) -> int:
-    raw = req.get_param("after") or req.get_header("Last-Event-ID") or "0"
+    raw = req.get_param("after")
+    if raw is None:  # an empty ``after=`` is a bad position, not an absent one
+        raw = req.get_header("Last-Event-ID") or "0"
     if not raw.isdigit():
         raise ApiError(falcon.HTTP_400, "invalid_argument", "after must be a log position")
     return int(raw)
+
+
+def _after_id(req: falcon.Request) -> str | None:
+    """A page's ``after`` cursor (an id), or None for the first page.
+
+    Raises:
+        ApiError: 400, an empty ``after=``, which the document says no cursor is (it was
+            read as the first page while an empty ``limit=`` was refused).
+    """
+    raw = req.get_param("after")
+    if raw == "":
+        raise ApiError(falcon.HTTP_400, "invalid_argument", "after must be a page's next cursor")
+    return raw
 
 
 def session_out(record: SessionRow) -> msgspec.Struct:
@@ -109,7 +124,7 @@ class Reads:
 
 class SessionsCollection(Reads):
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        state, after, limit = req.get_param("state"), req.get_param("after"), _limit(req)
+        state, after, limit = req.get_param("state"), _after_id(req), _limit(req)
         caller = auth.caller_of(req)
         if caller.is_operator:
             page = self.reads.sessions_page(state, after, limit)
@@ -139,7 +154,7 @@ class JobsCollection(Reads):
         page = self.reads.jobs_page(
             session,
             req.get_param("state"),
-            req.get_param("after"),
+            _after_id(req),
             _limit(req),
             parent_job=req.get_param("parent"),
         )
@@ -182,7 +197,8 @@ class Leases(Reads):
 
 class StreamEvents(Reads):
     def on_get(self, req: falcon.Request, resp: falcon.Response, stream_id: str) -> None:
-        after = req.get_param("after") or "0"
+        after = req.get_param("after")
+        after = "0" if after is None else after  # an empty ``after=`` is refused
         if not after.isdigit():
             raise ApiError(falcon.HTTP_400, "invalid_argument", "after must be a version")
         operator = auth.caller_of(req).is_operator

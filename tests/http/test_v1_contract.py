@@ -109,6 +109,22 @@ def test_v1_lists_page_with_a_cursor(make_client: MakeClient) -> None:
     assert [s["session_id"] for s in rest["sessions"]] == ["c"] and rest["next"] is None
 
 
+@pytest.mark.parametrize(
+    "path", ["/v1/sessions", "/v1/jobs", "/v1/events", "/v1/streams/session:a/events"]
+)
+def test_v1_an_empty_after_is_refused_as_an_empty_limit_is(
+    make_client: MakeClient, path: str
+) -> None:
+    """The fuzzer's case (tests/http/test_fuzz_server.py): ``after=`` was read as the first
+    page (or position 0) though the document says a cursor is never empty."""
+    client, _ = make_client()
+    client.simulate_post("/invocations", json={"prompt": "x", "session": "a"})
+    answer = client.simulate_get(path, query_string="after=")
+    assert answer.status_code == 400, answer.text
+    assert answer.json["error"]["code"] == "invalid_argument"
+    assert client.simulate_get(path).status_code == 200
+
+
 def test_v1_controls_answer_the_new_row(make_client: MakeClient) -> None:
     client, _ = make_client(SLEEPY)
     receipt = _session(client)

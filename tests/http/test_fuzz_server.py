@@ -1,0 +1,344 @@
+"""A stateful fuzz of every API on a real server (ADR 0056): schemathesis reads the served
+``/openapi.json`` (plus the console's JSON routes, described here), fuzzes each operation
+alone and then chains them through the document's links (a spawn, then the reads, controls
+and judgements of what it made), as the operator, as a live run (its ``FOLDLINE_RUN_TOKEN``,
+written to a file by a run that stays live) and with no token.
+
+Every answer must match the document (status, content type, body, headers: schemathesis's
+checks); no answer is a 5xx; a call without a token to what needs one is refused (401); and
+``foldline verify`` passes on the log afterwards. The bounded budget runs in ``make test``;
+``test_fuzz_every_api_at_length`` (slow) runs ten times as much.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, given, settings
+from hypothesis.errors import Unsatisfiable
+from hypothesis.stateful import run_state_machine_as_test
+from schemathesis import GenerationMode
+from schemathesis.specs.openapi import checks
+
+from adapters.http import openapi_parts as doc
+from adapters.http import schemas as s
+from adapters.http.auth import Access
+from adapters.http.errors import CONSOLE
+from adapters.http.openapi import FIELD
+from adapters.http.routes import ROUTES
+from tests.support.cli import foldline
+from tests.support.server import Server, serve
+
+pytestmark = pytest.mark.server
+
+# A run that stays live and writes its token where the test reads it, when its prompt says
+# ``hold``; any other prompt (the fuzzer's) ends it at once.
+HOLDER = (
+    'read -r line; if [ "$line" = "hold" ]; then printf %s "$FOLDLINE_RUN_TOKEN" > {path}.new'
+    " && mv {path}.new {path}; exec sleep 300; fi"
+)
+HOLDER_SESSION = "zz-holder"  # last by id: a listing's first session is seldom the holder's
+LOCAL = "http://127.0.0.1:9/fuzz"  # every URL the fuzzer sends: nothing leaves the machine
+MODES = ("none", "run", "operator")
+
+# The console's JSON (``Unlisted`` in the document: shaped for its page): described here so the
+# fuzzer reaches it too, with the query parameters each reads.
+CONSOLE_QUERIES = {
+    "/console/api/overview": (),
+    "/console/api/lists/{table}": ("state", "session", "agent", "prefix", "after", "limit"),
+    "/console/api/entities/{kind}/{entity_id}": (),
+    "/console/api/log": ("before", "kind", "type", "limit"),
+    "/console/api/export": ("from", "to"),
+}
+
+# Where a request of a valid shape may still be refused for what no schema can say: a
+# ``promptFile`` must name a file in the workspace; the console's filters must name a state of
+# the table and a cursor it issued (its routes are described here, loosely).
+LOOSE = frozenset({"/invocations", *CONSOLE_QUERIES})
+
+# A valid If-Match that names another version is refused (412) by a precondition no schema can
+# predict: an accepted answer for a valid request, as schemathesis's defaults say of 404 and 409.
+# The chains follow the document's links only (no inferred ones): their roots are then what
+# makes or lists jobs, sessions and tasks, not a control of a job that does not exist.
+CONFIG = schemathesis.Config.from_dict(
+    {
+        "checks": {
+            "positive_data_acceptance": {
+                "expected-statuses": ["2xx", "3xx", "401", "403", "404", "409", "412", "429"]
+            }
+        },
+        "phases": {"stateful": {"inference": {"algorithms": []}}},
+    }
+)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Examples per operation alone, and scenarios (of at most ``steps`` calls) chained, by
+    auth mode."""
+
+    alone: dict[str, int]
+    chained: dict[str, int]
+    steps: int
+
+
+BOUNDED = Budget({"none": 2, "run": 3, "operator": 4}, {"none": 0, "run": 10, "operator": 25}, 8)
+AT_LENGTH = Budget(
+    {"none": 10, "run": 20, "operator": 40}, {"none": 0, "run": 60, "operator": 120}, 10
+)
+
+
+@dataclass
+class Tally:
+    """What the fuzzer did: calls and operations by auth mode, and any 5xx."""
+
+    calls: Counter[str] = field(default_factory=Counter)
+    chained: Counter[str] = field(default_factory=Counter)
+    operations: dict[str, set[str]] = field(default_factory=dict)
+    statuses: dict[str, Counter[int]] = field(default_factory=dict)
+
+    def record(self, mode: str, label: str, status: int, chained: bool) -> None:
+        self.calls[mode] += 1
+        self.chained[mode] += chained
+        self.operations.setdefault(mode, set()).add(label)
+        self.statuses.setdefault(mode, Counter())[status] += 1
+
+    def summary(self) -> str:
+        return "; ".join(
+            f"{mode}: {len(self.operations.get(mode, ()))} operations, {self.calls[mode]} calls"
+            f" ({self.chained[mode]} chained),"
+            f" statuses {dict(sorted(self.statuses.get(mode, Counter()).items()))}"
+            for mode in MODES
+        )
+
+
+def _console_operations() -> dict[str, dict[str, Any]]:
+    """The console's JSON routes as operations: the operator's, an object or NDJSON, and the
+    v1 error body (an engine failure keeps AgentCore's, as the console's surface says)."""
+    paths: dict[str, dict[str, Any]] = {}
+    for path, queries in CONSOLE_QUERIES.items():
+        route = ROUTES[path]
+        assert route.errors is CONSOLE and route.access is Access.OPERATOR, path
+        ok: dict[str, Any] = {"description": "OK"}
+        if path.endswith("/export"):
+            ok["content"] = {"application/x-ndjson": {"schema": {"type": "string"}}}
+        else:
+            ok["content"] = {"application/json": {"schema": doc.ANY_OBJECT}}
+        failure = {"schema": {"oneOf": [doc.ref(s.ErrorOut), doc.ref(s.AgentErrorOut)]}}
+        parameters = [doc.in_path(name) for name in FIELD.findall(path)]
+        paths[path] = {
+            "get": {
+                "operationId": f"console_{path.rsplit('/', 1)[-1].strip('{}')}",
+                "parameters": [*parameters, *(doc.param(name) for name in queries)],
+                "security": [{"bearer": []}],
+                "responses": {
+                    "200": ok,
+                    **doc.error_bodies("400", "401", "403", "404"),
+                    "503": {"description": "storage", "content": {"application/json": failure}},
+                },
+            }
+        }
+    return paths
+
+
+def _document(server: Server) -> dict[str, Any]:
+    status, _, raw = server.request("GET", "/openapi.json")
+    assert status == 200, raw
+    document = dict(json.loads(raw))
+    document["paths"].update(_console_operations())
+    return document
+
+
+def _keep_local(value: Any) -> Any:
+    """``value`` with every ``url`` field (push configs, file parts) on a closed local port."""
+    if isinstance(value, dict):
+        return {k: LOCAL if k == "url" else _keep_local(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_keep_local(v) for v in value]
+    return value
+
+
+def _is_guarded(case: Any) -> bool:
+    return any(
+        scheme.get("bearer") is not None
+        for scheme in case.operation.definition.raw.get("security", [])
+    )
+
+
+class Caller:
+    """Makes the fuzzer's calls in one auth mode: the token set (or removed), URLs kept local,
+    each call counted, and a guarded call without a token refused."""
+
+    def __init__(self, server: Server, mode: str, token: str | None, tally: Tally) -> None:
+        self.base = f"http://127.0.0.1:{server.port}"
+        self.mode, self.token, self.tally = mode, token, tally
+        self.chaining = False  # set while scenarios run: their calls are counted apart
+
+    def prepare(self, case: Any) -> None:
+        if case.body is not None and case.path == "/" and isinstance(case.body, dict):
+            case.body = _keep_local(case.body)
+        headers = dict(case.headers or {})
+        headers.pop("Authorization", None)
+        if self.token is not None:
+            headers["Authorization"] = f"Bearer {self.token}"
+        case.headers = headers
+
+    def excluded(self, case: Any) -> list[Any]:
+        """The checks that do not apply to ``case``: ``ignored_auth`` where this caller sends
+        a valid token on purpose (the ``none`` mode is where refusals are checked);
+        ``negative_data_rejection`` on ``POST /``, whose JSON-RPC errors are HTTP 200 by A2A's
+        design; ``positive_data_acceptance`` where a valid shape can still be refused for what
+        no schema says (``LOOSE``)."""
+        out = [] if self.token is None else [checks.ignored_auth]
+        if case.path == "/":
+            out.append(checks.negative_data_rejection)
+        if case.path in LOOSE:
+            out.append(checks.positive_data_acceptance)
+        return out
+
+    def call_and_validate(self, case: Any) -> None:
+        self.prepare(case)
+        response = case.call(base_url=self.base, timeout=30)
+        self.checked(response, case)
+        case.validate_response(
+            response, excluded_checks=self.excluded(case), transport_kwargs={"timeout": 30}
+        )
+
+    def checked(self, response: Any, case: Any) -> None:
+        self.tally.record(self.mode, case.operation.label, response.status_code, self.chaining)
+        assert response.status_code < 500 or response.status_code in (503, 507), (
+            f"{case.operation.label}: {response.status_code} {response.text[:500]}"
+        )
+        if self.mode == "none" and _is_guarded(case):
+            assert response.status_code == 401, (case.operation.label, response.status_code)
+
+
+def _alone(schema: Any, caller: Caller, examples: int) -> None:
+    """Each operation alone: ``examples`` valid cases and half as many invalid ones."""
+    for result in schema.get_all_operations():
+        operation = result.ok()
+        for mode, count in (
+            (GenerationMode.POSITIVE, examples),
+            (GenerationMode.NEGATIVE, examples // 2),
+        ):
+            if count == 0:
+                continue
+
+            @given(case=operation.as_strategy(generation_mode=mode))
+            @settings(
+                max_examples=count,
+                deadline=None,
+                derandomize=True,
+                database=None,
+                suppress_health_check=list(HealthCheck),
+            )
+            def check(case: Any) -> None:
+                caller.call_and_validate(case)
+
+            try:
+                check()
+            except Unsatisfiable:
+                assert mode is GenerationMode.NEGATIVE  # nothing invalid to send (no inputs)
+
+
+def _chained(schema: Any, caller: Caller, scenarios: int, steps: int) -> None:
+    """Scenarios of calls chained through the document's links."""
+    base = schema.as_state_machine()
+
+    class Workflow(base):  # type: ignore[misc, valid-type]
+        def before_call(self, case: Any) -> None:
+            caller.prepare(case)
+
+        def get_call_kwargs(self, case: Any) -> dict[str, Any]:
+            return {"base_url": caller.base, "timeout": 30}
+
+        def after_call(self, response: Any, case: Any) -> None:
+            super().after_call(response, case)
+            caller.checked(response, case)
+
+        def validate_response(
+            self, response: Any, case: Any, additional_checks: Any = None, **kwargs: Any
+        ) -> None:
+            case.validate_response(
+                response,
+                excluded_checks=caller.excluded(case),
+                transport_kwargs=kwargs or None,
+                recorder=self.recorder,
+            )
+
+    caller.chaining = True
+    run_state_machine_as_test(
+        Workflow,
+        settings=settings(
+            max_examples=scenarios,
+            stateful_step_count=steps,
+            deadline=None,
+            derandomize=True,
+            database=None,
+            suppress_health_check=list(HealthCheck),
+        ),
+    )
+
+
+@dataclass
+class Fuzzed:
+    server: Server
+    run_token: str
+    tally: Tally
+
+
+@pytest.fixture
+def fuzzed(tmp_path: Path) -> Iterator[Fuzzed]:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    token_file = tmp_path / "run-token"
+    agents = tmp_path / "agents.toml"
+    holder = HOLDER.format(path=token_file)
+    agents.write_text(f"[agents.holder]\ncommand = {json.dumps(holder)}\n")
+    env = {"FOLDLINE_RUNNER": "cat", "FOLDLINE_AGENTS_FILE": str(agents)}
+    with serve(workspace, env) as server:
+        body = {"prompt": "hold", "agent": "holder", "session": HOLDER_SESSION, "async": True}
+        status, answer = server.invoke(body)
+        assert status in (200, 202), answer
+        deadline = time.monotonic() + 30
+        while not token_file.exists():
+            assert time.monotonic() < deadline, "the holder never wrote its run token"
+            time.sleep(0.05)
+        yield Fuzzed(server, token_file.read_text().strip(), Tally())
+
+
+def _fuzz(fuzzed: Fuzzed, budget: Budget) -> None:
+    server = fuzzed.server
+    document = _document(server)
+    tokens = {"none": None, "run": fuzzed.run_token, "operator": server.token}
+    for mode in MODES:  # the operator last: its controls may end the holder's run
+        schema = schemathesis.openapi.from_dict(copy.deepcopy(document), config=CONFIG)
+        caller = Caller(server, mode, tokens[mode], fuzzed.tally)
+        _alone(schema, caller, budget.alone[mode])
+        if budget.chained[mode]:
+            _chained(schema, caller, budget.chained[mode], budget.steps)
+    print(f"fuzz: {fuzzed.tally.summary()}")
+    verified = foldline("verify", str(server.workspace / ".foldline" / "foldline.db"))
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+
+
+def test_fuzz_every_api_answers_as_documented_under_each_token(fuzzed: Fuzzed) -> None:
+    _fuzz(fuzzed, BOUNDED)
+    tally = fuzzed.tally
+    assert all(tally.calls[mode] > 0 for mode in MODES), tally.summary()
+    assert tally.statuses["run"].total() > tally.statuses["run"][401], "the run token never worked"
+
+
+@pytest.mark.slow
+def test_fuzz_every_api_at_length(fuzzed: Fuzzed) -> None:
+    _fuzz(fuzzed, AT_LENGTH)
+    assert all(fuzzed.tally.calls[mode] > 0 for mode in MODES), fuzzed.tally.summary()
