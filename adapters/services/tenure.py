@@ -266,37 +266,69 @@ class Tenure:
     # -- holding -----------------------------------------------------------------------------
 
     def _renew(self) -> None:
-        """Renew while held; on a newer epoch (or renewals failing for too long) stop at once."""
+        """Renew while held; on a newer epoch (or renewals failing for too long) stop at once.
+
+        A renewal writes both gates, the log's lease row and the lease file; it fails when
+        either cannot be written (an engine error, or an ``OSError`` of the file: a read-only
+        mount, an immutable file). A failed renewal is tried again at every tick, due or not,
+        and only a whole one ends the failing: a tick with nothing due never hides one. After
+        stale minus renew seconds without a whole renewal the holder fences itself off, before
+        a contender can judge it stale (ADR 0057).
+        """
         last_ok = self._monotonic()
         margin = self.config.lease_renew_s
+        failing = False
         while not self._stopping.wait(self.config.lease_renew_s / 2):
             missing = self._log_missing()
             if missing is not None:  # nothing more is written: the lease goes with its log
                 log.error("lease renewals stop: %s", missing)
                 return
             try:
-                if not self.check():
-                    return
-                row = self._row()
-                if row is None:  # check() just saw it held by us; a lease row is never deleted
-                    raise EngineError("the lease row vanished")
-                age = (self._engine().clock.now() - parse_time(row.renewed_at)).total_seconds()
-                if age >= self.config.lease_renew_s * 0.8:
-                    self._engine().handle(
-                        c.RenewLease(name=LEASE, holder=self.holder, epoch=self.epoch or 0)
-                    )
-                    # Judged again just before the rewrite: a newer claim written meanwhile is
-                    # never blindly replaced by ours (that was the zombie's fault, too).
-                    if not self.check():
-                        return
-                    self.file.replace(self._record(self.epoch or 0))
-                    self._on_renewed()
-                last_ok = self._monotonic()
-            except EngineError as ex:
+                renewed = self._renew_once(due=failing)
+            except (EngineError, OSError) as ex:
                 log.error("lease renewal failed: %s", ex)
+                failing = True
+            else:
+                if renewed is False:
+                    return
+                failing = False
+                last_ok = self._monotonic()
+                if renewed:
+                    self._after_renewal()
             if self._monotonic() - last_ok > self.config.lease_stale_s - margin:
                 self.lose("renewals have failed for too long: fencing ourselves off")
                 return
+
+    def _renew_once(self, due: bool) -> bool | None:
+        """One tick: still the holder, and both gates renewed when the row is old enough (or
+        ``due``, after a failed one). False: lost; True: renewed; None: nothing was due.
+
+        Raises:
+            EngineError: the log refused the renewal.
+            OSError: the lease file could not be read or written.
+        """
+        if not self.check():
+            return False
+        row = self._row()
+        if row is None:  # check() just saw it held by us; a lease row is never deleted
+            raise EngineError("the lease row vanished")
+        age = (self._engine().clock.now() - parse_time(row.renewed_at)).total_seconds()
+        if not due and age < self.config.lease_renew_s * 0.8:
+            return None
+        self._engine().handle(c.RenewLease(name=LEASE, holder=self.holder, epoch=self.epoch or 0))
+        # Judged again just before the rewrite: a newer claim written meanwhile is never
+        # blindly replaced by ours (that was the zombie's fault, too).
+        if not self.check():
+            return False
+        self.file.replace(self._record(self.epoch or 0))
+        return True
+
+    def _after_renewal(self) -> None:
+        """The holder's duties; one that fails is logged and the renewals go on."""
+        try:
+            self._on_renewed()
+        except (EngineError, OSError) as ex:
+            log.error("a duty after the lease renewal failed: %s", ex)
 
     def check(self) -> bool:
         """Still the holder? A newer epoch in the log or in the file means lost (and returns

@@ -62,8 +62,18 @@ class LeaseFile:
         return True
 
     def replace(self, record: LeaseRecord) -> None:
-        """Write a whole new record atomically (temp file, fsync, rename, directory fsync)."""
-        os.replace(self._written(record), self.path)
+        """Write a whole new record atomically (temp file, fsync, rename, directory fsync).
+
+        Raises:
+            OSError: the record could not be put in place (no temporary file is left behind).
+        """
+        temporary = self._written(record)
+        try:
+            os.replace(temporary, self.path)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+            raise
         fsync_dir(self.path.parent)
 
     def _written(self, record: LeaseRecord) -> Path:
