@@ -86,6 +86,7 @@ class Tenure:
         self._seen: tuple[Any, float] | None = None
         self.lost = threading.Event()
         self._on_lost = on_lost
+        self._renewed_at = 0.0  # monotonic: the last whole renewal (or the acquisition)
 
     def follow_config(self, config: ServerConfig) -> None:
         """The server's config as it changed after the boot: only its shared-volume mode,
@@ -162,7 +163,9 @@ class Tenure:
                 while not self._is_recovered() and self._monotonic() < deadline:
                     time.sleep(0.05)
             self.epoch = epoch
+            self._renewed_at = self._monotonic()
             threading.Thread(target=self._renew, name="foldline-lease", daemon=True).start()
+            threading.Thread(target=self._watch, name="foldline-lease-watch", daemon=True).start()
 
     def _taken(self, engine: DomainEngine, epoch: int, began: int) -> tracing.Span:
         """Say at info that this process took the lease, and start its span (ADR 0059): a
@@ -273,10 +276,9 @@ class Tenure:
         mount, an immutable file). A failed renewal is tried again at every tick, due or not,
         and only a whole one ends the failing: a tick with nothing due never hides one. After
         stale minus renew seconds without a whole renewal the holder fences itself off, before
-        a contender can judge it stale (ADR 0057).
+        a contender can judge it stale (ADR 0057); ``_watch`` does it too, should a renewal
+        hang instead of failing.
         """
-        last_ok = self._monotonic()
-        margin = self.config.lease_renew_s
         failing = False
         while not self._stopping.wait(self.config.lease_renew_s / 2):
             missing = self._log_missing()
@@ -292,11 +294,28 @@ class Tenure:
                 if renewed is False:
                     return
                 failing = False
-                last_ok = self._monotonic()
+                self._renewed_at = self._monotonic()
                 if renewed:
                     self._after_renewal()
-            if self._monotonic() - last_ok > self.config.lease_stale_s - margin:
+            if self._is_overdue():
                 self.lose("renewals have failed for too long: fencing ourselves off")
+                return
+
+    def _is_overdue(self) -> bool:
+        """No whole renewal for stale minus renew seconds: a contender may judge this holder
+        stale one renew interval from now."""
+        overdue = self.config.lease_stale_s - self.config.lease_renew_s
+        return self._monotonic() - self._renewed_at > overdue
+
+    def _watch(self) -> None:
+        """Fence this holder off once renewals are overdue, even while the renewing thread
+        hangs inside a call (a database cut off with connections waiting to be let in, a
+        network file system that does not answer): the fence cannot wait for it to return."""
+        while not self._stopping.wait(self.config.lease_renew_s / 2):
+            if self.lost.is_set():
+                return
+            if self._is_overdue():
+                self.lose("no renewal for too long (one may hang): fencing ourselves off")
                 return
 
     def _renew_once(self, due: bool) -> bool | None:
@@ -356,6 +375,8 @@ class Tenure:
 
     def lose(self, why: str) -> None:
         """Stop writing at once; no graceful flush into the next holder's log."""
+        if self.lost.is_set():  # the renewing and the watching thread may both see it
+            return
         log.critical("workspace lease lost: %s", why)
         self.lost.set()
         self._stopping.set()

@@ -1,13 +1,13 @@
 """The two lease fault paths no other test drives, on a real server (ADRs 0013, 0016, 0057):
 
 - a recovery that fails after the lease was taken (the log's chain tail does not verify: one
-  stored hash altered while no server runs) gives the lease back, answers lease-busy, and
-  the next request retries and succeeds once the hash is put back;
+  stored hash altered, with no lease held) gives the lease back, answers lease-busy, and the
+  same server's next request succeeds once the hash is put back;
 - a holder whose renewals fail (its lease file made immutable: ``chattr +i``, which even root
   cannot rename over) fences itself off within stale minus renew seconds of the first failed
   renewal, and a second server takes the lease over with every acknowledged job in the log.
-
-The PostgreSQL half (a holder whose connection is cut) is ``tests/crash/test_postgres_failover.py``.
+  On PostgreSQL (slow: its cluster) the holder's connections are cut and kept out
+  (``pg_terminate_backend``, the database closed to new ones), with the same outcome.
 """
 
 from __future__ import annotations
@@ -242,3 +242,87 @@ def test_a_holder_whose_renewals_fail_stops_writing_in_time_and_another_takes_ov
         with contextlib.suppress(subprocess.CalledProcessError, FileNotFoundError):
             _chattr("-i", lease_file)
     _verified(workspace)
+
+
+@contextlib.contextmanager
+def _cut_off(url: str) -> Iterator[None]:
+    """Every connection to the log's database ended, and none let in again until the block
+    ends (``ALLOW_CONNECTIONS false``, then ``pg_terminate_backend``): the holder's
+    connections are cut and stay cut, as a partition from its database would leave them."""
+    import psycopg
+
+    conninfo = psycopg.conninfo.conninfo_to_dict(url.rsplit("schema=", 1)[0].rstrip("?&"))
+    database = str(conninfo["dbname"])
+    # From another database: one cannot shut the doors of the database one is in.
+    admin = psycopg.connect(**{**conninfo, "dbname": "template1"}, autocommit=True)
+    try:
+        admin.execute(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS false')
+        try:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE datname = %s AND pid <> pg_backend_pid()",
+                (database,),
+            )
+            yield
+        finally:
+            admin.execute(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS true')
+    finally:
+        admin.close()
+
+
+@pytest.mark.slow
+def test_a_postgres_holder_cut_off_from_its_database_stops_and_another_takes_over(
+    tmp_path: Path,
+) -> None:
+    from engine.storage.postgres.storage import PostgresStorage
+    from tests.support.postgres import session_cluster
+
+    url = session_cluster().url_for(tmp_path)
+    env = {**ENV, "FOLDLINE_DB": url}
+    host1, host2 = tmp_path / "host1", tmp_path / "host2"  # only the database is shared
+    host1.mkdir()
+    host2.mkdir()
+    with serve(host1, env) as first:
+        assert first.invoke({"prompt": "first", "id": "p0"})[1]["status"] == "ok"
+        load = Load(first)
+        deadline = time.monotonic() + 30
+        while len(load.acknowledged) < 5:
+            assert time.monotonic() < deadline, "the load was never served"
+            time.sleep(0.05)
+        with _cut_off(url):
+            fault_at, fault_wall = time.monotonic(), time.time()
+            try:  # every renewal fails: it fences itself off and stops
+                first.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                said = read_until(first, "lease", limit=1)
+                raise AssertionError(f"the holder never stopped: {said[-1500:]}") from None
+            stopped_after = time.monotonic() - fault_at
+        acknowledged = load.halt()
+    storage = PostgresStorage(url)
+    try:
+        (last_write,) = (
+            storage.connection().execute("SELECT max(recorded_at) FROM events").fetchone()
+        )
+    finally:
+        storage.close()
+    print(
+        f"postgres connections cut at 0: last write at {_seconds(last_write) - fault_wall:.2f} s,"
+        f" the holder gone at {stopped_after:.2f} s (stale - renew = {STALE_S - RENEW_S} s);"
+        f" {len(acknowledged)} jobs acknowledged"
+    )
+    # Nothing reached the log after the cut (no connection could), and the holder stopped
+    # before a contender could judge it stale (stale seconds after its last renewal).
+    assert _seconds(last_write) <= fault_wall + 0.5
+    assert stopped_after < STALE_S
+    with serve(host2, env) as second:
+        started = time.monotonic()
+        while True:  # lease-busy until it judged the old holder stale (STALE_S)
+            status, body = second.invoke({"prompt": "second", "id": "p1"})
+            if status != 503 or time.monotonic() - started > 30:
+                break
+            time.sleep(0.1)
+        assert status == 200 and body["status"] == "ok", body
+        print(f"taken over and served after {time.monotonic() - started:.2f} s")
+        for key in ["p0", *acknowledged]:
+            status, body = second.invoke({"get": key})
+            assert status == 200 and body["status"] == "ok", (key, body)
