@@ -276,7 +276,7 @@ class Tenure:
         mount, an immutable file). A failed renewal is tried again at every tick, due or not,
         and only a whole one ends the failing: a tick with nothing due never hides one. After
         stale minus renew seconds without a whole renewal the holder fences itself off, before
-        a contender can judge it stale (ADR 0057); ``_watch`` does it too, should a renewal
+        a contender can judge it stale (ADRs 0013, 0016); ``_watch`` does it too, should a renewal
         hang instead of failing.
         """
         failing = False

@@ -1,4 +1,4 @@
-"""The two lease fault paths no other test drives, on a real server (ADRs 0013, 0016, 0057):
+"""The two lease fault paths no other test drives, on a real server (ADRs 0013, 0016):
 
 - a recovery that fails after the lease was taken (the log's chain tail does not verify: one
   stored hash altered, with no lease held) gives the lease back, answers lease-busy, and the

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import copy
 import json
+import os
+import select
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -328,15 +330,31 @@ def _fuzz(fuzzed: Fuzzed, budget: Budget) -> None:
     server = fuzzed.server
     document = _document(server)
     tokens = {"none": None, "run": fuzzed.run_token, "operator": server.token}
-    for mode in MODES:  # the operator last: its controls may end the holder's run
-        schema = schemathesis.openapi.from_dict(copy.deepcopy(document), config=CONFIG)
-        caller = Caller(server, mode, tokens[mode], fuzzed.tally)
-        _alone(schema, caller, budget.alone[mode])
-        if budget.chained[mode]:
-            _chained(schema, caller, budget.chained[mode], budget.steps)
+    try:
+        for mode in MODES:  # the operator last: its controls may end the holder's run
+            schema = schemathesis.openapi.from_dict(copy.deepcopy(document), config=CONFIG)
+            caller = Caller(server, mode, tokens[mode], fuzzed.tally)
+            _alone(schema, caller, budget.alone[mode])
+            if budget.chained[mode]:
+                _chained(schema, caller, budget.chained[mode], budget.steps)
+    except BaseException:
+        print(f"fuzz: {fuzzed.tally.summary()}\nthe server said:\n{_said(server)}")
+        raise
     print(f"fuzz: {fuzzed.tally.summary()}")
     verified = foldline("verify", str(server.workspace / ".foldline" / "foldline.db"))
     assert verified.returncode == 0, verified.stdout + verified.stderr
+
+
+def _said(server: Server, limit: int = 1 << 16) -> str:
+    """What the server has written to stderr so far (at most ``limit`` bytes, no waiting)."""
+    assert server.process.stderr is not None
+    fd, said = server.process.stderr.fileno(), b""
+    while len(said) < limit and select.select([fd], [], [], 0)[0]:
+        chunk = os.read(fd, limit - len(said))
+        if not chunk:
+            break
+        said += chunk
+    return said.decode(errors="replace")[-8000:]
 
 
 def test_fuzz_every_api_answers_as_documented_under_each_token(fuzzed: Fuzzed) -> None:
