@@ -394,11 +394,7 @@ ROUTES = Routes(
             post(
                 "a2a",
                 doc.A2A,
-                Answer(
-                    openapi_jsonrpc.RESPONSE,
-                    "a JSON-RPC response, or an SSE stream of them",
-                    sse=True,
-                ),
+                Answer(openapi_jsonrpc.RESPONSE, "a JSON-RPC answer, or an SSE stream", sse=True),
                 body=Body(openapi_jsonrpc.REQUEST, refs=openapi_jsonrpc.STRUCTS),
                 description=doc.A2A_ERRORS,
                 links=links.to_task(

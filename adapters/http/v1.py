@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import falcon
 import msgspec
 
-from adapters.http import auth, media, ports, sse
+from adapters.http import auth, media, paging, ports, sse
 from adapters.http.errors import ApiError
 from adapters.http.follow import follow
 from adapters.http.ports import ReadRuntime, ServerRuntime
@@ -45,41 +45,7 @@ from engine.domain.rows import JobRow, LeaseRow, SessionRow, TaskRow, out
 from engine.engine import CommandResult
 from engine.events import RecordedEvent
 
-MAX_LIMIT = 500
-
-
 _json = media.json_response
-
-
-def _limit(req: falcon.Request, default: int = 100, maximum: int = MAX_LIMIT) -> int:
-    raw = req.get_param("limit")
-    if raw is None:
-        return default
-    if not raw.isdigit() or not 1 <= int(raw) <= maximum:
-        raise ApiError(falcon.HTTP_400, "invalid_argument", f"limit must be 1..{maximum}")
-    return int(raw)
-
-
-def _after_position(req: falcon.Request) -> int:
-    raw = req.get_param("after")
-    if raw is None:  # an empty ``after=`` is a bad position, not an absent one
-        raw = req.get_header("Last-Event-ID") or "0"
-    if not raw.isdigit():
-        raise ApiError(falcon.HTTP_400, "invalid_argument", "after must be a log position")
-    return int(raw)
-
-
-def _after_id(req: falcon.Request) -> str | None:
-    """A page's ``after`` cursor (an id), or None for the first page.
-
-    Raises:
-        ApiError: 400, an empty ``after=``, which the document says no cursor is (it was
-            read as the first page while an empty ``limit=`` was refused).
-    """
-    raw = req.get_param("after")
-    if raw == "":
-        raise ApiError(falcon.HTTP_400, "invalid_argument", "after must be a page's next cursor")
-    return raw
 
 
 def session_out(record: SessionRow) -> msgspec.Struct:
@@ -124,7 +90,7 @@ class Reads:
 
 class SessionsCollection(Reads):
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        state, after, limit = req.get_param("state"), _after_id(req), _limit(req)
+        state, after, limit = req.get_param("state"), paging.after_id(req), paging.limit(req)
         caller = auth.caller_of(req)
         if caller.is_operator:
             page = self.reads.sessions_page(state, after, limit)
@@ -154,8 +120,8 @@ class JobsCollection(Reads):
         page = self.reads.jobs_page(
             session,
             req.get_param("state"),
-            _after_id(req),
-            _limit(req),
+            paging.after_id(req),
+            paging.limit(req),
             parent_job=req.get_param("parent"),
         )
         _json(resp, JobPage(jobs=[job_out(r) for r in page.rows], next=page.next))
@@ -232,13 +198,13 @@ class Events(Reads):
     """The global log: a JSON page, or followed live as SSE (ids are positions)."""
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        after = _after_position(req)
+        after = paging.after_position(req)
         if "text/event-stream" in (req.get_header("Accept") or ""):
             resp.content_type = "text/event-stream"
             resp.set_header("Cache-Control", "no-cache")
             resp.stream = self._follow(after)
             return
-        events = self.runtime.events.read_all(after, _limit(req, 1000, 10_000))
+        events = self.runtime.events.read_all(after, paging.limit(req, 1000, 10_000))
         _json(
             resp,
             EventPage(
