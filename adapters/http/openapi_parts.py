@@ -189,6 +189,8 @@ def in_path(name: str, schema: dict[str, Any] | None = None) -> dict[str, Any]:
 LIMIT = param("limit", schema={"type": "integer", "minimum": 1, "maximum": 500})
 AFTER_ID = param("after", schema={"type": "string", "minLength": 1})
 IF_MATCH = param("If-Match", "header", schema={"type": "string", "pattern": "^[0-9]+$"})
+# A live channel's controls name the job's control revision they were sent against (ADR 0057).
+IF_MATCH_REQUIRED = {**IF_MATCH, "required": True}
 POSITION = {"type": "integer", "minimum": 0, "maximum": (1 << 63) - 1}
 SIZE = {"type": "integer", "minimum": 1, "maximum": 2**63 - 1}
 TEXT = {"type": "string"}

@@ -206,7 +206,7 @@ ROUTES = Routes(
                     Answer(s.ControlSentOut, "Accepted: the control is recorded"),
                     "400 403 404 409 412 413 415 428 503",
                     status="202",
-                    params=(doc.IF_MATCH,),
+                    params=(doc.IF_MATCH_REQUIRED,),
                     body=Body(body, required=action != "finalize"),
                 ),
             )
