@@ -4,9 +4,11 @@
   all workers share the workspace lease (design.md §4.2).
 - gthread workers: each waiting request or open stream holds a thread, so the default is 32
   threads per worker; ``--timeout`` only watches the worker's main loop, not long streams.
-- ``post_worker_init`` wraps the worker's SIGTERM handler so that open streams see the shutdown
-  and end cleanly instead of being cut at the graceful timeout
-  (design.md §13.3).
+- ``post_worker_init`` wraps the worker's SIGTERM handler: the worker's runs are asked to end
+  (a ``finalize`` or a SIGTERM) and given ``FOLDLINE_SERVER_STOP_GRACE_S``, then open streams
+  see the shutdown and end cleanly instead of being cut at the graceful timeout
+  (design.md §13.3, ADR 0058). gunicorn's graceful timeout is that grace plus
+  ``STOP_MARGIN_S``, for the cut-off runs to be reaped and the log closed.
 - No control socket: two instances would otherwise share one default path.
 - On exit the master releases the lease if this instance holds it.
 - The runtime is built once, in the master, with what this program decides for it: the body
@@ -17,6 +19,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import os
 import secrets
 import signal
@@ -31,8 +34,13 @@ from adapters.services.front_handoff import announce_ready, listen_fd
 from adapters.services.runtime import Runtime
 from adapters.settings.config import ServerConfig
 from adapters.system import logs, tracing
+from engine.domain.engine import DomainEngine
 
 log = logging.getLogger("foldline.server")
+# What a worker has after its runs' stop grace, before its master kills it: the runs left are
+# killed and reaped (one flush tick each), the open streams end, the log is closed. With the
+# default grace (8 s) the whole stop fits in the 15 s AgentCore gives a stopping microVM.
+STOP_MARGIN_S = 5
 
 
 def stop_the_server() -> None:
@@ -66,8 +74,12 @@ class FoldlineServer(BaseApplication):  # type: ignore[misc]
         def post_worker_init(worker: Any) -> None:
             previous = signal.getsignal(signal.SIGTERM)
 
+            def opened() -> DomainEngine | None:
+                return runtime.engine if runtime.is_open else None
+
             def on_term(signum: int, frame: Any) -> None:
-                runtime.shutdown.set()
+                # ``shutdown`` follows once the worker's runs ended or their grace is over.
+                runtime.stopper.begin(opened, runtime.jobs.owned, runtime.tenure.lost)
                 if callable(previous):
                     previous(signum, frame)
 
@@ -75,6 +87,7 @@ class FoldlineServer(BaseApplication):  # type: ignore[misc]
 
         def worker_exit(server: Any, worker: Any) -> None:
             try:
+                runtime.stopper.join()  # the runs' wind-down, at most its grace
                 runtime.close()
             finally:
                 tracing.shutdown()  # what this worker's spans still queue goes out
@@ -95,7 +108,8 @@ class FoldlineServer(BaseApplication):  # type: ignore[misc]
             "worker_class": "gthread",
             "threads": self.config.threads,
             "timeout": 30,
-            "graceful_timeout": 10,
+            # gunicorn takes whole seconds.
+            "graceful_timeout": math.ceil(self.config.server_stop_grace_s) + STOP_MARGIN_S,
             "keepalive": 5,
             "control_socket_disable": True,
             "post_worker_init": post_worker_init,

@@ -108,6 +108,7 @@ class Dispatcher:
         self.busy = busy  # the server's, shared by its workers
         self._runs: dict[str, threading.Thread] = {}
         self._lock = threading.Lock()
+        self.winding_down = threading.Event()  # set: the server's stop asked its runs to end
         # Who runs execute as, and what they cannot see (None: as the server, a non-root one).
         self.sandbox = sandbox.for_server(config)
         # What a run may never have read to it: the log's directory (its token beside it).
@@ -122,7 +123,12 @@ class Dispatcher:
             config.output_flush_s,
             stopping,
             on_reply=self.replies.run,
+            winding_down=self.winding_down,
         )
+
+    def owned(self) -> list[str]:
+        """The job ids of the runs this process owns now (a copy: runs come and go)."""
+        return list(self._runs.copy())
 
     def join(self, timeout_s: float) -> None:
         """Wait for this process's runs to stop (they stay recorded as running, for recovery)."""

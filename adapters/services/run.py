@@ -27,7 +27,10 @@ dispatcher, as a new run. ``Run.to_end`` reads top-down:
 5. release: a writer's worktree goes once its job is over (its patch is kept).
 
 A stopping server kills the run and records nothing: the job stays ``running``, cut off, for
-recovery to resume. Nothing here raises into the caller: failures are logged and recorded.
+recovery to resume. Before that, the server's graceful stop asks the run to end
+(``adapters.services.server_stop``): a run that ends meanwhile records its end as always, but
+one killed by a signal then is cut off too. Nothing here raises into the caller: failures are
+logged and recorded.
 
 Into a channel run, the job's controls are written by ``adapters.services.run_deliveries``,
 which also records what the run said.
@@ -42,7 +45,7 @@ import select
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from adapters.services.notify import replies_in
@@ -84,6 +87,8 @@ class RunSettings:
     flush_s: float
     stopping: threading.Event  # set: the server is shutting down, the run records nothing more
     on_reply: Callable[[str, str, str], None]  # (job_id, status, result) of an owed reply
+    # set: the server's graceful stop asked its runs to end; ``stopping`` follows its grace
+    winding_down: threading.Event = field(default_factory=threading.Event)
 
 
 class Run:
@@ -145,6 +150,8 @@ class Run:
         exit_code = self._reap(io, feeder)
         if stopped_because == "shutdown" or self._settings.stopping.is_set():
             return  # cut off: the job stays running, for recovery
+        if exit_code < 0 and stopped_because is None and self._settings.winding_down.is_set():
+            return  # killed while the server stops (its SIGTERM, say): cut off, not lost
         last_output, result = self._last_words(io)
         stderr_tail = io.stderr()[-TAIL:].decode("utf-8", errors="replace")
         self._record_end(exit_code, last_output, result, stopped_because, stderr_tail)

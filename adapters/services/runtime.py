@@ -25,7 +25,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from adapters.services import checkpoints, recovery, sandbox
+from adapters.services import checkpoints, recovery, sandbox, server_stop
 from adapters.services.anchoring import Anchoring
 from adapters.services.busy import BusyBoard
 from adapters.services.dispatch import Dispatcher
@@ -101,6 +101,7 @@ class Runtime:
         # Made here, in the gunicorn master before it forks: every worker counts on the same page.
         self.busy = BusyBoard()
         self.jobs = Dispatcher(config, lambda: self.engine, self.shutdown, self.busy)
+        self.stopper = server_stop.ServerStop(config, self.shutdown, self.jobs.winding_down)
         self.integration = Integrator(lambda: self.engine, self.jobs.worktrees)
         self.winddown = Winddown(lambda: self.engine, self.jobs, config.stop_grace_s, self.shutdown)
         self.invocations = Invocations(lambda: self.engine, self.jobs)

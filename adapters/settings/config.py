@@ -31,6 +31,9 @@ LEASE_BUSY_TEXT = (
     "workspace is in use by another runtime session \u2014 call with the fixed runtime session id"
 )
 
+# The server's stop grace is bounded like a session stop's (ADR 0058).
+MAX_SERVER_STOP_GRACE_S = 3600.0
+
 
 def demo_runner() -> str:
     """The built-in demo agent: echoes the prompt slowly so a lifecycle can be watched."""
@@ -66,6 +69,9 @@ class ServerConfig:
     max_body: int = 1 << 20
     agents: Agents = field(default_factory=Agents)  # FOLDLINE_AGENTS_FILE; "" is the runner
     stop_grace_s: float = 120.0  # a graceful stop's default grace (ADR 0058)
+    # The server's own graceful stop (SIGTERM): how long its runs have to end after their
+    # finalize or SIGTERM (ADR 0058); gunicorn's graceful timeout is this plus a margin.
+    server_stop_grace_s: float = 8.0
     # Out of the runs' reach (ADR 0029): where the anchor lives, and who runs execute as.
     state_dir: Path = field(default_factory=lambda: default_state_dir(os.environ))
     run_user: RunUser | None = None  # None: runs keep the server's uid (a non-root server)
@@ -330,6 +336,7 @@ def load_config(
         "notify_timeout_s": "FOLDLINE_NOTIFY_TIMEOUT_S",
         "a2a_keepalive_s": "FOLDLINE_A2A_KEEPALIVE_S",
         "stop_grace_s": "FOLDLINE_STOP_GRACE_S",
+        "server_stop_grace_s": "FOLDLINE_SERVER_STOP_GRACE_S",
         "checkpoint_interval_s": "FOLDLINE_CHECKPOINT_INTERVAL_S",
     }
     for attr, name in numbers.items():
@@ -371,4 +378,8 @@ def load_config(
         raise ConfigError("FOLDLINE_A2A_KEEPALIVE_S must be at most 2: A2A clients wait 5 s")
     if config.lease_renew_s >= config.lease_stale_s:
         raise ConfigError("FOLDLINE_LEASE_RENEW_S must be smaller than FOLDLINE_LEASE_STALE_S")
+    if not 0 <= config.server_stop_grace_s <= MAX_SERVER_STOP_GRACE_S:
+        raise ConfigError(
+            f"FOLDLINE_SERVER_STOP_GRACE_S must be 0 to {MAX_SERVER_STOP_GRACE_S:g} s"
+        )
     return config

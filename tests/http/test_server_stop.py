@@ -1,0 +1,199 @@
+"""The server's own graceful stop, through a real ``foldline serve`` and SIGTERM to its master
+(issue 43, goal 5; ADR 0058): each worker sends its runs that take input a ``finalize`` and the
+others a recorded SIGTERM; a run that finalizes within the grace ends ``ok`` with its answer,
+recorded before the server exits, and the caller waiting for it gets it; a run killed by the
+SIGTERM, and one that ignores everything until the grace is over, are cut off (recorded as
+running) and the next server's recovery resumes them, the stop staying within its bound."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from engine import open_log
+from engine.domain import MACHINES
+from projections import default_projections
+from tests.support.agents import python_agent
+from tests.support.server import Server, poll_invocation, serve
+
+pytestmark = [pytest.mark.server, pytest.mark.slow]
+
+# Takes controls on stdin (ADR 0038): works until a finalize, then answers from what it has.
+CHANNEL = """
+import json, sys, threading
+json.loads(sys.stdin.readline())
+steps, done = [0], threading.Event()
+def listen():
+    for line in sys.stdin:
+        if json.loads(line).get("type") == "finalize":
+            done.set()
+            return
+threading.Thread(target=listen, daemon=True).start()
+print("working", flush=True)
+while not done.wait(0.2):
+    steps[0] += 1
+print(f"final answer from {steps[0]} steps", flush=True)
+"""
+# Takes no input and dies of a SIGTERM (Python's default); a resumed run says so and ends.
+LOOPER = """
+import os, sys, time
+if os.environ.get("FOLDLINE_RESUMED") == "1":
+    print("resumed after the stop", flush=True)
+    sys.exit(0)
+for n in range(3000):
+    print(f"step {n}", flush=True)
+    time.sleep(0.2)
+"""
+# Ignores SIGTERM and reads no input: only the end of the grace stops it.
+STUBBORN = """
+import os, signal, sys, time
+if os.environ.get("FOLDLINE_RESUMED") == "1":
+    print("resumed after the stop", flush=True)
+    sys.exit(0)
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+for n in range(3000):
+    print(f"still here {n}", flush=True)
+    time.sleep(0.2)
+"""
+
+
+def _env(tmp_path: Path, grace_s: int) -> tuple[Path, dict[str, str]]:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    for name, text in (("channel.py", CHANNEL), ("looper.py", LOOPER), ("stubborn.py", STUBBORN)):
+        (workspace / name).write_text(text)
+    agents = tmp_path / "agents.toml"
+    lines = []
+    for agent in ("looper", "stubborn"):
+        # exec: the SIGTERM reaches Python itself, not a shell that dies of it.
+        command = "exec " + python_agent(f"{agent}.py")
+        lines += [f"[agents.{agent}]", f"command = {json.dumps(command)}"]
+    agents.write_text("\n".join(lines) + "\n")
+    return workspace, {
+        "FOLDLINE_RUNNER": python_agent("channel.py"),
+        "FOLDLINE_RUNNER_INPUT": "lines",
+        "FOLDLINE_AGENTS_FILE": str(agents),
+        "FOLDLINE_SERVER_STOP_GRACE_S": str(grace_s),
+    }
+
+
+def _started(server: Server, body: dict[str, Any], text: str) -> str:
+    """An asynchronous invocation's job, once its output holds ``text`` (bounded)."""
+    status, receipt = server.invoke({**body, "async": True})
+    assert status in (200, 202), receipt
+    return _saying(server, receipt["invocation"], text)
+
+
+def _invoked(server: Server, key: str) -> str:
+    """The job of the invocation ``key`` once it is known (a call in flight, 30 s at most)."""
+    deadline = time.monotonic() + 30
+    while True:
+        status, body = server.invoke({"get": key})
+        if status == 200:
+            return str(body["invocation"])
+        assert status == 404 and time.monotonic() < deadline, (status, body)
+        time.sleep(0.05)
+
+
+def _saying(server: Server, job_id: str, text: str) -> str:
+    """``job_id`` once its output holds ``text`` (each look blocks on the log, 60 s at most)."""
+    deadline = time.monotonic() + 60
+    while True:
+        _, _, raw = server.request("GET", f"/v1/streams/job:{job_id}/events")
+        said = [e["event"].get("text", "") for e in json.loads(raw)["events"]]
+        if any(text in chunk for chunk in said):
+            return job_id
+        assert time.monotonic() < deadline, f"job {job_id} never said {text!r}: {said}"
+        server.request("GET", f"/v1/jobs/wait?ids={job_id}&timeout=1")
+
+
+def _stop(server: Server, limit: float) -> tuple[float, str]:
+    """SIGTERM to the master; how long until it exited (at most ``limit``), and its stderr."""
+    began = time.monotonic()
+    server.process.terminate()
+    server.process.wait(timeout=limit)
+    assert server.process.stderr is not None
+    return time.monotonic() - began, server.process.stderr.read().decode()
+
+
+def _recorded(workspace: Path, job_id: str) -> tuple[str, list[tuple[str, dict[str, Any]]]]:
+    """The job's state in its row and its events, read from the log after the server exited."""
+    log = open_log(workspace / ".foldline" / "foldline.db", MACHINES, default_projections())
+    try:
+        events = [
+            (e.event_type, msgspec.to_builtins(e.event)) for e in log.read_stream(f"job:{job_id}")
+        ]
+        rows = log.connection().execute("SELECT state FROM jobs WHERE job_id = ?", (job_id,))
+        return str(next(iter(rows))[0]), events
+    finally:
+        log.close()
+
+
+def test_a_server_stop_finalizes_a_channel_run_and_cuts_off_the_sigtermed_one(
+    tmp_path: Path,
+) -> None:
+    workspace, env = _env(tmp_path, grace_s=40)
+    with serve(workspace, env) as server:
+        answers: list[tuple[int, Any]] = []
+        caller = threading.Thread(
+            target=lambda: answers.append(server.invoke({"prompt": "go", "id": "k1"}, 120))
+        )
+        caller.start()
+        talker = _saying(server, _invoked(server, "k1"), "working")
+        looper = _started(
+            server, {"prompt": "go", "agent": "looper", "session": "s2", "id": "k2"}, "step 1"
+        )
+        took, _ = _stop(server, limit=60)
+        caller.join(timeout=30)
+        # Both ended long before the grace of 40 s: the stop did not wait it out.
+        assert took < 30, f"the server took {took:.1f} s to stop"
+        # The caller owed the reply got the finalized answer before the server went.
+        assert answers and answers[0][0] == 200, answers
+        assert answers[0][1]["status"] == "ok", answers
+        assert "final answer from" in answers[0][1]["result"], answers
+
+    state, events = _recorded(workspace, talker)
+    kinds = [kind for kind, _ in events]
+    control = [e for kind, e in events if kind == "job.control"]
+    assert [(c["action"], c["by"]) for c in control] == [("finalize", "stop")], control
+    finished = [e for kind, e in events if kind == "job.finished"]
+    assert state == "ok" and finished[0]["outcome"] == "ok", events
+    assert "final answer from" in finished[0]["result"], finished
+    assert kinds.index("job.control") < kinds.index("job.finished"), kinds
+
+    # The run without input: its SIGTERM recorded, then nothing: cut off, for recovery.
+    state, events = _recorded(workspace, looper)
+    signalled = [e for kind, e in events if kind == "job.signalled"]
+    assert [e["signal"] for e in signalled] == ["SIGTERM"], events
+    assert state == "running" and events[-1][0] == "job.signalled", events
+
+    with serve(workspace, env) as second:
+        body = poll_invocation(second, "k2", "ok", limit=60)
+        assert body["result"].endswith("resumed after the stop\n"), body
+
+
+def test_a_server_stop_cuts_off_a_run_that_ignores_it_within_the_grace(tmp_path: Path) -> None:
+    workspace, env = _env(tmp_path, grace_s=3)
+    with serve(workspace, env) as server:
+        stubborn = _started(
+            server, {"prompt": "go", "agent": "stubborn", "session": "s2", "id": "k3"}, "still"
+        )
+        took, stderr = _stop(server, limit=60)
+        # The grace (3 s) and gunicorn's margin after it (5 s) bound the stop.
+        assert 3 <= took < 3 + 5 + 4, f"the server took {took:.1f} s to stop: {stderr}"
+        assert "cut off, for recovery" in stderr and stubborn in stderr, stderr
+
+    state, events = _recorded(workspace, stubborn)
+    assert [e["signal"] for kind, e in events if kind == "job.signalled"] == ["SIGTERM"], events
+    assert state == "running", events
+    assert not {"job.finished", "job.suspended", "job.cancelled"} & {k for k, _ in events}
+
+    with serve(workspace, env) as second:
+        body = poll_invocation(second, "k3", "ok", limit=60)
+        assert body["result"].endswith("resumed after the stop\n"), body
