@@ -200,15 +200,20 @@ def test_invocation_when_another_server_holds_the_lease_is_503(make_client: Make
 def test_invocation_dispatch_failure_is_500_with_no_job_and_a_retry_runs(
     make_client: MakeClient, workspace: Path, tmp_path: Path
 ) -> None:
-    db = tmp_path / "elsewhere.db"
+    # The log in a directory of its own: a run sees nothing of the log's directory (ADR 0064),
+    # so one that held the workspace would hide it from every run.
+    (tmp_path / "elsewhere").mkdir()
+    db = tmp_path / "elsewhere" / "log.db"
     client, runtime = make_client(db=db)
-    post(client, {"prompt": "warm up"})  # opens the log and takes the lease
+    warm = post(client, {"prompt": "warm up"})  # opens the log and takes the lease
+    assert warm.json["status"] == "ok", warm.json
     os.rename(workspace, tmp_path / "moved")  # the runner's cwd is gone
     answer = post(client, {"prompt": "x", "id": "retry-me"})
     assert answer.status_code == 500 and "runner could not start" in answer.json["error"]
     assert job_count(runtime) == 1
     os.rename(tmp_path / "moved", workspace)
-    assert post(client, {"prompt": "x", "id": "retry-me"}).json["status"] == "ok"
+    again = post(client, {"prompt": "x", "id": "retry-me"}).json
+    assert again["status"] == "ok", again["result"]
 
 
 def test_invocation_get_of_an_unknown_key_is_404(make_client: MakeClient) -> None:

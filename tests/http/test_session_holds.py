@@ -62,6 +62,8 @@ def test_session_keeps_its_agent_and_warns_of_another(tmp_path: Path) -> None:
         rows = _jobs(server, "s1")
 
     warning = "session s1 runs agent a; agent b ignored"
+    for call in (first, second, third):  # the closing note quotes the three calls
+        print(json.dumps({k: call[k] for k in ("session", "agent", "result", "warnings")}))
     assert [first["result"], second["result"], third["result"]] == [
         "a saw one\n",
         "a saw two\n",
@@ -115,6 +117,8 @@ def test_session_busy_prompt_is_answered_with_the_superseded_one(tmp_path: Path)
         first = waiting.result(timeout=90)
         events = job_events(server, first_id)
 
+    print("second caller:", json.dumps({k: second[k] for k in ("status", "result", "covers")}))
+    print("first caller:", json.dumps({k: first[k] for k in ("status", "supersededBy")}))
     assert second["status"] == "ok" and second["result"] == "- saw hold 1 | quick 2\n"
     assert second["covers"] == [first_id]
     assert first["status"] == "superseded" and first["supersededBy"] == second["invocation"]

@@ -26,6 +26,7 @@ RUN_OWN = frozenset(
         "FOLDLINE_URL",
         "FOLDLINE_RUN_TOKEN",
         "FOLDLINE_SESSION_HISTORY",  # a root job's run (ADR 0049)
+        "TRACEPARENT",  # the run's place in its job's trace (ADR 0059)
     }
 )
 SHELL_OWN = frozenset({"PWD", "OLDPWD", "SHLVL", "_"})
