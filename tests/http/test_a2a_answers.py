@@ -97,6 +97,8 @@ def test_a2a_answers_through_the_official_client(tmp_path: Path) -> None:
     with serve(workspace, ENV, workers=2) as server:
         seen = asyncio.run(_sdk(f"http://127.0.0.1:{server.port}"))
     made = seen["artifacts"]
+    for name in ("artifacts", "message", "rejected", "auth", "authorized"):  # the note quotes
+        print(f"{name}: {json.dumps(MessageToDict(seen[name]))}")
     assert made.status.state == TaskState.TASK_STATE_COMPLETED
     by_id = {a.artifact_id: a for a in made.artifacts}
     assert MessageToDict(by_id["figures"].parts[0].data) == {"total": 42}

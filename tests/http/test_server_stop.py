@@ -171,7 +171,9 @@ def test_a_server_stop_finalizes_a_channel_run_and_cuts_off_the_sigtermed_one(
     state, events = _recorded(workspace, looper)
     signalled = [e for kind, e in events if kind == "job.signalled"]
     assert [e["signal"] for e in signalled] == ["SIGTERM"], events
-    assert state == "running" and events[-1][0] == "job.signalled", events
+    # Cut off: nothing ends it after the signal (it may still print while it goes).
+    after = [kind for kind, _ in events[[k for k, _ in events].index("job.signalled") :]]
+    assert state == "running" and set(after) <= {"job.signalled", "job.output"}, events
 
     with serve(workspace, env) as second:
         body = poll_invocation(second, "k2", "ok", limit=60)
