@@ -225,17 +225,7 @@ def test_a_holder_whose_renewals_fail_stops_writing_in_time_and_another_takes_ov
         assert after_failure <= bound + RENEW_S / 2, after_failure
         assert wrote_for < STALE_S  # before any contender could judge it stale
         with serve(workspace, ENV) as second:
-            started = time.monotonic()
-            while True:  # lease-busy until it judged the old record stale (STALE_S)
-                status, body = second.invoke({"prompt": "second", "id": "h1"})
-                if status != 503 or time.monotonic() - started > 30:
-                    break
-                time.sleep(0.1)
-            assert status == 200 and body["status"] == "ok", body
-            print(f"taken over and served after {time.monotonic() - started:.2f} s")
-            for key in ["h0", *acknowledged]:
-                status, body = second.invoke({"get": key})
-                assert status == 200 and body["status"] == "ok", (key, body)
+            _takes_over_with_nothing_lost(second, "h", acknowledged)
         (newer,) = _rows(workspace, "SELECT max(epoch) FROM events")[0]
         assert isinstance(newer, int) and isinstance(epoch, int) and newer > epoch
     finally:
@@ -317,14 +307,21 @@ def test_a_postgres_holder_cut_off_from_its_database_stops_and_another_takes_ove
     # teardown itself can take a second past the fence, which the write check above covers.
     assert stopped_after < STALE_S + 2, stopped_after
     with serve(host2, env) as second:
-        started = time.monotonic()
-        while True:  # lease-busy until it judged the old holder stale (STALE_S)
-            status, body = second.invoke({"prompt": "second", "id": "p1"})
-            if status != 503 or time.monotonic() - started > 30:
-                break
-            time.sleep(0.1)
-        assert status == 200 and body["status"] == "ok", body
-        print(f"taken over and served after {time.monotonic() - started:.2f} s")
-        for key in ["p0", *acknowledged]:
-            status, body = second.invoke({"get": key})
-            assert status == 200 and body["status"] == "ok", (key, body)
+        _takes_over_with_nothing_lost(second, "p", acknowledged)
+
+
+def _takes_over_with_nothing_lost(second: Server, key: str, acknowledged: list[str]) -> None:
+    """``second`` answers lease-busy until it judges the old holder stale (STALE_S; at most
+    30 s), then serves a new job (``<key>1``), and every job the first holder acknowledged
+    (``<key>0`` and ``acknowledged``) is there, ended ``ok``."""
+    started = time.monotonic()
+    while True:
+        status, body = second.invoke({"prompt": "second", "id": f"{key}1"})
+        if status != 503 or time.monotonic() - started > 30:
+            break
+        time.sleep(0.1)
+    assert status == 200 and body["status"] == "ok", body
+    print(f"taken over and served after {time.monotonic() - started:.2f} s")
+    for known in [f"{key}0", *acknowledged]:
+        status, body = second.invoke({"get": known})
+        assert status == 200 and body["status"] == "ok", (known, body)
