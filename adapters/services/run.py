@@ -28,9 +28,10 @@ dispatcher, as a new run. ``Run.to_end`` reads top-down:
 
 A stopping server kills the run and records nothing: the job stays ``running``, cut off, for
 recovery to resume. Before that, the server's graceful stop asks the run to end
-(``adapters.services.server_stop``): a run that ends meanwhile records its end as always, but
-one killed by a signal then is cut off too. Nothing here raises into the caller: failures are
-logged and recorded.
+(``adapters.services.server_stop``): a run that ends meanwhile records its end as always; one
+killed by a signal then records nothing, and the stop cancels it with what lingers (a run its
+cancel killed confirms it). Nothing here raises into the caller: failures are logged and
+recorded.
 
 Into a channel run, the job's controls are written by ``adapters.services.run_deliveries``,
 which also records what the run said.
@@ -151,7 +152,9 @@ class Run:
         if stopped_because == "shutdown" or self._settings.stopping.is_set():
             return  # cut off: the job stays running, for recovery
         if exit_code < 0 and stopped_because is None and self._settings.winding_down.is_set():
-            return  # killed while the server stops (its SIGTERM, say): cut off, not lost
+            if self._job_state() != J.CANCELLING:
+                return  # killed while the server stops (its SIGTERM): the stop cancels it
+            stopped_because = J.CANCELLING  # the stop's cancel killed it: confirm it now
         last_output, result = self._last_words(io)
         stderr_tail = io.stderr()[-TAIL:].decode("utf-8", errors="replace")
         self._record_end(exit_code, last_output, result, stopped_because, stderr_tail)

@@ -72,6 +72,9 @@ class ServerConfig:
     # The server's own graceful stop (SIGTERM): how long its runs have to end after their
     # finalize or SIGTERM (ADR 0058); gunicorn's graceful timeout is this plus a margin.
     server_stop_grace_s: float = 8.0
+    # What that stop does with the runs left after the grace: cancel (the session's stop's
+    # meaning, issue 43) or cut_off (they resume on the workspace's next server, a redeploy's).
+    server_stop_lingering: str = "cancel"
     # Out of the runs' reach (ADR 0029): where the anchor lives, and who runs execute as.
     state_dir: Path = field(default_factory=lambda: default_state_dir(os.environ))
     run_user: RunUser | None = None  # None: runs keep the server's uid (a non-root server)
@@ -313,6 +316,7 @@ def load_config(
         "bind": parse_bind(bind or env.get("FOLDLINE_BIND") or config.bind),
         "runner": env.get("FOLDLINE_RUNNER") or config.runner,
         "runner_input": env.get("FOLDLINE_RUNNER_INPUT", ""),
+        "server_stop_lingering": env.get("FOLDLINE_SERVER_STOP_LINGERING") or "cancel",
         "notify": env.get("FOLDLINE_NOTIFY") or None,
         "token": env.get("FOLDLINE_TOKEN") or None,
         "resource_groups": _groups(env.get("FOLDLINE_RESOURCE_GROUPS", "")),
@@ -373,6 +377,11 @@ def load_config(
         raise ConfigError(
             f"FOLDLINE_RUN_ISOLATION={config.run_isolation!r}: expected auto, namespace, modes"
             " or userns"
+        )
+    if config.server_stop_lingering not in ("cancel", "cut_off"):
+        raise ConfigError(
+            f"FOLDLINE_SERVER_STOP_LINGERING={config.server_stop_lingering!r}: expected cancel"
+            " or cut_off"
         )
     if config.a2a_keepalive_s > 2:
         raise ConfigError("FOLDLINE_A2A_KEEPALIVE_S must be at most 2: A2A clients wait 5 s")

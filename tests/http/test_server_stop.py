@@ -1,9 +1,10 @@
 """The server's own graceful stop, through a real ``foldline serve`` and SIGTERM to its master
 (issue 43, goal 5; ADR 0058): each worker sends its runs that take input a ``finalize`` and the
 others a recorded SIGTERM; a run that finalizes within the grace ends ``ok`` with its answer,
-recorded before the server exits, and the caller waiting for it gets it; a run killed by the
-SIGTERM, and one that ignores everything until the grace is over, are cut off (recorded as
-running) and the next server's recovery resumes them, the stop staying within its bound."""
+recorded before the server exits, and the caller waiting for it gets it; what lingers (a run
+killed by the SIGTERM, one that ignores everything until the grace is over) is cancelled with
+the stop's reason, each step recorded, the stop staying within its bound, and the next server
+has nothing to resume."""
 
 from __future__ import annotations
 
@@ -135,7 +136,7 @@ def _recorded(workspace: Path, job_id: str) -> tuple[str, list[tuple[str, dict[s
         log.close()
 
 
-def test_a_server_stop_finalizes_a_channel_run_and_cuts_off_the_sigtermed_one(
+def test_a_server_stop_finalizes_a_channel_run_and_cancels_the_sigtermed_one(
     tmp_path: Path,
 ) -> None:
     workspace, env = _env(tmp_path, grace_s=40)
@@ -167,20 +168,15 @@ def test_a_server_stop_finalizes_a_channel_run_and_cuts_off_the_sigtermed_one(
     assert "final answer from" in finished[0]["result"], finished
     assert kinds.index("job.control") < kinds.index("job.finished"), kinds
 
-    # The run without input: its SIGTERM recorded, then nothing: cut off, for recovery.
-    state, events = _recorded(workspace, looper)
-    signalled = [e for kind, e in events if kind == "job.signalled"]
-    assert [e["signal"] for e in signalled] == ["SIGTERM"], events
-    # Cut off: nothing ends it after the signal (it may still print while it goes).
-    after = [kind for kind, _ in events[[k for k, _ in events].index("job.signalled") :]]
-    assert state == "running" and set(after) <= {"job.signalled", "job.output"}, events
+    # The run without input: its SIGTERM recorded, then, killed by it, cancelled by the stop.
+    _assert_cancelled_by_the_stop(workspace, looper, grace_s=40)
 
-    with serve(workspace, env) as second:
-        body = poll_invocation(second, "k2", "ok", limit=60)
-        assert body["result"].endswith("resumed after the stop\n"), body
+    with serve(workspace, env) as second:  # nothing to resume: its caller hears the cancel
+        body = poll_invocation(second, "k2", "cancelled", limit=60)
+        assert body["state"] == "cancelled" and body["result"] is None, body
 
 
-def test_a_server_stop_cuts_off_a_run_that_ignores_it_within_the_grace(tmp_path: Path) -> None:
+def test_a_server_stop_cancels_a_run_that_ignores_it_within_the_grace(tmp_path: Path) -> None:
     workspace, env = _env(tmp_path, grace_s=3)
     with serve(workspace, env) as server:
         stubborn = _started(
@@ -189,13 +185,46 @@ def test_a_server_stop_cuts_off_a_run_that_ignores_it_within_the_grace(tmp_path:
         took, stderr = _stop(server, limit=60)
         # The grace (3 s) and gunicorn's margin after it (5 s) bound the stop.
         assert 3 <= took < 3 + 5 + 4, f"the server took {took:.1f} s to stop: {stderr}"
+        assert "are cancelled" in stderr and stubborn in stderr, stderr
+
+    _assert_cancelled_by_the_stop(workspace, stubborn, grace_s=3)
+    with serve(workspace, env) as second:
+        body = poll_invocation(second, "k3", "cancelled", limit=60)
+        assert "resumed after the stop" not in json.dumps(body), body
+
+
+def test_a_server_stop_set_to_cut_off_leaves_what_lingers_to_the_next_server(
+    tmp_path: Path,
+) -> None:
+    workspace, env = _env(tmp_path, grace_s=3)
+    env["FOLDLINE_SERVER_STOP_LINGERING"] = "cut_off"  # a redeploy must not drop owed work
+    with serve(workspace, env) as server:
+        stubborn = _started(
+            server, {"prompt": "go", "agent": "stubborn", "session": "s2", "id": "k4"}, "still"
+        )
+        took, stderr = _stop(server, limit=60)
+        assert 3 <= took < 3 + 5 + 4, f"the server took {took:.1f} s to stop: {stderr}"
         assert "cut off, for recovery" in stderr and stubborn in stderr, stderr
 
     state, events = _recorded(workspace, stubborn)
     assert [e["signal"] for kind, e in events if kind == "job.signalled"] == ["SIGTERM"], events
     assert state == "running", events
-    assert not {"job.finished", "job.suspended", "job.cancelled"} & {k for k, _ in events}
+    assert not {"job.finished", "job.suspended", "job.cancel_requested"} & {k for k, _ in events}
 
     with serve(workspace, env) as second:
-        body = poll_invocation(second, "k3", "ok", limit=60)
+        body = poll_invocation(second, "k4", "ok", limit=60)
         assert body["result"].endswith("resumed after the stop\n"), body
+
+
+def _assert_cancelled_by_the_stop(workspace: Path, job_id: str, grace_s: int) -> None:
+    """Each step of the stop recorded in order: the SIGTERM, the cancel with the stop's reason,
+    its confirmation; nothing else ends the job."""
+    state, events = _recorded(workspace, job_id)
+    steps = [(kind, e) for kind, e in events if kind != "job.output"]
+    kinds = [kind for kind, _ in steps]
+    assert state == "cancelled", events
+    assert kinds[-3:] == ["job.signalled", "job.cancel_requested", "job.cancelled"], kinds
+    assert steps[-3][1]["signal"] == "SIGTERM", steps
+    reason = f"graceful stop of the server: the grace of {grace_s} s ended"
+    assert steps[-2][1]["reason"] == reason and steps[-1][1]["confirms"], steps
+    assert not {"job.finished", "job.suspended"} & set(kinds), kinds
