@@ -91,6 +91,7 @@ def test_kill_9_while_a_batch_runs_then_recovery_finishes_it_whole(tmp_path: Pat
             assert sorted(line for line in lines if line.startswith("200 ")) == [
                 f"200 accepted done {n} resumed=1" for n in range(3)
             ]
+            print("EVIDENCE crash: the resumed root said", json.dumps(lines, indent=1))
     log = open_log(workspace / ".foldline" / "foldline.db", MACHINES, default_projections())
     assert log.verify_chain() == []
     assert log.content_hash() == log.rebuild()
@@ -135,6 +136,10 @@ def test_kill_9_while_a_spawned_worker_is_paused_then_continue_relaunches_it(
         (child,) = children
         worker = child["job_id"]
         assert child["parent_job"] == root, child
+        # Its first words recorded before the pause: the relaunch carries them (ADR 0058).
+        while "started" not in _said(first, worker):
+            assert time.monotonic() < deadline, f"the worker never said it started: {child}"
+            first.request("GET", f"/v1/jobs/wait?ids={worker}&timeout=1")
         status, _, raw = first.request("POST", f"/v1/jobs/{worker}/pause")
         assert status == 200 and json.loads(raw)["state"] == "paused", raw
         query = "SELECT pid FROM runs WHERE entity_id = ?"
@@ -160,7 +165,7 @@ def test_kill_9_while_a_spawned_worker_is_paused_then_continue_relaunches_it(
         while not (job := _job(second, worker))["finished_at"]:
             assert time.monotonic() < deadline, f"the continued worker never finished: {job}"
             second.request("GET", f"/v1/jobs/wait?ids={worker}&timeout=2")
-        assert job["state"] == "ok" and job["result"] == "done w resumed=1\n", job
+        assert job["state"] == "ok" and job["result"] == "started\ndone w resumed=1\n", job
     log = open_log(db, MACHINES, default_projections())
     assert log.verify_chain() == []
     assert log.content_hash() == log.rebuild()
@@ -170,12 +175,19 @@ def test_kill_9_while_a_spawned_worker_is_paused_then_continue_relaunches_it(
         (f"job:{worker}",),
     )
     events = [(kind, json.loads(payload)) for kind, payload in rows]
-    kinds = [kind for kind, _ in events]
+    kinds = [kind for kind, _ in events if kind != "job.output"]
     assert kinds[:3] == ["job.accepted", "job.started", "job.paused"], kinds
     assert events[0][1]["parent_job"] == root, events[0]
     assert kinds.count("job.suspended") == 1 and kinds.count("job.started") == 2, kinds
     assert kinds.index("job.suspended") < len(kinds) - 1 - kinds[::-1].index("job.started")
     assert kinds.count("job.finished") == 1 and kinds[-1] == "job.finished", kinds
+
+
+def _said(server: Server, job_id: str) -> str:
+    """What the job's recorded output says so far."""
+    status, _, raw = server.request("GET", f"/v1/streams/job:{job_id}/events")
+    assert status == 200, raw
+    return "".join(e["event"].get("text", "") for e in json.loads(raw)["events"])
 
 
 def _job(server: Server, job_id: str) -> dict[str, Any]:

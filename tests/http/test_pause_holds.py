@@ -166,10 +166,13 @@ def test_a_live_pause_keeps_its_unit_and_continue_resumes_it_at_once(tmp_path: P
         _wait_process(pid, lambda s: s == "T")  # its group is stopped, not gone
         status, refused = _spawn(server, "looper")  # the paused job still holds the one unit
         assert status == 429 and "1/1 units held" in refused["error"]["message"], refused
+        print("EVIDENCE live pause: process", _process_state(pid), "; a second job:", status)
+        print("  ", refused["error"]["message"])
         status, row = _json(server, "POST", f"/v1/jobs/{first}/continue")
         assert status == 200 and (row["state"], row["pause"]) == ("running", None), row
         assert _wait_process(pid, lambda s: s not in ("T", "")) in "RS"  # going on, same run
         assert row["runs"] == 1
+        print("EVIDENCE live continue:", status, row["state"], "runs", row["runs"])
         assert _json(server, "POST", f"/v1/jobs/{first}/cancel")[0] == 200
 
 
@@ -197,9 +200,12 @@ def test_a_cold_pause_finalizes_frees_the_unit_and_continue_relaunches_it(
         # recorded, and answered 429.
         status, body = _spawn(server, "looper")
         assert status == 201, body
+        print("EVIDENCE cold pause:", row["pause"], "exit", row["exit_code"], "; /ping Healthy")
+        print("   a second job on the freed unit:", status)
         second = body["jobs"][0]["job_id"]
         status, refused = _json(server, "POST", f"/v1/jobs/{first}/continue")
         assert status == 429 and "1/1 units held" in refused["error"]["message"], refused
+        print("   its continue meanwhile:", status, refused["error"]["message"])
         kinds = [e["event_type"] for e in _events(server, first)]
         assert kinds[-1] == "job.continue_refused", kinds
         assert _json(server, "POST", f"/v1/jobs/{second}/cancel")[0] == 200
@@ -210,6 +216,7 @@ def test_a_cold_pause_finalizes_frees_the_unit_and_continue_relaunches_it(
         last = row["result"].strip().splitlines()[-1]
         assert last.startswith("resumed; earlier said: final answer from"), row["result"]
         assert row["runs"] == 2
+        print("EVIDENCE cold continue:", row["state"], "runs", row["runs"], "last line:", last)
 
 
 def test_a_worker_killed_by_sigkill_is_suspended_and_continues_to_ok(tmp_path: Path) -> None:
@@ -229,6 +236,8 @@ def test_a_worker_killed_by_sigkill_is_suspended_and_continues_to_ok(tmp_path: P
         lines = row["result"].splitlines()
         steps = [line for line in lines if line.startswith("step")]
         assert len(steps) >= 3 and lines[-1] == f"resumed after {len(steps)} steps", lines
+        print("EVIDENCE SIGKILL: suspended,", "run lost: killed by SIGKILL; continued:")
+        print("  ", row["state"], "runs", row["runs"], "last line:", lines[-1])
 
 
 def test_a_graceful_stop_finalizes_a_channel_run_within_its_grace(tmp_path: Path) -> None:
