@@ -14,8 +14,10 @@ from adapters.settings.declarations import Declarations, load_declarations
 from adapters.settings.log_sources import as_file, open_any_reader, reading
 from engine import InvalidArgument, Machines, open_log, open_notifier
 from engine.audit import (
+    UNJUDGED,
     diff,
     export_line,
+    judge,
     make_checkpoint,
     state_at,
     verify,
@@ -23,6 +25,7 @@ from engine.audit import (
 )
 from engine.audit.anchor import encode as encode_checkpoint
 from engine.audit.anchor import load as load_checkpoint
+from engine.chain import Violation
 from engine.clock import format_time, parse_time
 from engine.keep.archive import joined
 
@@ -50,6 +53,19 @@ def run_machines(args: argparse.Namespace) -> int:
 
 def _declarations(args: argparse.Namespace) -> Declarations:
     return load_declarations(args.machines or ())
+
+
+def _judged(db: str, declared: Declarations, label: str = "") -> list[Violation]:
+    """``db``'s events judged by the declarations in force when each was recorded (ADR 0060,
+    ``engine.audit.judge``, what ``verify`` replays by): the findings, each printed on stderr
+    like ``verify``'s. Streams no declaration names are said once on stderr and not counted:
+    these commands read any log."""
+    with as_file(db) as copy, joined(copy) as path:  # an archived log: with its segments
+        found = judge(path, declared.machines, _progress)
+    for v in found:
+        line = f"{label}position {v.position}: {v.kind}: {v.detail}"
+        print(f"foldline: {'note: ' if v.kind == UNJUDGED else ''}{line}", file=sys.stderr)
+    return [v for v in found if v.kind != UNJUDGED]
 
 
 def _progress(stage: str, done: int, total: int) -> None:
@@ -118,9 +134,12 @@ def run_checkpoint(args: argparse.Namespace) -> int:
 
 
 def run_diff(args: argparse.Namespace) -> int:
-    _declarations(args)
+    """Exit 0 when the logs are identical and each keeps its recorded rules, else 1."""
+    declared = _declarations(args)
     with as_file(args.a) as a, as_file(args.b) as b:
         result = diff(a, b, args.at)
+    judged = {"a": _judged(args.a, declared, "A: ")}
+    judged["b"] = judged["a"] if result.identical else _judged(args.b, declared, "B: ")
     heads = (result.heads["a"], result.heads["b"])
     chain = {side: [v.__dict__ for v in found] for side, found in result.chain.items()}
     if args.json:
@@ -136,6 +155,7 @@ def run_diff(args: argparse.Namespace) -> int:
                     "moved": result.moved,
                     "entities": result.entities,
                     "chain": chain,
+                    "judged": {side: [v.__dict__ for v in found] for side, found in judged.items()},
                 },
                 indent=2,
             )
@@ -162,7 +182,13 @@ def run_diff(args: argparse.Namespace) -> int:
         for side, found in result.chain.items():
             for v in found:
                 print(f"  {side.upper()}'s chain does not verify: position {v.position}: {v.kind}")
-    return OK if result.identical else FOUND
+    if not args.json:
+        for side, found in judged.items() if not result.identical else [("a", judged["a"])]:
+            for v in found:
+                print(
+                    f"  {side.upper()} breaks its recorded rules: position {v.position}: {v.kind}"
+                )
+    return OK if result.identical and not judged["a"] else FOUND
 
 
 def run_history(args: argparse.Namespace) -> int:
@@ -174,14 +200,18 @@ def run_history(args: argparse.Namespace) -> int:
 
 
 def run_state(args: argparse.Namespace) -> int:
-    _declarations(args)
+    """Print the heads; exit 1 when an event up to them breaks the rules in force then."""
+    declared = _declarations(args)
     with reading(args.db) as reader:
         time_text = format_time(parse_time(args.time)) if args.time else None
         heads = state_at(reader, args.at, time_text)
+    # Only what led to these heads counts: a finding after them does not change them.
+    upto = max((head["position"] for head in heads.values()), default=0)
+    found = [v for v in _judged(args.db, declared) if v.position <= upto]
     if args.stream:
         heads = {k: v for k, v in heads.items() if k == args.stream}
     print(json.dumps(heads, indent=2, sort_keys=True))
-    return OK
+    return FOUND if found else OK
 
 
 def run_export(args: argparse.Namespace) -> int:
@@ -230,7 +260,18 @@ def run_copy(args: argparse.Namespace) -> int:
 
 
 def run_rebuild(args: argparse.Namespace) -> int:
+    """Refold every projection, once the log keeps the rules it recorded (else exit 1 and
+    write nothing, unless ``--force``)."""
     declared = _declarations(args)
+    found = _judged(args.db, declared)
+    if found and not args.force:
+        print(json.dumps({"rebuilt": False, "violations": [v.__dict__ for v in found]}, indent=2))
+        print(
+            "foldline: not rebuilt: the log breaks the rules in force when its events were"
+            " recorded (foldline verify says all; --force rebuilds anyway)",
+            file=sys.stderr,
+        )
+        return FOUND
     log = open_log(args.db, declared.machines, declared.projections)
     try:
         before = log.content_hash()

@@ -193,6 +193,11 @@ def build_parser() -> argparse.ArgumentParser:
         run_rebuild,
     )
     rebuild_cmd.add_argument("db")
+    rebuild_cmd.add_argument(
+        "--force",
+        action="store_true",
+        help="refold even when events break the rules in force when they were recorded",
+    )
     console_cmd = command(
         "console",
         "serve the operator console read-only over a log (no lease, no writes)",

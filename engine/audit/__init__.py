@@ -16,9 +16,10 @@ import msgspec
 from engine.audit.anchor import Checkpoint, make_checkpoint, verify_against
 from engine.audit.compare import Diff, diff
 from engine.audit.source import COLUMNS, Reader, open_reader, reading
-from engine.audit.verifier import Progress, Report, verify
+from engine.audit.verifier import UNJUDGED, Progress, Report, judge, verify
 
 __all__ = [
+    "UNJUDGED",
     "Checkpoint",
     "Diff",
     "Progress",
@@ -26,6 +27,7 @@ __all__ = [
     "Report",
     "diff",
     "export_line",
+    "judge",
     "make_checkpoint",
     "open_reader",
     "reading",

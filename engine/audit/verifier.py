@@ -144,6 +144,7 @@ def verify(
     progress: Progress | None = None,
     workers: int | None = None,
     by_record: bool = True,
+    refold: bool = True,
 ) -> Report:
     """Every check of design.md §10 ``verify``: the hash chain and gap-free positions, contiguous
     versions per stream, every event legal when replayed through the declared machines (a
@@ -153,7 +154,8 @@ def verify(
 
     ``by_record``: judge each event by the declarations recorded before it (ADR 0060), the
     given ``machines`` only before the first; otherwise every event by ``machines`` (what
-    ``foldline replay`` asks: would this code accept the whole history?).
+    ``foldline replay`` asks: would this code accept the whole history?). ``refold``: compare
+    the read models with a fold too; without it only the log itself is judged (``judge``).
 
     Raises:
         NotALog, SchemaTooNew, StorageError: the file cannot be audited.
@@ -162,11 +164,11 @@ def verify(
     try:
         if reader.schema < IN_PLACE_FROM:
             return _verify_migrated_copy(
-                reader, machines, projections, progress, workers, by_record
+                reader, machines, projections, progress, workers, by_record, refold
             )
         head = reader.head()
         projection_set = ProjectionSet([StreamsProjection(), *projections])
-        fold, unchecked = which_projections(reader, projection_set)
+        fold, unchecked = which_projections(reader, projection_set) if refold else ([], {})
         code = Machines(with_system(machines))
         recorded, declared = eras(reader, code) if by_record else ([], [])
     finally:
@@ -228,6 +230,29 @@ def verify(
     return Report(head, violations, unchecked)
 
 
+UNJUDGED = "undeclared_kind"
+"""The finding of streams no declaration names, neither the code's nor the log's record: not
+judged, rather than judged wrong."""
+
+
+def judge(
+    path: str | os.PathLike[str],
+    machines: Sequence[MachineSpec],
+    progress: Progress | None = None,
+) -> list[Violation]:
+    """What ``rebuild``, ``state`` and ``diff`` ask before they trust a log (ADR 0060): every
+    event judged by the declarations in force when it was recorded (the record's, the given
+    ``machines`` before the first), the versions and the chain, by ``verify``'s own replay,
+    without comparing the read models. An edit that swaps the recorded declarations is found
+    here as by ``verify``: by the chain, or where the swapped rules refuse the events after
+    them. ``undeclared_kind`` findings (``UNJUDGED``) are streams nobody declared.
+
+    Raises:
+        NotALog, SchemaTooNew, StorageError: the file cannot be audited.
+    """
+    return verify(path, machines, (), progress, refold=False).violations
+
+
 def _links_hold(parts: Sequence[Part]) -> bool:
     """The fast passes checked every row's link from the hash stored at the position before
     it, and the positions run 1..n without a gap: what the sequential chain check proves."""
@@ -287,6 +312,7 @@ def _verify_migrated_copy(
     progress: Progress | None,
     workers: int | None,
     by_record: bool,
+    refold: bool,
 ) -> Report:
     """An older schema: migrate a private copy, verify that."""
     folder = Path(tempfile.mkdtemp(prefix="foldline-audit-"))
@@ -294,6 +320,6 @@ def _verify_migrated_copy(
         copy = folder / "audit.db"
         copy_log(reader, copy)
         open_log(copy, machines, projections, sync="normal").close()
-        return verify(copy, machines, projections, progress, workers, by_record)
+        return verify(copy, machines, projections, progress, workers, by_record, refold)
     finally:
         shutil.rmtree(folder, ignore_errors=True)

@@ -90,6 +90,28 @@ def test_declarations_a_changed_machine_leaves_a_log_that_verifies_by_its_record
     assert "door: the new code first judges otherwise at position 4" in done.stderr
 
 
+def test_declarations_rebuild_state_and_diff_judge_by_the_record(tmp_path: Path) -> None:
+    """``rebuild``, ``state`` and ``diff`` judge each event by the declarations in force when
+    it was recorded, as ``verify`` does: run 1's closing, refused by the code, is accepted."""
+    path = tmp_path / "doors.db"
+    door_log_changed_between_runs(path)
+    machines = ["--machines", f"{VERSIONS}:NO_CLOSING"]
+    done = foldline("state", str(path), *machines)
+    assert done.returncode == 0 and _json(done)["door:a"]["state"] == "closed", done.stderr
+    copy = tmp_path / "copy.db"
+    shutil.copy(path, copy)
+    done = foldline("diff", str(path), str(copy), "--json", *machines)
+    assert done.returncode == 0, done.stderr
+    assert _json(done)["judged"] == {"a": [], "b": []}
+    log = open_log(path, [DOOR_NO_CLOSING])
+    streams = log.content_hash()["streams"]
+    log.close()
+    done = foldline("rebuild", str(path), *machines)
+    assert done.returncode == 0, done.stderr
+    rebuilt = _json(done)
+    assert rebuilt["changed"] == [] and rebuilt["projections"]["streams"] == streams
+
+
 def test_declarations_swapped_in_the_file_are_found(tmp_path: Path) -> None:
     clean = tmp_path / "doors.db"
     door_log_changed_between_runs(clean)
@@ -111,6 +133,23 @@ def test_declarations_swapped_in_the_file_are_found(tmp_path: Path) -> None:
     done = foldline("verify", str(forged_chain), *machines)
     found = {(v["position"], v["kind"]) for v in _json(done)["violations"]}
     assert done.returncode == 1 and (4, "undecodable") in found, found
+    # ...and so do rebuild (which then writes nothing), state and diff.
+    before = forged_chain.read_bytes()
+    done = foldline("rebuild", str(forged_chain), *machines)
+    rebuilt = _json(done)
+    assert (done.returncode, rebuilt["rebuilt"]) == (1, False), done.stderr
+    assert (4, "undecodable") in {(v["position"], v["kind"]) for v in rebuilt["violations"]}
+    assert forged_chain.read_bytes() == before
+    done = foldline("state", str(forged_chain), "--at", "4", *machines)
+    assert done.returncode == 1 and _json(done)["door:a"]["state"] == "closed"
+    assert "position 4: undecodable" in done.stderr
+    assert foldline("state", str(forged_chain), "--at", "3", *machines).returncode == 0
+    done = foldline("diff", str(clean), str(forged_chain), "--json", *machines)
+    judged = _json(done)["judged"]
+    assert done.returncode == 1 and judged["a"] == [], judged
+    assert (4, "undecodable") in {(v["position"], v["kind"]) for v in judged["b"]}
+    done = foldline("diff", str(clean), str(forged_chain), *machines)
+    assert "B breaks its recorded rules: position 4: undecodable" in done.stdout
     # The declarations edited without their digest.
     edited = tmp_path / "edited.db"
     shutil.copy(clean, edited)

@@ -37,3 +37,15 @@ def test_server_runs_under_two_lease_revisions_leave_a_log_that_verifies(tmp_pat
     done = foldline("replay", str(db), "--with", REVISED)
     assert done.returncode == 1, done.stdout
     assert json.loads(done.stdout)["machines"]["lease"]["position"] == released
+    # state, diff and rebuild judge by the record too: run 1's release is accepted, and the
+    # refold gives the very tables the two runs wrote.
+    done = foldline("state", str(db), "--machines", REVISED)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["log:declarations"]["version"] == 2
+    copy = tmp_path / "copy.db"
+    assert foldline("copy", str(db), str(copy)).returncode == 0
+    done = foldline("diff", str(db), str(copy), "--json", "--machines", REVISED)
+    assert done.returncode == 0 and json.loads(done.stdout)["judged"] == {"a": [], "b": []}
+    done = foldline("rebuild", str(db), "--machines", REVISED)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["changed"] == [], done.stdout
