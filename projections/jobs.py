@@ -46,8 +46,9 @@ from engine.domain.result import (
 )
 from engine.domain.retention import EntityRetired
 from engine.events import Event, RecordedEvent
-from projections.changes import Add, Change, Delete, Fold, IfNull, Shape, Update, json_list, update
+from projections.changes import Add, Change, Fold, IfNull, Shape, Update, json_list, update
 from projections.fold import FoldedProjection
+from projections.retired import retires
 
 TERMINAL = ("ok", "error", "superseded", "cancelled")
 
@@ -280,11 +281,6 @@ def integration_undone(e: RecordedEvent, job: str) -> Change:
     return update(job, result_state=e.state, updated_at=e.recorded_at)
 
 
-def retention_retired(e: RecordedEvent, job: str) -> Change:
-    """A retention policy retired the ended job's row (ADR 0062; ``projections.retired``)."""
-    return Delete(job) if e.event.kind == "job" else None  # type: ignore[attr-defined]
-
-
 FOLDS: dict[type[Event], Fold] = {
     JobAccepted: accepted,
     JobStarted: started,
@@ -314,7 +310,7 @@ FOLDS: dict[type[Event], Fold] = {
     ResultIntegrating: integrating,
     ResultIntegrated: integrated,
     ResultIntegrationUndone: integration_undone,
-    EntityRetired: retention_retired,
+    EntityRetired: retires("job"),  # a retention policy retired the ended job's row
 }
 
 

@@ -23,6 +23,7 @@ from engine.domain.push import (
     TaskPushConfigSet,
     delivery_id,
 )
+from engine.domain.retention import EntityRetired
 from engine.domain.task import (
     TaskAuthRequired,
     TaskCanceled,
@@ -36,6 +37,7 @@ from engine.domain.task import (
 )
 from engine.events import RecordedEvent
 from engine.projection import DispatchProjection, handles
+from projections.retired import delete_retired
 
 QUEUED, SENDING, WAITING, DELIVERED, DEAD = "queued", "sending", "waiting", "delivered", "dead"
 OWED = (QUEUED, SENDING, WAITING)
@@ -86,6 +88,10 @@ class PushProjection(DispatchProjection):
         CREATE INDEX push_outbox_owed ON push_outbox (progress, due_at);
         CREATE INDEX push_outbox_by_task ON push_outbox (task_id, cause);
     """
+
+    @handles(EntityRetired)
+    def on_retired(self, cur: Any, e: RecordedEvent) -> None:
+        delete_retired(cur, e, "push", "push_outbox", "delivery_id")  # ADR 0062
 
     @handles(TaskPushConfigSet)
     def on_config_set(self, cur: Any, e: RecordedEvent) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 from engine.domain.retention import EntityRetired
 from engine.events import Event, RecordedEvent
-from projections.changes import Change, Fold, put
+from projections.changes import Change, Delete, Fold, put
 from projections.fold import FoldedProjection
 
 
@@ -22,6 +22,22 @@ def retired(e: RecordedEvent, entity: str) -> Change:
         ended_at=ev.ended_at,
         command_id=ev.command_id,
     )
+
+
+def retires(kind: str) -> Fold:
+    """The fold of ``retention.retired`` for the read model of machine ``kind``: its row goes
+    (the row of another machine's entity of the same id stays)."""
+
+    def fold(e: RecordedEvent, entity: str) -> Change:
+        return Delete(entity) if e.event.kind == kind else None  # type: ignore[attr-defined]
+
+    return fold
+
+
+def delete_retired(cur: Any, e: RecordedEvent, kind: str, table: str, key: str) -> None:
+    """``retires`` for a read model folded by SQL handlers."""
+    if e.event.kind == kind:  # type: ignore[attr-defined]
+        cur.execute(f"DELETE FROM {table} WHERE {key} = ?", (e.stream_id.partition(":")[2],))
 
 
 FOLDS: dict[type[Event], Fold] = {EntityRetired: retired}

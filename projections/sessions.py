@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.domain.retention import EntityRetired
 from engine.domain.session import (
     SessionAttached,
     SessionCancelled,
@@ -26,6 +27,7 @@ from engine.domain.session import (
 from engine.events import Event, RecordedEvent
 from projections.changes import Appended, Change, Fold, Update, insert, update
 from projections.fold import FoldedProjection
+from projections.retired import retires
 
 _ENDS = ("completed", "failed", "stopped", "cancelled")
 
@@ -102,6 +104,7 @@ def settled(e: RecordedEvent, session: str) -> Change:
 
 
 FOLDS: dict[type[Event], Fold] = {
+    EntityRetired: retires("session"),  # a retention policy retired the ended session's row
     SessionCreated: created,
     SessionStarted: started,
     SessionDetached: detached,

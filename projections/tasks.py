@@ -8,6 +8,7 @@ import msgspec
 
 from engine.domain import answer, ids
 from engine.domain.push import TaskPushConfigDeleted, TaskPushConfigSet
+from engine.domain.retention import EntityRetired
 from engine.domain.task import (
     TaskArtifactUpdated,
     TaskAuthRequired,
@@ -23,6 +24,7 @@ from engine.domain.task import (
 )
 from engine.events import RecordedEvent
 from engine.projection import DispatchProjection, handles
+from projections.retired import delete_retired
 
 
 class TasksProjection(DispatchProjection):
@@ -58,6 +60,10 @@ class TasksProjection(DispatchProjection):
     @staticmethod
     def _id(e: RecordedEvent) -> str:
         return ids.entity_of(e.stream_id)
+
+    @handles(EntityRetired)
+    def on_retired(self, cur: Any, e: RecordedEvent) -> None:
+        delete_retired(cur, e, "task", "tasks", "task_id")  # ADR 0062
 
     @handles(TaskCreated)
     def on_task_created(self, cur: Any, e: RecordedEvent) -> None:

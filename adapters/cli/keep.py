@@ -24,7 +24,8 @@ from engine.errors import ChainBroken, InvalidArgument
 from engine.keep.archive import archive, join_into
 from engine.keep.replica import Shipped, follow
 from engine.keep.restore import restore
-from projections.retention import retire_jobs
+from projections.queries.retired import POLICIES
+from projections.retention import retire
 
 
 def run_backup(args: argparse.Namespace) -> int:
@@ -179,50 +180,70 @@ def add_archive_command(commands: Any) -> None:
 
 
 def run_retain(args: argparse.Namespace) -> int:
-    """List (``--dry-run``) or retire the rows of jobs that ended before the policy's age."""
+    """List (``--dry-run``) or retire the rows of entities that ended before each policy's
+    age, one machine per ``--<plural>-older-than`` (``POLICIES``)."""
+    ages = {
+        kind: age
+        for kind, policy in POLICIES.items()
+        if (age := getattr(args, f"{policy.plural}_older_than")) is not None
+    }
+    if not ages:
+        flags = ", ".join(f"--{p.plural}-older-than" for p in POLICIES.values())
+        raise InvalidArgument(f"say what to retire: one or more of {flags}")
     declared = load_declarations(args.machines or ())
     log = open_log(args.db, declared.machines, declared.projections)
     try:
-        done = retire_jobs(log, args.jobs_older_than, dry_run=args.dry_run, limit=args.limit)
+        done = retire(log, ages, dry_run=args.dry_run, limit=args.limit)
     finally:
         log.close()
-    output: dict[str, Any] = {
-        "db": args.db,
-        "policy": done.policy,
-        "ended_before": done.ended_before,
-        "dry_run": args.dry_run,
-        "jobs": [
+    output: dict[str, Any] = {"db": args.db, "dry_run": args.dry_run, "policies": {}}
+    for kind in done:
+        policy = POLICIES[kind.kind]
+        output["policies"][kind.kind] = {"policy": kind.policy, "ended_before": kind.ended_before}
+        output[policy.plural] = [
             {
-                "job_id": j.job_id,
-                "state": j.state,
-                "ended_at": j.ended_at,
-                "command_id": j.command_id,
+                f"{kind.kind}_id": e.entity_id,
+                "state": e.state,
+                "ended_at": e.ended_at,
+                "command_id": e.command_id,
             }
-            for j in done.jobs
-        ],
-    }
-    if done.retired:
-        output["positions"] = {"first": done.first_position, "last": done.last_position}
+            for e in kind.entities
+        ]
+        if kind.retired:
+            output.setdefault("positions", {})[kind.kind] = {
+                "first": kind.first_position,
+                "last": kind.last_position,
+            }
     print(json.dumps(output, indent=2))
     verb = "would retire" if args.dry_run else "retired"
-    print(f"foldline: {verb} the rows of {len(done.jobs)} jobs ({done.policy})", file=sys.stderr)
+    for kind in done:
+        plural = POLICIES[kind.kind].plural
+        print(
+            f"foldline: {verb} the rows of {len(kind.entities)} {plural} ({kind.policy})",
+            file=sys.stderr,
+        )
     return OK
 
 
 def add_retain_command(commands: Any) -> None:
-    """Register ``retain``."""
+    """Register ``retain``: one ``--<plural>-older-than AGE`` per machine a policy covers."""
     sub = commands.add_parser(
         "retain",
-        help="retire the read-model rows of jobs that ended long ago (recorded as events)",
-        epilog="example: foldline retain .foldline/foldline.db --jobs-older-than 30d --dry-run",
+        help="retire the read-model rows of jobs, tasks, push deliveries and sessions that ended"
+        " long ago (recorded as events)",
+        epilog="example: foldline retain .foldline/foldline.db --jobs-older-than 30d"
+        " --sessions-older-than 90d --dry-run",
     )
     sub.add_argument("db", help="the log")
-    sub.add_argument(
-        "--jobs-older-than", required=True, metavar="AGE",
-        help="retire ended jobs whose row last changed more than AGE ago (30d, 12h, 90m)",
-    )  # fmt: skip
+    for policy in POLICIES.values():
+        sub.add_argument(
+            f"--{policy.plural}-older-than",
+            metavar="AGE",
+            help=f"retire ended {policy.plural} whose row last changed more than AGE ago"
+            " (30d, 12h, 90m)",
+        )
     sub.add_argument("--dry-run", action="store_true", help="list what would go; write nothing")
-    sub.add_argument("--limit", type=int, default=100_000, help="at most this many jobs")
+    sub.add_argument("--limit", type=int, default=100_000, help="at most this many per machine")
     sub.add_argument(
         "--machines", action="append", metavar="MODULE:ATTRIBUTE",
         help="machines (and projections) beyond the built-in ones",

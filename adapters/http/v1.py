@@ -87,6 +87,26 @@ class Reads:
             raise ApiError(falcon.HTTP_404, "not_found", f"{what} {key!r} does not exist")
         return record
 
+    def found_or_retired(self, record: T | None, kind: str, key: str, told: bool) -> T:
+        """``found``, but an entity a retention policy retired (ADR 0062) is 410 Gone with
+        when and why, not "never existed", for a caller ``told`` may know of it.
+
+        Raises:
+            ApiError: 410 retired, or 404.
+        """
+        gone = self.reads.retired(kind, key) if record is None and told else None
+        if gone is not None:
+            raise ApiError(
+                falcon.HTTP_410,
+                "retired",
+                f"{kind} {key!r} was retired at {gone.retired_at}: {gone.policy}",
+                retired_at=gone.retired_at,
+                ended_at=gone.ended_at,
+                policy=gone.policy,
+                position=gone.position,
+            )
+        return self.found(record, kind, key)
+
 
 class SessionsCollection(Reads):
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
@@ -106,7 +126,8 @@ class SessionsCollection(Reads):
 class SessionItem(Reads):
     def on_get(self, req: falcon.Request, resp: falcon.Response, session_id: str) -> None:
         auth.require_session(req, session_id, f"session {session_id}")
-        record = self.found(self.reads.session(session_id), "session", session_id)
+        # Whoever may read the session may hear that it was retired.
+        record = self.found_or_retired(self.reads.session(session_id), "session", session_id, True)
         _json(resp, session_out(record))
 
 
@@ -129,29 +150,18 @@ class JobsCollection(Reads):
 
 class JobItem(Reads):
     def on_get(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
-        record = self.reads.job(job_id)
-        if record is None:
-            # Not "never existed": retired (ADR 0062). Its session is gone with its row, so
-            # only the operator is told; a run token is answered as before (404).
-            gone = self.reads.retired("job", job_id) if auth.caller_of(req).is_operator else None
-            if gone is not None:
-                raise ApiError(
-                    falcon.HTTP_410,
-                    "retired",
-                    f"job {job_id!r} was retired at {gone.retired_at}: {gone.policy}",
-                    retired_at=gone.retired_at,
-                    ended_at=gone.ended_at,
-                    policy=gone.policy,
-                    position=gone.position,
-                )
-        record = self.found(record, "job", job_id)
+        # Its session is gone with its row, so only the operator is told it was retired; a
+        # run token is answered as before (404).
+        operator = auth.caller_of(req).is_operator
+        record = self.found_or_retired(self.reads.job(job_id), "job", job_id, operator)
         auth.require_session(req, record.session_id, f"job {job_id}")
         _json(resp, job_out(record))
 
 
 class TaskItem(Reads):
     def on_get(self, req: falcon.Request, resp: falcon.Response, task_id: str) -> None:
-        record = self.found(self.reads.task(task_id), "task", task_id)
+        operator = auth.caller_of(req).is_operator  # as for a job
+        record = self.found_or_retired(self.reads.task(task_id), "task", task_id, operator)
         auth.require_session(req, record.session_id, f"task {task_id}")
         _json(resp, task_out(record))
 

@@ -21,7 +21,8 @@ import msgspec
 from engine.events import Event
 from engine.machines import NEW, MachineSpec, Transition
 
-KINDS = ("job",)  # the machines whose ended entities a policy may retire
+# The machines whose ended entities a policy may retire (``projections.queries.retired``).
+KINDS = ("job", "task", "push", "session")
 
 
 class RetentionState(StrEnum):
