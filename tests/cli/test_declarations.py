@@ -88,6 +88,7 @@ def test_declarations_a_changed_machine_leaves_a_log_that_verifies_by_its_record
     assert replayed["machines"]["door"]["position"] == 4
     assert replayed["machines"]["door"]["event_type"] == "door.closed"
     assert "door: the new code first judges otherwise at position 4" in done.stderr
+    print(f"replay (breaking change), exit {done.returncode}:\n{done.stderr}{done.stdout}")
 
 
 def test_declarations_rebuild_state_and_diff_judge_by_the_record(tmp_path: Path) -> None:

@@ -67,6 +67,11 @@ def test_archive_seals_a_segment_and_gives_the_space_back(archived: dict[str, ob
     assert segment.is_file()
     assert oct(segment.stat().st_mode & 0o777) == oct(0o444)
     assert report["commands_kept"] > 0
+    # The figures the closing note quotes (run with -s to see them).
+    print(
+        f"archive: {report['bytes']['before']} bytes before, {report['bytes']['after']} after;"
+        f" segment {segment.name} {segment.stat().st_size} bytes, positions 1..{size}"
+    )
 
 
 def test_archive_verify_of_live_and_segments_equals_verify_of_the_whole(
@@ -101,6 +106,8 @@ def test_archive_proves_an_archived_position_from_its_segment(
     checked = foldline("verify-proof", "--key", str(archived["vkey"]), "--checkpoint",
                        str(archived["checkpoint"]), "--inclusion", str(saved))  # fmt: skip
     assert checked.returncode == 0, checked.stderr
+    shown = {k: v for k, v in proof.items() if k not in ("segment", "path", "proof")}
+    print(f"proof of position 5 served from {Path(proof['segment']).name}: {shown}; verified")
     # Live positions and consistency from the checkpoint are proved by the live log alone.
     head = json.loads(ok("verify", whole))["events"]
     assert ok("prove", "inclusion", db, str(head)) == ok("prove", "inclusion", whole, str(head))

@@ -117,6 +117,11 @@ def test_backup_follows_a_log_under_load_survives_kills_and_restores_to_a_positi
         assert a.query(sql, ()) == b.query(sql, ())
     lags = [float(b["lag_seconds"]) for b in backup.batches]  # type: ignore[arg-type]
     assert max(lags) < 30, lags  # bounded: caught up within each poll under this load
+    ordered = sorted(lags)
+    print(
+        f"backup: {len(lags)} batches, {_head(db)} events, lag median {ordered[len(lags) // 2]:.3f}"
+        f" s, max {ordered[-1]:.3f} s"
+    )
 
     restored = tmp_path / "restored.db"
     done = foldline("restore", str(dest), str(restored), "--to-position", str(middle),
@@ -126,6 +131,7 @@ def test_backup_follows_a_log_under_load_survives_kills_and_restores_to_a_positi
     verified = foldline("verify", str(restored), "--machines", TICKETS)
     assert verified.returncode == 0, verified.stdout + verified.stderr
     assert json.loads(verified.stdout)["events"] == middle
+    print(f"restore to position {middle}: {done.stderr.strip()}; verify: {verified.stdout!r}")
     # The restored rows are the source's rows, byte for byte.
     with reading(db) as a, reading(restored) as b:
         sql = "SELECT * FROM events WHERE position <= ? ORDER BY position"
