@@ -4,9 +4,10 @@ needs a bearer token.
 Two kinds of caller. The operator holds the operator token (``FOLDLINE_TOKEN``, or the file
 the server made at first activation) and may do everything. A running job holds the
 ``FOLDLINE_RUN_TOKEN`` of its current run (only its sha256 is on record, and it works only
-while that run is live) and reads only its own session: its jobs, streams, tasks and results;
-it spawns children there and judges its descendants (the rules check those again inside the
-write transaction). Anything else is a 401.
+while that run is live) and reads only its own session; of its jobs, only its own and its
+descendants (``require_job``), unless its agent's ``result_visibility`` is ``session``
+(ADR 0065). It spawns children there and judges its descendants (the rules check those again
+inside the write transaction). Anything else is a 401.
 
 ``Authentication`` (falcon middleware) turns the request into a ``Caller`` and refuses a run
 on what the table marks ``OPERATOR`` (the whole log, leases, controls, the console's JSON);
@@ -22,13 +23,15 @@ import hmac
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import Any, Protocol
 
 import falcon
 
 from adapters.http.errors import ApiError
 from adapters.http.ports import ServerRuntime
 from adapters.services.dispatch import token_digest
+from engine.domain.agents import Visibility
+from engine.domain.rows import JobRow
 
 
 class Access(Enum):
@@ -44,6 +47,9 @@ class Caller:
     job_id: str | None = None  # None: the operator
     session_id: str | None = None
     token_digest: str | None = None
+    # Its agent's result_visibility is "session": every job of the session, not only its own
+    # and its descendants (ADR 0065).
+    sees_session: bool = False
 
     @property
     def is_operator(self) -> bool:
@@ -110,7 +116,9 @@ class Authentication:
         run = self.runtime.reads.run_caller(digest)
         if run is None:
             raise _unauthorized()
-        return Caller(run.job_id, run.session_id, digest)
+        policy = self.runtime.config.agents.policies.get(run.agent)
+        sees = policy is not None and policy.result_visibility == Visibility.SESSION
+        return Caller(run.job_id, run.session_id, digest, sees)
 
 
 class OpenReads:
@@ -148,3 +156,82 @@ def require_session(req: falcon.Request, session_id: str, what: str) -> Caller:
             f" {what} is in another session",
         )
     return caller
+
+
+class JobLookup(Protocol):
+    def job(self, job_id: str) -> JobRow | None: ...
+
+    def jobs_by_id(self, job_ids: list[str]) -> list[JobRow]: ...
+
+    def task_jobs(self, task_id: str) -> list[str]: ...
+
+
+def can_see(caller: Caller, record: JobRow, jobs: JobLookup) -> bool:
+    """Whether ``caller`` reads ``record``: the operator; a run of its session whose agent
+    sees the session; else only the run's own job and the jobs below it (bounded by the
+    lineage's depth)."""
+    if caller.is_operator:
+        return True
+    if caller.session_id != record.session_id:
+        return False
+    if caller.sees_session or record.job_id == caller.job_id:
+        return True
+    parent, steps = record.parent_job, record.depth
+    while parent is not None and steps > 0:
+        if parent == caller.job_id:
+            return True
+        above = jobs.job(parent)
+        parent, steps = (above.parent_job if above is not None else None), steps - 1
+    return False
+
+
+def require_job(req: falcon.Request, record: JobRow, jobs: JobLookup) -> Caller:
+    """The caller, if it may read job ``record`` (``can_see``).
+
+    Raises:
+        ApiError: 403 for a run of another session, or for a job that is not the run's own
+            or below it when its agent's ``result_visibility`` is ``descendants``.
+    """
+    caller = require_session(req, record.session_id, f"job {record.job_id}")
+    if not can_see(caller, record, jobs):
+        raise ApiError(
+            falcon.HTTP_403,
+            "forbidden",
+            f"result_visibility: a run reads its own job and its descendants; job"
+            f" {record.job_id} is not below job {caller.job_id} (an agent with"
+            ' result_visibility = "session" reads its whole session)',
+        )
+    return caller
+
+
+def require_task(req: falcon.Request, task_id: str, jobs: JobLookup) -> None:
+    """A run reads a task when it reads one of the task's jobs (ADR 0065).
+
+    Raises:
+        ApiError: 403 naming ``result_visibility`` otherwise.
+    """
+    caller = caller_of(req)
+    found = jobs.jobs_by_id(jobs.task_jobs(task_id))
+    if caller.is_operator or any(can_see(caller, job, jobs) for job in found):
+        return
+    raise ApiError(
+        falcon.HTTP_403,
+        "forbidden",
+        "result_visibility: a run reads the tasks of its own job and its descendants;"
+        f" task {task_id} is not one of them",
+    )
+
+
+def require_stream(req: falcon.Request, stream_id: str, jobs: JobLookup) -> None:
+    """A job's stream is read like the job, a task's like the task (ADR 0065); a session's
+    stream records no result and stays readable by every run of the session.
+
+    Raises:
+        ApiError: 403 as ``require_job`` and ``require_task`` say.
+    """
+    kind, _, key = stream_id.partition(":")
+    record = jobs.job(key) if kind == "job" else None
+    if record is not None:
+        require_job(req, record, jobs)
+    elif kind == "task":
+        require_task(req, key, jobs)

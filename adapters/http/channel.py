@@ -123,7 +123,7 @@ class Controls(Reads):
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
         record = self.found(self.reads.job(job_id), "job", job_id)
-        auth.require_session(req, record.session_id, f"job {job_id}")
+        auth.require_job(req, record, self.reads)
         media.json_response(
             resp,
             ChannelOut(

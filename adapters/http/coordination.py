@@ -127,7 +127,7 @@ class Waiting(Control):
         if missing:
             raise ApiError(falcon.HTTP_404, "not_found", f"job {missing[0]!r} does not exist")
         for record in first:
-            auth.require_session(req, record.session_id, f"job {record.job_id}")
+            auth.require_job(req, record, reads)
         seen = {r.job_id: (r.version, r.result_state) for r in first}
         deadline = time.monotonic() + timeout
         while True:
@@ -174,7 +174,7 @@ class Result(CoordinationControl):
         record = reads.job(job_id)
         if record is None:
             raise ApiError(falcon.HTTP_404, "not_found", f"job {job_id!r} does not exist")
-        auth.require_session(req, record.session_id, f"job {job_id}")
+        auth.require_job(req, record, reads)
         raw = req.get_param("cursor") or "0"
         if not raw.isdigit():
             raise ApiError(falcon.HTTP_400, "invalid_argument", "cursor must be an offset")
@@ -310,7 +310,7 @@ class Patch(Reads):
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, job_id: str) -> None:
         record = self.found(self.reads.job(job_id), "job", job_id)
-        auth.require_session(req, record.session_id, f"job {job_id}")
+        auth.require_job(req, record, self.reads)
         if record.patch is None:
             raise ApiError(falcon.HTTP_404, "not_found", f"job {job_id} has no patch")
         try:

@@ -145,7 +145,10 @@ class JobsCollection(Reads):
             paging.limit(req),
             parent_job=req.get_param("parent"),
         )
-        _json(resp, JobPage(jobs=[job_out(r) for r in page.rows], next=page.next))
+        # A run sees only what it may read (ADR 0065): the page keeps its cursor, so a page
+        # may hold fewer rows than the limit and the next one goes on after them.
+        rows = [r for r in page.rows if auth.can_see(caller, r, self.reads)]
+        _json(resp, JobPage(jobs=[job_out(r) for r in rows], next=page.next))
 
 
 class JobItem(Reads):
@@ -154,7 +157,7 @@ class JobItem(Reads):
         # run token is answered as before (404).
         operator = auth.caller_of(req).is_operator
         record = self.found_or_retired(self.reads.job(job_id), "job", job_id, operator)
-        auth.require_session(req, record.session_id, f"job {job_id}")
+        auth.require_job(req, record, self.reads)
         _json(resp, job_out(record))
 
 
@@ -163,6 +166,7 @@ class TaskItem(Reads):
         operator = auth.caller_of(req).is_operator  # as for a job
         record = self.found_or_retired(self.reads.task(task_id), "task", task_id, operator)
         auth.require_session(req, record.session_id, f"task {task_id}")
+        auth.require_task(req, task_id, self.reads)
         _json(resp, task_out(record))
 
 
@@ -180,6 +184,7 @@ class StreamEvents(Reads):
         operator = auth.caller_of(req).is_operator
         if not operator:
             auth.require_session(req, self._session_of(stream_id), f"stream {stream_id}")
+            auth.require_stream(req, stream_id, self.reads)
         events = self.runtime.events.read_stream(stream_id, int(after))
         if not operator:  # a task's push secrets are its caller's (ADR 0039)
             events = [

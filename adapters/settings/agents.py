@@ -12,6 +12,9 @@ can_spawn = []
 max_children = 4
 reject_ancestor_role = false
 controls = { sub = ["cancel", "pause", "continue", "steer", "inspect", "fork"] }  # ADR 0057
+result_visibility = "descendants"  # or "session": its runs read every job of their session
+output_schema = "worker.schema.json"  # a JSON Schema: a file (beside this one) or inline table
+contract = "warn"                # or "strict": an invalid final reply ends the job error
 [limits]
 max_depth = 3
 max_active_agents = 16           # per session
@@ -37,7 +40,15 @@ from typing import Any, Literal
 import msgspec
 
 from adapters.settings.config_error import ConfigError
-from engine.domain.agents import CONTROLS, DEFAULT_AGENT, AgentPolicy, Mode
+from adapters.settings.contracts import load_schema
+from engine.domain.agents import (
+    CONTROLS,
+    DEFAULT_AGENT,
+    AgentPolicy,
+    Contract,
+    Mode,
+    Visibility,
+)
 
 NAME = r"[A-Za-z0-9_.-]{1,64}"
 
@@ -53,6 +64,9 @@ class _AgentIn(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     max_children: Any = None
     reject_ancestor_role: bool = False
     controls: dict[str, list[str]] | None = None
+    result_visibility: Visibility = Visibility.DESCENDANTS
+    output_schema: str | dict[str, Any] | None = None
+    contract: Contract = Contract.WARN
 
 
 class _LimitsIn(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -77,6 +91,8 @@ class Agents:
     max_depth: int = 8
     max_active_agents: int | None = None
     max_active_writers: int | None = None
+    # Each agent's output schema (ADR 0065), checked at boot; absent: no contract.
+    schemas: Mapping[str, dict[str, Any]] = field(default_factory=dict)
 
     def command(self, agent: str) -> str:
         return self.commands[agent]
@@ -139,6 +155,7 @@ def load_agents(
         raise ConfigError(f"{where}: {ex}".replace("\n", " ")) from None
     commands, policies = {"": runner}, {"": DEFAULT_AGENT}
     inputs = {"": runner_input}
+    schemas: dict[str, dict[str, Any]] = {}
     for name, spec in parsed.agents.items():
         at = f"{where}: agents.{name}"
         if not re.fullmatch(NAME, name):
@@ -152,6 +169,8 @@ def load_agents(
         unknown = [n for n in spec.can_spawn if n not in parsed.agents]
         if unknown:
             raise ConfigError(f"{at}.can_spawn: unknown agent {unknown[0]!r}")
+        if spec.output_schema is not None:
+            schemas[name] = load_schema(f"{at}.output_schema", spec.output_schema, Path(path))
         commands[name] = spec.command
         inputs[name] = spec.input
         policies[name] = AgentPolicy(
@@ -164,6 +183,9 @@ def load_agents(
             max_children=_count(f"{at}.max_children", spec.max_children),
             reject_ancestor_role=spec.reject_ancestor_role,
             controls=_controls(f"{at}.controls", spec.controls, parsed.agents),
+            result_visibility=spec.result_visibility,
+            has_contract=spec.output_schema is not None,
+            contract=spec.contract,
         )
     limits = parsed.limits
     return Agents(
@@ -173,4 +195,5 @@ def load_agents(
         max_depth=_count(f"{where}: limits.max_depth", limits.max_depth, optional=False) or 8,
         max_active_agents=_count(f"{where}: limits.max_active_agents", limits.max_active_agents),
         max_active_writers=_count(f"{where}: limits.max_active_writers", limits.max_active_writers),
+        schemas=schemas,
     )

@@ -15,6 +15,21 @@ class Mode(StrEnum):
     WORKSPACE_WRITE = "workspace-write"
 
 
+class Visibility(StrEnum):
+    """What a run token of the agent reads (ADR 0065): its own job and its descendants, or
+    every job and result of its session."""
+
+    DESCENDANTS = "descendants"
+    SESSION = "session"
+
+
+class Contract(StrEnum):
+    """What an invalid final reply does (ADR 0065): recorded only, or the job ends ``error``."""
+
+    WARN = "warn"
+    STRICT = "strict"
+
+
 class AgentPolicy(msgspec.Struct, frozen=True, kw_only=True):
     name: str
     mode: Mode = Mode.READ_ONLY
@@ -28,6 +43,11 @@ class AgentPolicy(msgspec.Struct, frozen=True, kw_only=True):
     # agent (``"*"``: any agent, ``""``: the default one); None: ``DEFAULT_GRANTS`` on every
     # descendant (ADR 0057).
     controls: tuple[tuple[str, tuple[str, ...]], ...] | None = None
+    result_visibility: Visibility = Visibility.DESCENDANTS
+    # Whether its final replies are checked against an output schema (kept by the adapter,
+    # which validates), and what an invalid one does.
+    has_contract: bool = False
+    contract: Contract = Contract.WARN
 
     def grants(self, target_agent: str) -> frozenset[str]:
         """The controls a live run of this agent may use on a descendant of ``target_agent``."""

@@ -237,7 +237,8 @@ def test_channel_refusals_record_nothing(server: Server) -> None:
     status, answer = _send(server, beside, "finalize", {}, **bearer)
     assert (status, _code(answer)) == (403, "forbidden"), answer
     status, _, raw = server.request("GET", f"/v1/jobs/{beside}/controls", headers=bearer)
-    assert status == 200, raw  # a run reads its own session's jobs' controls
+    # A job beside it is no descendant: its controls are not the run's to read (ADR 0065).
+    assert status == 403 and b"result_visibility" in raw, raw
     assert _controls(server, beside) == 0
     plain = _start(server, "p", agent="plain")
     wait_for(server, plain, "job.started")
