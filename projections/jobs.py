@@ -72,7 +72,7 @@ _STARTED = Shape(
 _FINISHED = Shape(
     "state", "version", "updated_at", "result", "files", "exit_code", "warnings",
     "finished_at", "result_state", "patch_sha256", "patch_size", "patch_paths", "patch_base",
-    "outcome",
+    "outcome", "contract_valid", "contract_errors",
 )  # fmt: skip
 
 
@@ -109,15 +109,18 @@ def finished(e: RecordedEvent, job: str) -> tuple[Any, ...]:
     # A settling job's run ended, the job did not: it is finished when it settles (ADR 0050).
     finished_at = None if ev.settling else at
     patch = ev.patch
+    valid = None if ev.contract_valid is None else int(ev.contract_valid)  # PostgreSQL: no bool
+    contract = (valid, json_list(ev.contract_errors))
     if patch is None:
         return (
             job, e.state, e.version, at, ev.result, files, ev.exit_code,
             json_list(ev.warnings), finished_at, UNREAD, None, None, None, None, ev.outcome,
+            *contract,
         )  # fmt: skip
     return (
         job, e.state, e.version, at, ev.result, files, ev.exit_code, json_list(ev.warnings),
         finished_at, UNREAD, patch.sha256, patch.size, json_list(patch.paths),
-        patch.base_commit, ev.outcome,
+        patch.base_commit, ev.outcome, *contract,
     )  # fmt: skip
 
 
@@ -321,8 +324,8 @@ class JobsProjection(FoldedProjection):
     # 6: the run's outcome, kept while the job settles (ADR 0050); 7: the jobs a root job
     # covers and the agent its caller named in vain (ADR 0048); 8: how a paused job is
     # paused, and a cold pause's grace (ADR 0058); 9: the control revision and the job a fork
-    # forks (ADR 0057)
-    version = 9
+    # forks (ADR 0057); 10: the output-contract verdict (ADR 0065)
+    version = 10
     tables = ("jobs",)
     folds_by_entity = True  # every row from its own entity's streams
     ddl = """
@@ -376,6 +379,8 @@ class JobsProjection(FoldedProjection):
             outcome           TEXT,
             pause             TEXT,
             pause_grace_s     INTEGER,
+            contract_valid    INTEGER,
+            contract_errors   TEXT    NOT NULL DEFAULT '[]',
             superseded_by     TEXT,
             reason            TEXT,
             notify_pid        INTEGER,

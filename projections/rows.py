@@ -71,6 +71,7 @@ SOURCES: dict[type[msgspec.Struct], dict[str, Json | Expression | Composed]] = {
         "warnings": Json(),
         "covers": Json(),
         "write_scope": Json(),
+        "contract_errors": Json(),
         "notify_lost": Expression(NOTIFY_LOST),
         "pending_requests": Expression(PENDING_REQUESTS),
         "patch": Composed(

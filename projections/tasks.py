@@ -31,8 +31,8 @@ class TasksProjection(DispatchProjection):
     name = "tasks"
     # 2: follow-ups (ADR 0024); 3: a completed task's status text is its warnings; 4: its files
     # and, for push configs (ADR 0039), its version only; 5: the run's artifacts and reply
-    # (ADR 0054)
-    version = 5
+    # (ADR 0054); 6: whether the result is JSON its contract accepted (ADR 0065)
+    version = 6
     tables = ("tasks",)
     folds_by_entity = True  # every row from its own entity's streams
     ddl = """
@@ -49,6 +49,7 @@ class TasksProjection(DispatchProjection):
             files       TEXT    NOT NULL DEFAULT '[]',  -- the MEDIA files of the result
             artifacts   TEXT    NOT NULL DEFAULT '[]',  -- the run's own artifacts, as chunked
             reply       TEXT    NOT NULL DEFAULT 'null',  -- a direct message's parts
+            structured  INTEGER NOT NULL DEFAULT 0,  -- the result is valid JSON (ADR 0065)
             created_at  TEXT    NOT NULL,
             updated_at  TEXT    NOT NULL
         ) WITHOUT ROWID;
@@ -119,10 +120,12 @@ class TasksProjection(DispatchProjection):
         status = completed_status(ev)  # NULL: the status message is the result
         files = msgspec.json.encode(ev.files).decode() if ev.files else "[]"
         reply = msgspec.json.encode(ev.reply).decode()  # "null": no direct message
+        at, task = e.recorded_at, self._id(e)
         cur.execute(
             "UPDATE tasks SET state = ?, version = ?, result = ?,"
-            " status_text = ?, files = ?, reply = ?, updated_at = ? WHERE task_id = ?",
-            (e.state, e.version, ev.result, status, files, reply, e.recorded_at, self._id(e)),
+            " status_text = ?, files = ?, reply = ?, structured = ?, updated_at = ?"
+            " WHERE task_id = ?",
+            (e.state, e.version, ev.result, status, files, reply, int(ev.structured), at, task),
         )
 
     @handles(TaskArtifactUpdated)

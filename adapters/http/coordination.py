@@ -9,6 +9,7 @@ check it again inside the write transaction, so a token stops working the moment
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import posixpath
 import time
@@ -213,6 +214,10 @@ class Result(CoordinationControl):
                 next_cursor=end if end < len(text) else None,
                 result_state=record.result_state,
                 partial=partial,
+                contract_valid=record.contract_valid,
+                contract_errors=list(record.contract_errors),
+                # Valid means it parsed when the run ended: the same text parses again.
+                json=json.loads(text) if record.contract_valid and not partial else None,
             ),
         )
 

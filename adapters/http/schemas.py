@@ -237,6 +237,11 @@ class ResultOut(msgspec.Struct, kw_only=True):
     # The job has not ended: ``text`` is its output so far, read and recorded by nobody
     # (ADR 0057); false for a result its run finished with.
     partial: bool = False
+    # Its agent's output contract (ADR 0065): null when the reply was not judged; the parsed
+    # reply (``json``) when it was valid, on every page.
+    contract_valid: bool | None = None
+    contract_errors: list[str] = []
+    json: Any = None
 
 
 class DispositionIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

@@ -371,6 +371,7 @@ class Dispatcher:
                     input=self.config.input_of(launch.agent),
                     resumed=launch.job_id is not None,
                     earlier=earlier,
+                    schema=self.config.agents.schemas.get(launch.agent),
                 )
                 started.append((launch, token_digest(token), run))
         except (OSError, GitFailed) as ex:

@@ -48,6 +48,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from adapters.services.notify import replies_in
 from adapters.services.run_channel import (
@@ -60,6 +61,7 @@ from adapters.services.run_deliveries import Deliveries, record, record_said
 from adapters.services.run_pause import RETIRED, RunPause
 from adapters.services.run_result import files_manifest, warnings_of
 from adapters.services.writers import WriterRun
+from adapters.settings import contracts
 from adapters.system.processes import GatedProcess, kill_group
 from adapters.system.run_io import RunIO
 from engine.domain import channel as ch
@@ -112,6 +114,7 @@ class Run:
         input: str = "",  # "lines": the run takes controls while it runs (ADR 0038)
         resumed: bool = False,
         earlier: str = "",  # a resumed run: what the job's earlier runs recorded (ADR 0049)
+        schema: dict[str, Any] | None = None,  # its agent's output schema (ADR 0065)
     ) -> None:
         self.job_id, self.run_id = job_id, run_id
         self.process = process
@@ -119,6 +122,7 @@ class Run:
         self._engine, self._settings = engine, settings
         self._prompt, self._resumed = prompt, resumed
         self._earlier = earlier
+        self._schema = schema
         self._channel = input == ch.INPUT_LINES
         self._signals = Signals(job_id, run_id) if self._channel else None
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -273,6 +277,10 @@ class Run:
             patch = None
             if self.writer is not None:
                 outcome, result, patch = self.writer.judge(outcome, result)
+            # Only a run that ended well is judged: a failed one broke no contract of its own.
+            verdict = None
+            if self._schema is not None and outcome == "ok":
+                verdict = contracts.judge(self._schema, result)
             finish = c.FinishJob(
                 job_id=job_id,
                 run_id=self.run_id,
@@ -282,6 +290,8 @@ class Run:
                 exit_code=exit_code,
                 warnings=warnings_of(result),
                 patch=patch,
+                contract_valid=None if verdict is None else verdict.valid,
+                contract_errors=() if verdict is None else verdict.errors,
             )
             finished = self._finish_when_room(last_output, finish)
             if finished is None:

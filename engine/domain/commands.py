@@ -227,6 +227,9 @@ class FinishJob(Command, tag="FinishJob", frozen=True, kw_only=True):
     warnings: tuple[Short, ...] = ()
     # What a writer's run changed in its worktree, captured as a patch stored outside the log.
     patch: PatchEntry | None = None
+    # The reply judged against its agent's output schema (ADR 0065); None: not judged.
+    contract_valid: bool | None = None
+    contract_errors: Annotated[tuple[Short, ...], msgspec.Meta(max_length=20)] = ()
 
     def __post_init__(self) -> None:
         # PatchEntry is also a stored event's field, which is never constrained (an older

@@ -147,6 +147,10 @@ class JobFinished(Event, tag="job.finished", frozen=True, kw_only=True):
     # The job is owed to a caller and jobs of its subtree were live when its run ended: the
     # run's end is recorded here, and the job waits in ``settling`` (ADR 0050).
     settling: bool = False
+    # Its agent's output contract (ADR 0065): whether the reply was JSON its schema accepts
+    # (None: no contract, or the run had failed already), and why not.
+    contract_valid: bool | None = None
+    contract_errors: tuple[str, ...] = ()
 
 
 class JobSettled(Event, tag="job.settled", frozen=True, kw_only=True):

@@ -138,6 +138,9 @@ class JobRow(msgspec.Struct, frozen=True, kw_only=True):
     # when its subtree is quiet (ADR 0050).
     outcome: str | None = None
     pause_grace_s: int | None = None  # a cold pause's grace: its run's group ends after it
+    # Its finish's output-contract verdict (ADR 0065): None when it was not judged.
+    contract_valid: bool | None = None
+    contract_errors: tuple[str, ...] = ()
 
     @property
     def caller_id(self) -> str | None:
@@ -165,6 +168,7 @@ class TaskRow(msgspec.Struct, frozen=True, kw_only=True):
     files: tuple[FileEntry, ...] = ()  # a completed task's MEDIA: files, as its job recorded them
     artifacts: tuple[Artifact, ...] = ()  # its runs' own artifacts (ADR 0054)
     reply: tuple[Part, ...] | None = None  # the direct message it completed with (ADR 0054)
+    structured: bool = False  # its result is JSON its contract accepted (ADR 0065)
 
     def messages(self) -> list[tuple[str, str]]:
         """Every message of the task, in order: (message id, text)."""

@@ -60,6 +60,9 @@ class TaskCompleted(Event, tag="task.completed", frozen=True, kw_only=True):
     files: tuple[FileEntry, ...] = ()  # the job's MEDIA: files: the result artifact's file parts
     # The run answered with a message (ADR 0054): its parts are the answer, not an artifact.
     reply: tuple[Part, ...] | None = None
+    # The result is JSON its agent's output contract accepted (ADR 0065): the result artifact
+    # carries it as a data part too.
+    structured: bool = False
 
 
 class TaskArtifactUpdated(Event, tag="task.artifact_updated", frozen=True, kw_only=True):

@@ -29,6 +29,7 @@ from adapters.http.a2a.wire import (
     FileParts,
     artifact_update,
     chunk_update,
+    data_parts,
     has_result,
     status_update,
     task_json,
@@ -130,7 +131,7 @@ def task_events(
                 return
             version = record.version  # one read covers every task event up to it
             if has_result(record):
-                parts = files(record) if files is not None and record.files else None
+                parts = files(record) if files is not None and record.files else []
                 yield frame(
                     artifact_update(
                         task_id,
@@ -138,7 +139,7 @@ def task_events(
                         record.result or "",
                         append=False,
                         last_chunk=True,
-                        files=parts,
+                        files=data_parts(record) + parts,
                     )
                 )
             yield frame(status_update(record))

@@ -4,6 +4,7 @@ a ``kind``), as the official ``a2a-sdk`` client parses them."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -86,8 +87,18 @@ def artifact_id(task_id: str) -> str:
     return f"{task_id}-result"
 
 
+def data_parts(record: TaskRow) -> list[dict[str, Any]]:
+    """The result as a data part, when its agent's output contract accepted it (ADR 0065) and
+    it is a JSON object (what a data part holds); none otherwise."""
+    if not record.structured or record.result is None:
+        return []
+    data = json.loads(record.result)  # it parsed when the run ended
+    return [{"data": data}] if isinstance(data, dict) else []
+
+
 def artifact(task_id: str, text: str, files: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """The result artifact: its text, then one part per ``MEDIA:`` file (``result_files``)."""
+    """The result artifact: its text, then its data part (``data_parts``) and one part per
+    ``MEDIA:`` file (``result_files``)."""
     parts = [{"text": text}, *(files or ())]
     return {"artifactId": artifact_id(task_id), "name": "result", "parts": parts}
 
@@ -121,8 +132,8 @@ def task_json(
     task: dict[str, Any] = {"id": task_id, "contextId": context, "status": status}
     artifacts = [artifact_json(a) for a in record.artifacts]
     if has_result(record):
-        parts = files(record) if files is not None and record.files else None
-        artifacts.append(artifact(task_id, result or "", parts))
+        parts = files(record) if files is not None and record.files else []
+        artifacts.append(artifact(task_id, result or "", data_parts(record) + parts))
     if artifacts:
         task["artifacts"] = artifacts
     history = [

@@ -15,7 +15,7 @@ from engine.domain import task as task_
 from engine.domain.errors import AdmissionRejected, AlreadyExists, Conflict
 from engine.domain.job import JobState as J
 from engine.domain.rows import JobRow
-from engine.domain.rules import admission, lineage, lookups, pointer, roles
+from engine.domain.rules import admission, contract, lineage, lookups, pointer, roles
 from engine.domain.rules import session as session_rules
 from engine.domain.rules.lookups import job_for
 from engine.domain.rules.registry import Context, rule
@@ -189,21 +189,27 @@ def finish_job(cmd: c.FinishJob, ctx: Context) -> None:
     # until then its run's end is recorded and it waits, settling, for the last live job below
     # it (``quiet.complete_quiet_ancestors``, in the commit that ends that one).
     settling = pointer.is_owed(ctx, row) and bool(ctx.view.live_descendants(row.job_id))
+    outcome = contract.outcome(ctx, row, cmd)
+    # A strict contract's failure says why in the result, as a timeout does (ADR 0065).
+    text = cmd.result if outcome == cmd.outcome else contract.broken(cmd)
     ctx.append(
         ids.job(row.job_id),
         job_.JobFinished(
-            outcome=cmd.outcome,
-            result=cmd.result,
+            outcome=outcome,
+            result=text,
             files=cmd.files,
             exit_code=cmd.exit_code,
             warnings=cmd.warnings,
             patch=cmd.patch,
             settling=settling,
+            contract_valid=cmd.contract_valid,
+            contract_errors=cmd.contract_errors,
         ),
     )
     if not settling:
         pointer.settle(ctx, row.session_id, Owed("job", row.job_id))
-        pointer.end_task_of(ctx, row, cmd.outcome, cmd.result, cmd.warnings, cmd.files)
+        structured = cmd.contract_valid is True
+        pointer.end_task_of(ctx, row, outcome, text, cmd.warnings, cmd.files, structured)
 
 
 @rule(c.RecordJobOutput)

@@ -72,16 +72,18 @@ def end_task_of(
     text: str,
     warnings: tuple[str, ...] = (),
     files: tuple[FileEntry, ...] = (),
+    structured: bool = False,
 ) -> None:
     """The job worked for an A2A task: its end is the task's end, in the same transaction;
-    a completed task carries the job's ``MEDIA:`` files (its result artifact's file parts)."""
+    a completed task carries the job's ``MEDIA:`` files (its result artifact's file parts),
+    and whether its text is JSON its contract accepted (``structured``, ADR 0065)."""
     task = ctx.view.task(job.task_id) if job.task_id else None
     if task is None or task.state in task_.TERMINAL:
         return
     if outcome == "ok" and task.state == task_.TaskState.AUTH_REQUIRED:
         return  # its run asked for authorization (ADR 0054): the next message starts another
     event: Event = (
-        task_.TaskCompleted(result=text, warnings=warnings, files=files)
+        task_.TaskCompleted(result=text, warnings=warnings, files=files, structured=structured)
         if outcome == "ok"
         else task_.TaskFailed(text=text)
     )

@@ -49,4 +49,5 @@ def complete(ctx: Context, job: JobRow) -> None:
     outcome = job.outcome or "error"  # recorded by its finish; "error" only for a corrupt row
     ctx.append(ids.job(job.job_id), job_.JobSettled(outcome=outcome))
     pointer.settle(ctx, job.session_id, Owed("job", job.job_id))
-    pointer.end_task_of(ctx, job, outcome, job.result or "", job.warnings, job.files)
+    structured = job.contract_valid is True  # its finish's verdict (ADR 0065)
+    pointer.end_task_of(ctx, job, outcome, job.result or "", job.warnings, job.files, structured)
