@@ -13,7 +13,7 @@ from typing import Any
 
 import falcon
 
-from adapters.http import auth, errors, media
+from adapters.http import auth, errors, media, refusals
 from adapters.http.ports import ServerRuntime
 from adapters.http.routes import ROUTES
 from adapters.http.routing import Routes
@@ -127,7 +127,8 @@ def create_app(
 ) -> falcon.App[falcon.Request, falcon.Response]:
     """The server's app: ``routes`` (the table; a test may pass its own) behind the error
     surface, the shared-volume gate (when the mode is on or pending) and authentication."""
-    middleware: list[Any] = [errors.ErrorSurface(routes.surfaces()), WorkerHeader()]
+    audit = refusals.RefusalAudit(runtime)  # refused spawns and controls, on the record
+    middleware: list[Any] = [errors.ErrorSurface(routes.surfaces()), WorkerHeader(), audit]
     if tracing.enabled():  # off: not even installed
         middleware.insert(0, ServerSpans())
     volume = runtime.config.volume

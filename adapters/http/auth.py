@@ -86,6 +86,7 @@ class Authentication:
         if resource is None or access is Access.OPEN:
             return
         caller = self.authenticate(req)
+        req.context.caller = caller  # before a refusal too: who was refused is on record
         if access is Access.OPERATOR and not caller.is_operator:
             raise ApiError(
                 falcon.HTTP_403,
@@ -93,7 +94,6 @@ class Authentication:
                 "a run token reads only its own session's jobs, streams and results;"
                 f" {req.method} {req.path} needs the operator token",
             )
-        req.context.caller = caller
 
     def authenticate(self, req: falcon.Request) -> Caller:
         """The operator (constant-time compare), else the live run whose token it is.

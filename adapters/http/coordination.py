@@ -86,6 +86,9 @@ class Spawning(CoordinationControl):
         items = body.jobs or [
             SpawnItemIn(prompt=body.prompt or "", agent=body.agent, write_scope=body.write_scope)
         ]
+        agents = ",".join(item.agent for item in items)
+        # Where a refusal of this spawn is recorded (``adapters.http.refusals``).
+        req.context.spawn = (body.session if caller.job_id is None else caller.session_id, agents)
         if caller.job_id is None:
             if body.session is None:
                 raise ApiError(

@@ -381,6 +381,7 @@ def handle(
 ) -> None:
     """The error handler for ``HANDLED``: the request's surface writes it."""
     surface: Surface = getattr(req.context, "errors", AGENTCORE)
+    req.context.refusal = error  # what refused it, for the record (``adapters.http.refusals``)
     if isinstance(error, ApiError):
         surface.refusal(resp, error)
     else:

@@ -4,11 +4,12 @@ push notification's delivery (ADR 0039) and the retirement of ended rows (ADR 00
 from engine.domain.job import JOB
 from engine.domain.lease import LEASE
 from engine.domain.push import PUSH
+from engine.domain.refusals import AUDIT
 from engine.domain.result import RESULT
 from engine.domain.retention import RETENTION
 from engine.domain.session import SESSION
 from engine.domain.task import TASK
 
-MACHINES = (LEASE, SESSION, JOB, TASK, RESULT, PUSH, RETENTION)
+MACHINES = (LEASE, SESSION, JOB, TASK, RESULT, PUSH, RETENTION, AUDIT)
 
-__all__ = ["JOB", "LEASE", "MACHINES", "PUSH", "RESULT", "RETENTION", "SESSION", "TASK"]
+__all__ = ["AUDIT", "JOB", "LEASE", "MACHINES", "PUSH", "RESULT", "RETENTION", "SESSION", "TASK"]

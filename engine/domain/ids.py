@@ -35,6 +35,11 @@ def result(job_id: str) -> str:
     return f"result:{job_id}"
 
 
+def audit(session_id: str) -> str:
+    """A session's refused spawns, controls and integrates (``engine.domain.refusals``)."""
+    return f"audit:{session_id}"
+
+
 def entity_of(stream_id: str) -> str:
     """``j1`` for ``job:j1``: the id of the entity a stream belongs to."""
     return stream_id.partition(":")[2]

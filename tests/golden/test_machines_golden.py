@@ -35,11 +35,20 @@ def test_machines_output_matches_golden_copy(flag: str, golden: str) -> None:
     )
 
 
-def test_machines_json_lists_the_seven_machines_with_spec_states() -> None:
+def test_machines_json_lists_the_eight_machines_with_spec_states() -> None:
     import json
 
     machines = {m["kind"]: m for m in json.loads((GOLDEN / "machines.json").read_text())}
-    assert sorted(machines) == ["job", "lease", "push", "result", "retention", "session", "task"]
+    assert sorted(machines) == [
+        "audit",
+        "job",
+        "lease",
+        "push",
+        "result",
+        "retention",
+        "session",
+        "task",
+    ]
     assert machines["result"]["states"] == [
         "read",
         "accepted",

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.domain import channel, controls, pausing, push
+from engine.domain import channel, controls, pausing, push, refusals
 from engine.domain import commands as c
 from engine.domain.rules import RULES, rule
 from engine.errors import InvalidDeclaration
@@ -20,7 +20,14 @@ def _command_classes() -> set[type[c.Command]]:
         cls = frontier.pop()
         found.add(cls)
         frontier += cls.__subclasses__()
-    modules = (c.__name__, channel.__name__, controls.__name__, pausing.__name__, push.__name__)
+    modules = (
+        c.__name__,
+        channel.__name__,
+        controls.__name__,
+        pausing.__name__,
+        push.__name__,
+        refusals.__name__,
+    )
     return {cls for cls in found if cls.__module__ in modules}
 
 

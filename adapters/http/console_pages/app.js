@@ -490,9 +490,10 @@ async function pageStream(main, streamId, sub) {
 
 async function pageEntity(main, kind, id, sub) {
   const machine = app.machines.find((m) => m.kind === kind);
-  const [found, events] = await Promise.all([
+  const [found, events, refused] = await Promise.all([
     api(`/console/api/entities/${kind}/${encodeURIComponent(id)}`),
-    streamEvents(`${kind}:${id}`)]);
+    streamEvents(`${kind}:${id}`),
+    kind === "session" ? streamEvents(`audit:${id}`).catch(() => []) : []]);
   let entity = found;
   // If-Match: a job's controls name its control revision (ADR 0057), a session's its version.
   const expected = () => (kind === "job" ? entity.row.control_revision : entity.row.version);
@@ -519,6 +520,7 @@ async function pageEntity(main, kind, id, sub) {
         `${l.relation}: `, l.kind === "push" ? streamLink(`push:${l.id}`) : entityLink(l.kind, l.id),
         " ", stateBadge(l.state))))
       : h("p", { class: "muted" }, "no parent, children, session or task")];
+    if (kind === "session") parts.push(...refusals(id, refused));
     if (kind === "job") {
       const files = JSON.parse(row.files || "[]");
       parts.push(h("h2", {}, "Result"), h("pre", { id: "result" }, text(row.result)),
@@ -550,6 +552,22 @@ async function pageEntity(main, kind, id, sub) {
     }
     if (mine || event.stream_id.startsWith("job:")) refresh(); // children and lineage move too
   });
+}
+
+// A session's refused spawns, controls and integrates (its audit stream, ADR 0065).
+function refusals(id, events) {
+  const heading = h("h2", {}, "Refusals ", streamLink(`audit:${id}`));
+  if (!events.length) return [heading, h("p", { class: "muted" }, "none on record")];
+  const head = ["when", "what", "control", "code", "caller", "target", "limits", "message"];
+  const rows = events.map((e) => {
+    const ev = e.event;
+    const limits = Object.entries(ev.limits || {}).map(([k, v]) => `${k}=${v}`).join(" ");
+    const what = e.event_type === "audit.repeated" ? `${ev.action} ×${ev.count} more` : ev.action;
+    return h("tr", {}, [e.recorded_at, what, ev.control, ev.code, ev.caller, ev.target, limits,
+      ev.message || ""].map((cell) => h("td", {}, text(cell))));
+  });
+  return [heading, h("table", { id: "refusals" }, h("thead", {}, h("tr", {},
+    head.map((name) => h("th", { scope: "col" }, name)))), h("tbody", {}, rows))];
 }
 
 // A writer's change: the paths it touched, and the patch itself, fetched as text.

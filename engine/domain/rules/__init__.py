@@ -24,6 +24,7 @@ from engine.domain.rules import (
     pause,
     push,
     quiet,
+    refusals,
     registry,
     result,
     session,
