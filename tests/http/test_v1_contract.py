@@ -190,7 +190,10 @@ def test_v1_errors_have_the_mapped_status_and_a_stable_code(
     answer = getattr(client, f"simulate_{method}")(path, **kwargs)
     assert answer.status_code == status, answer.text
     assert answer.json["error"]["code"] == code and answer.json["error"]["message"]
-    assert runtime.engine.log.head() == head  # a refused call appends nothing
+    # A refused call appends nothing but its record in the session's audit stream (ADR 0065).
+    after = runtime.engine.log.read_all(head)
+    assert {e.stream_id for e in after} <= {"audit:s1"}, after
+    assert len(after) == (1 if status in (403, 409, 412, 428, 429) else 0), after
     assert "Traceback" not in answer.text
 
 
