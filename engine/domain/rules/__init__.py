@@ -54,6 +54,7 @@ __all__ = [
     "lease",
     "pause",
     "push",
+    "refusals",
     "result",
     "rule",
     "session",
