@@ -234,7 +234,9 @@ def test_channel_refusals_record_nothing(server: Server) -> None:
     assert (status, _code(answer)) == (403, "forbidden"), answer
     beside = _spawn(server, _job(server, tokener)["session_id"], "wait beside it")
     wait_for(server, beside, "job.turn_started")
-    status, answer = _send(server, beside, "finalize", {}, **bearer)
+    # It cannot read the job's revision (ADR 0065), so the operator's reading is sent along.
+    revised = {**bearer, "If-Match": str(_job(server, beside)["control_revision"])}
+    status, answer = _send(server, beside, "finalize", {}, **revised)
     assert (status, _code(answer)) == (403, "forbidden"), answer
     status, _, raw = server.request("GET", f"/v1/jobs/{beside}/controls", headers=bearer)
     # A job beside it is no descendant: its controls are not the run's to read (ADR 0065).

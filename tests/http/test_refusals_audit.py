@@ -1,5 +1,5 @@
 """Refusals on the record (issue 44, ADR 0065): through a real server, a spawn past
-``max_children``, a control a run token has no right to and a stale ``If-Match`` each leave
+``max_children``, a control without its grant (ADR 0057) and a stale ``If-Match`` each leave
 exactly one ``audit.refused`` in the session's audit stream and change nothing else; a burst
 of identical refusals is one event and one ``audit.repeated``; ``foldline history`` and
 ``verify`` read the stream like any other."""
@@ -21,7 +21,7 @@ from tests.support.server import Server, serve
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 
 # Spawns one sleeper (its one place), a second (refused: max_children), then tries to cancel
-# the first (refused: cancel is the operator's); says what it saw, and stays live.
+# the first (refused: its agent has no cancel grant); says what it saw, and stays live.
 PARENT = (
     CALL
     + """
@@ -64,6 +64,16 @@ def _non_audit_head(server: Server) -> list[tuple[str, int]]:
     return sorted((k, v) for k, v in heads.items() if not k.startswith(("audit:", "lease:")))
 
 
+def _settled(server: Server, parent: str) -> bool:
+    """The parent's report is recorded and its one child runs."""
+    status, page = _json(server, "GET", f"/v1/streams/job:{parent}/events")
+    reported = status == 200 and any(
+        "statuses" in str(e["event"].get("text", "")) for e in page["events"]
+    )
+    status, jobs = _json(server, "GET", "/v1/jobs?session=s1")
+    return reported and sorted(j["state"] for j in jobs["jobs"]) == ["running", "running"]
+
+
 def test_refusals_each_leave_one_audit_event_and_nothing_else(tmp_path: Path) -> None:
     workspace = tmp_path / "ws"
     workspace.mkdir()
@@ -78,9 +88,12 @@ def test_refusals_each_leave_one_audit_event_and_nothing_else(tmp_path: Path) ->
         assert body["status"] == "accepted", (status, body)
         parent = body["invocation"]
         wait_until(lambda: len(_audit(server, "s1")) >= 2, 60, "the run's two refusals")
+        # The parent says what it saw after its calls, and its child starts on its own time:
+        # both are on record before the heads a later refusal must not move are taken.
+        wait_until(lambda: _settled(server, parent), 60, "the parent's report, its child's start")
         status, job = _json(server, "GET", f"/v1/jobs/{parent}")
         before = _non_audit_head(server)
-        stale = str(job["version"] + 7)
+        stale = str(job["control_revision"] + 7)  # ADR 0057: If-Match names it
         status, body = _json(
             server, "POST", f"/v1/jobs/{parent}/pause", {"reason": "x"}, **{"If-Match": stale}
         )
@@ -92,7 +105,7 @@ def test_refusals_each_leave_one_audit_event_and_nothing_else(tmp_path: Path) ->
         # A burst of one refusal: the first on record, the rest counted in one event.
         for _ in range(6):
             status, body = _json(
-                server, "POST", f"/v1/jobs/{parent}/cancel", {"reason": "x"}, **{"If-Match": "1"}
+                server, "POST", f"/v1/jobs/{parent}/cancel", {"reason": "x"}, **{"If-Match": stale}
             )
             assert status == 412, body
         wait_until(lambda: len(_audit(server, "s1")) == 5, 40, "the burst count")
@@ -106,11 +119,15 @@ def test_refusals_each_leave_one_audit_event_and_nothing_else(tmp_path: Path) ->
     assert spawn["limits"]["reason"] == "max_children"
     assert (spawn["limits"]["used"], spawn["limits"]["limit"]) == ("1", "1")
     assert (spawn["caller"], spawn["agent"]) == (parent, "sleeper")
-    assert (control["action"], control["code"], control["status"]) == ("control", "forbidden", 403)
+    assert (control["action"], control["code"], control["status"]) == (
+        "control",
+        "not_granted",
+        403,
+    )
     assert (control["caller"], control["control"]) == (parent, "cancel")
     assert control["route"] == "POST /v1/jobs/{job_id}/{action}"
     assert (revision["code"], revision["status"], revision["caller"]) == (
-        "version_conflict",
+        "stale_revision",
         412,
         "operator",
     )
