@@ -119,6 +119,8 @@ def test_contracts_warn_and_strict_over_invocations_and_a2a(tmp_path: Path) -> N
         assert failed["status"] == "error", failed
         assert "breaks its output contract" in failed["result"], failed
         assert results["strict", name]["contract_valid"] is False
+        print("EVIDENCE strict contract fails the job:", failed["status"], failed["result"])
+        print("EVIDENCE its result:", json.dumps(results["strict", name]["contract_errors"]))
 
     # Over A2A: a valid reply's artifact carries a data part; an invalid one fails the task.
     done = seen["valid"]

@@ -145,5 +145,7 @@ def test_refusals_each_leave_one_audit_event_and_nothing_else(tmp_path: Path) ->
     lines = [json.loads(line) for line in history.stdout.splitlines()]
     assert [line["event_type"] for line in lines] == ["audit.refused"] * 4 + ["audit.repeated"]
     assert lines[0]["event"]["limits"]["reason"] == "max_children"
+    for line in lines:
+        print("EVIDENCE audit:", line["event_type"], json.dumps(line["event"], sort_keys=True))
     verdict = json.loads(foldline("verify", str(workspace / ".foldline" / "foldline.db")).stdout)
     assert verdict["ok"] is True and verdict["violations"] == [], verdict

@@ -107,3 +107,5 @@ def test_sibling_read_refused_by_default_and_allowed_with_session_visibility(
         assert wide[what][0] == 200, (what, wide)
     assert sibling in wide["listed"] and narrow["me"] in wide["listed"]
     assert root == {"root reads worker": 200}
+    print("EVIDENCE sibling read refused:", narrow["result"][0], narrow["result"][1])
+    print("EVIDENCE sibling read with session visibility:", wide["result"][0])
