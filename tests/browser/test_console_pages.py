@@ -184,3 +184,21 @@ def test_console_job_page_shows_a_writers_changed_paths_and_patch(
         expect(page.locator("#patch-paths li")).to_have_text(["a/one.txt", "a/two.txt"])
         expect(page.locator("#patch")).to_contain_text("+ALPHA")
         expect(page.locator("#patch")).to_contain_text("+two")
+
+
+def test_console_session_page_lists_its_refusals(workspace: Path, console: Any) -> None:
+    """Issue 44, goal 6: a refused control is on its session's audit stream, and the session's
+    page shows it in its Refusals table (code, control, target)."""
+    with running(workspace, FOLDLINE_RUNNER=HELD) as server:
+        job = invoke(server, "held", wait=False)
+        job_id, session = job["invocation"], job["session"]
+        stale = {"If-Match": "7", "Content-Type": "application/json"}  # it is at 0
+        status, _, raw = server.request("POST", f"/v1/jobs/{job_id}/pause", {}, stale)
+        assert status == 412, raw
+        page = console(server).open(f"#/session/{session}")
+        row = page.locator("#refusals tbody tr").first
+        row.wait_for(timeout=WAIT_MS)
+        cells = row.locator("td").all_inner_texts()
+        assert cells[1:4] == ["control", "pause", "stale_revision"], cells
+        assert cells[5] == job_id, cells
+        (workspace / "release").touch()
