@@ -28,7 +28,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from transitions import Machine as TransitionsMachine
-from transitions.extensions.diagrams import GraphMachine
 
 from engine.errors import InvalidDeclaration, InvalidTransition, UnknownStreamKind
 from engine.events import Event, event_type_of
@@ -166,6 +165,10 @@ class Machine:
 
     def to_mermaid(self) -> str:
         """A Mermaid ``stateDiagram-v2`` drawn by transitions' GraphMachine."""
+        # Imported here: transitions' extensions pull in asyncio, which every process that
+        # imports the engine (each ``foldline`` command, each server) would pay for a diagram
+        # only ``foldline machines`` draws.
+        from transitions.extensions.diagrams import GraphMachine
 
         class _Scratch:
             pass
