@@ -141,13 +141,19 @@ class Log(LogReads):
         machine = self.machines.for_stream(stream_id)
         encode = self.codec.encode
         encoded = [encode(event) for event in events]
-        # (With its expected version: the work only appends, so a batch may run it again.)
-        return self._submit(
+        if self.storage.readonly:
+            raise StorageError(f"{self.path}: opened read-only")
+        # (With its expected version: the work only appends, so a batch may run it again;
+        # without a command id, a batch of it alone may skip the scopes: ``engine.write.lone``.)
+        return self._group.submit(  # type: ignore[no-any-return]
             lambda tx: tx.append_encoded(
                 stream_id, expected_version, events, encoded, machine, command_id, epoch
             ),
             stream_id,
             expected_version,
+            None
+            if command_id is not None
+            else (stream_id, expected_version, events, encoded, machine, epoch),
         )
 
     def write(self, work: Callable[[Transaction], T], stream_id: str | None = None) -> T:

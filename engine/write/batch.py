@@ -17,6 +17,7 @@ from collections.abc import Callable
 from engine.storage.seam import Writer, translated
 from engine.write.context import BatchContext
 from engine.write.group_commit import Request
+from engine.write.lone import append_alone, is_quiet
 from engine.write.transaction import Transaction
 
 
@@ -52,6 +53,11 @@ def _run_once(context: BatchContext, gather: Callable[[], list[Request]], trust_
         if not early:
             began = writer.begin()
         cached = began and cache.valid
+        if cached and len(batch) == 1 and not early:
+            plain = batch[0].plain
+            if plain is not None and is_quiet(context):
+                append_alone(context, writer, batch[0], plain, started)
+                return False
         shared = len(batch) > 1
         tx = Transaction(context, writer, shared, cached)
         # With nothing written by anybody else since our last commit, and that commit leaving

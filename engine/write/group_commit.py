@@ -32,13 +32,14 @@ os.register_at_fork(after_in_child=lambda: _process.__setitem__(0, os.getpid()))
 class Request:
     """One caller's unit of work and, once the batch is done, its outcome."""
 
-    __slots__ = ("error", "expected", "lead", "result", "stream_id", "wake", "work")
+    __slots__ = ("error", "expected", "lead", "plain", "result", "stream_id", "wake", "work")
 
     def __init__(
         self,
         work: Callable[[Any], Any],
         stream_id: str | None = None,
         expected: int | None = None,
+        plain: Any = None,
     ) -> None:
         self.work = work
         # The stream the work appends to, when the caller knows it: the batch reads the heads
@@ -48,6 +49,9 @@ class Request:
         # does nothing else, so the batch may run it again; and one at 0 says its stream is
         # new, which a batch of them may take on trust (``Transaction.read_heads``).
         self.expected = expected
+        # A plain ``Log.append`` without a command id: its arguments, for a batch of it alone
+        # to run without the transaction's scopes (``engine.write.lone``).
+        self.plain = plain
         self.wake: Any = None  # a held lock, made only for a caller that has to wait
         self.lead = False
         self.result: Any = None
@@ -81,13 +85,14 @@ class GroupCommit:
         work: Callable[[Any], Any],
         stream_id: str | None = None,
         expected: int | None = None,
+        plain: Any = None,
     ) -> Any:
         """Run ``work`` in the next batch; returns its result (or raises its error) after the
         batch's commit. ``stream_id``: the stream ``work`` will append to, if known;
-        ``expected``: see ``Request``."""
+        ``expected``, ``plain``: see ``Request``."""
         if self._pid != _process[0]:
             self._reset()
-        request = Request(work, stream_id, expected)
+        request = Request(work, stream_id, expected, plain)
         alone = False
         with self._lock:
             lead = not self._leading

@@ -1,0 +1,163 @@
+"""A plain append in a batch of its own, on a quiet log: the same rows, without the scopes.
+
+``engine.write.transaction.Transaction`` serves any number of works in one batch: a scope per
+work (its marks, heads, commands and savepoint), rows buffered across works, recorded events
+kept for the commands and folds of later works. A batch of one plain ``Log.append`` (the lone
+writer's every append) needs none of that when the log is quiet: the writer's cache is valid
+(nobody else committed since this process's last commit), every projection is settled, there
+is no command id, and the declarations this log records, if any, are the ones it last
+recorded. Then the append is its checks, its rows and one commit, and this module runs only
+that. Its result, its refusals and the rows it leaves are the transaction's, check for check
+(``append_alone`` follows ``Transaction.append_encoded``); anything else takes the
+transaction's path, whose scopes it would not use.
+
+Measured with ``python -m bench.append_profile``: the Python of a lone append, which is what
+bounds ``ratio.append_normal_vs_raw`` (docs/benchmarks.md, "Issue 46").
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from engine import chain
+from engine.declarations import STREAM as DECLARATIONS
+from engine.errors import ConcurrencyError, FencedOut, InvalidArgument
+from engine.events import Event, RecordedEvent
+from engine.machines import Machine, stream_head
+from engine.storage.seam import NOTHING_BUFFERED, Buffered, Writer, translated
+from engine.storage.streams_table import head_rows
+from engine.write.transaction import HEAD_CACHE_SIZE, AppendResult, recorded_now
+
+if TYPE_CHECKING:
+    from engine.write.context import BatchContext
+    from engine.write.group_commit import Request
+
+# What ``Log.append`` hands over for this path: stream id, expected version, the events,
+# their (event_type, payload) encodings, the stream's machine and the epoch (None: the log's).
+Plain = tuple[str, int, Sequence[Event], list[tuple[str, bytes]], Machine, int | None]
+
+
+def is_quiet(context: BatchContext) -> bool:
+    """Whether a lone plain append may skip the transaction's scopes: nothing is stale and
+    nothing but the append itself is to be written (the caller has checked that the cache is
+    valid for this batch)."""
+    cache = context.cache
+    if not cache.settled:
+        return False
+    wanted = context.declarations
+    if wanted is None:
+        return True
+    # As ``declarations.record_if_changed`` decides it, from what is cached only: the
+    # declarations stream's head is where this process last knew it, with these digests.
+    known = context.declared
+    head = cache.heads.get(DECLARATIONS)
+    return known is not None and head is not None and known == (head.version, wanted.digest)
+
+
+def append_alone(
+    context: BatchContext, writer: Writer, request: Request, plain: Plain, started: float
+) -> None:
+    """Run ``request``'s plain append as its own batch in the transaction ``writer`` holds,
+    and commit it; ``request`` gets its ``AppendResult`` or its refusal.
+
+    A refusal (ConcurrencyError, InvalidTransition, FencedOut, InvalidArgument, or a failed
+    read or fold) rolls the transaction back and keeps the cache, as a failed work of a batch
+    of one does. A failed COMMIT is raised to the batch (``run_batch``), which forgets the
+    cache and hands the failure to the caller.
+    """
+    cache = context.cache
+    try:
+        rows, folded, result = _rows(context, writer, plain)
+        if folded:
+            # The projections read the database: it sees this append first, as the
+            # transaction's cursor makes it (no savepoint: the batch is this work alone).
+            writer.insert_events(rows)
+            writer.upsert_heads(head_rows(rows))
+            cursor = writer.cursor
+            for projection, recorded in folded:
+                projection.apply(cursor, recorded)
+    except BaseException as ex:  # the work's own failure: scoped to its caller
+        request.error = translated(context.storage, ex)
+        writer.rollback()
+        return
+    writer.commit(NOTHING_BUFFERED if folded else Buffered(rows, head_rows(rows), ()))
+    last = rows[-1]
+    # ``Transaction.remember``: the log as this commit left it.
+    cache.valid = True
+    cache.tail = (last[0], last[9], last[5])
+    heads = cache.heads
+    if len(heads) >= HEAD_CACHE_SIZE:
+        heads.clear()
+    heads[result.stream_id] = stream_head(result.stream_id, result.last_version, result.state)
+    stats = context.stats
+    stats.commits += 1
+    stats.events += len(rows)
+    stats.commit_seconds += time.perf_counter() - started
+    stats.batch_sizes[1] = stats.batch_sizes.get(1, 0) + 1
+    request.result = result
+    context.announce(last[0])
+
+
+def _rows(
+    context: BatchContext, writer: Writer, plain: Plain
+) -> tuple[list[tuple[Any, ...]], list[tuple[Any, RecordedEvent]], AppendResult]:
+    """The rows of the append and the folds they call for, or its refusal (the checks of
+    ``Transaction.append_encoded``, in its order).
+
+    Raises:
+        InvalidArgument, ConcurrencyError, FencedOut, InvalidTransition: as ``Log.append``.
+    """
+    stream_id, expected_version, events, encoded, machine, epoch = plain
+    if epoch is None:
+        epoch = context.epoch
+    elif isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+        raise InvalidArgument(f"epoch must be an int >= 0, got {epoch!r}")
+    cache = context.cache
+    head = cache.heads.get(stream_id)
+    if head is None:
+        stored = writer.stream_head(stream_id)
+        head = stream_head(stream_id, *stored) if stored else stream_head(stream_id, 0, None)
+    if head.version != expected_version:
+        raise ConcurrencyError(stream_id, expected_version, head.version)
+    position, previous, last_epoch = cache.tail
+    if epoch < last_epoch:
+        raise FencedOut(epoch, last_epoch)
+    recorded_at = recorded_now(context.clock)
+    first_position = position + 1
+    version = head.version
+    state = head.state
+    link = chain.link
+    folding = context.folding
+    rows = []
+    folded: list[tuple[Any, RecordedEvent]] = []
+    for event, (event_type, payload) in zip(events, encoded, strict=True):
+        state = machine.next_state(head, event, event_type)
+        position += 1
+        version += 1
+        if len(events) > 1:  # the next event's guard sees the head this one left
+            head = stream_head(stream_id, version, state)
+        # The envelope in column order: hashed, then stored with its hash.
+        previous = link(
+            previous, position, stream_id, version, event_type,
+            recorded_at, epoch, None, state, payload,
+        )  # fmt: skip
+        row = (
+            position, stream_id, version, event_type,
+            recorded_at, epoch, None, state, payload, previous,
+        )  # fmt: skip
+        rows.append(row)
+        projections = folding(event_type)
+        if projections:
+            recorded = RecordedEvent.from_row(row, event)
+            folded += [(projection, recorded) for projection in projections]
+    result = AppendResult(
+        stream_id=stream_id,
+        first_version=expected_version + 1,
+        last_version=version,
+        first_position=first_position,
+        last_position=position,
+        state=state or "",
+    )
+    return rows, folded, result
