@@ -230,7 +230,10 @@ class _MemoryChannel:
         self.drop_requests(job)
 
     def drop_requests(self, job: str) -> None:
-        for row in self.requests_of.get(job, {}).values():
+        asked = self.requests_of.get(job)
+        if asked is None:  # most jobs ask nothing: no empty dict made per start and end
+            return
+        for row in asked.values():
             if row[3] == PENDING:
                 row[3] = DROPPED
 
