@@ -14,7 +14,8 @@ Prints, each the minimum over ``--runs`` (the least disturbed run on a shared bo
   timed alone: ``check+encode`` (arguments, machine lookup, msgspec encode and the strict
   decode that validates), ``chain`` (one link), ``legality`` (the machine's table),
   ``head`` (the new head), ``recorded_at``, ``batch`` (a no-op ``Log.write``: the group
-  commit's hand-off, the transaction, its scopes, the commit's bookkeeping).
+  commit's hand-off, the transaction, its scopes, the commit's bookkeeping; a lone plain
+  append on a quiet log skips the transaction and its scopes, ``engine.write.lone``).
 
 A profile, not a goal: the figures name what ``ratio.append_normal_vs_raw`` is made of.
 """

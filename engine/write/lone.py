@@ -9,7 +9,7 @@ is no command id, and the declarations this log records, if any, are the ones it
 recorded. Then the append is its checks, its rows and one commit, and this module runs only
 that. Its result, its refusals and the rows it leaves are the transaction's, check for check
 (``append_alone`` follows ``Transaction.append_encoded``); anything else takes the
-transaction's path, whose scopes it would not use.
+transaction's path, whose scopes it would not use (ADR 0066).
 
 Measured with ``python -m bench.append_profile``: the Python of a lone append, which is what
 bounds ``ratio.append_normal_vs_raw`` (docs/benchmarks.md, "Issue 46").
