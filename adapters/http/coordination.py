@@ -51,6 +51,9 @@ from engine.errors import ConcurrencyError, InvalidTransition
 
 RESULT_PAGE = 65536  # characters of result text per GET
 MAX_WAIT_S = 300.0
+DEFAULT_WAIT_S = 60.0  # a wait that names no timeout
+# What the document says of ``timeout`` (seconds): what ``_timeout`` takes, and its default.
+TIMEOUT = {"type": "number", "minimum": 0, "maximum": MAX_WAIT_S, "default": DEFAULT_WAIT_S}
 MAX_WAIT_IDS = 100
 SPAWN_BODY = 4 << 20
 
@@ -154,7 +157,7 @@ class Waiting(Control):
 
 def _timeout(raw: str | None) -> float:
     if raw is None:
-        return 60.0
+        return DEFAULT_WAIT_S
     try:
         value = float(raw)
     except ValueError:

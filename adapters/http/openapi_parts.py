@@ -197,7 +197,6 @@ TEXT = {"type": "string"}
 ANY_OBJECT = {"type": "object"}
 OBJECTS = {"type": "array", "items": ANY_OBJECT}
 CURSOR = param("cursor", schema={"type": "integer", "minimum": 0})
-TIMEOUT = param("timeout", schema={"type": "number", "minimum": 0, "maximum": 5})
 EVENTS_LIMIT = param("limit", schema={"type": "integer", "minimum": 1, "maximum": 10000})
 PROOF = Answer({"type": "object", "description": "the JSON `foldline prove` prints"}, "the proof")
 

@@ -145,7 +145,7 @@ ROUTES = Routes(
                 "400 404",
                 params=(
                     param("ids", required=True, schema={"type": "string", "minLength": 1}),
-                    doc.TIMEOUT,
+                    param("timeout", schema=coordination.TIMEOUT),
                 ),
             ),
         ),

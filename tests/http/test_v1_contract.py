@@ -125,6 +125,21 @@ def test_v1_an_empty_after_is_refused_as_an_empty_limit_is(
     assert client.simulate_get(path).status_code == 200
 
 
+def test_v1_the_wait_documents_the_timeout_it_takes(make_client: MakeClient) -> None:
+    """The fuzzer's case (tests/http/test_fuzz_server.py): the document said a wait's
+    ``timeout`` was at most 5 s, while the server took 0..300 and waited 60 s for none; a
+    chained wait on a paused job outlasted its client. The document now says what it takes."""
+    client, _ = make_client(SLEEPY)
+    wait = client.simulate_get("/openapi.json").json["paths"]["/v1/jobs/wait"]["get"]
+    (timeout,) = (p["schema"] for p in wait["parameters"] if p["name"] == "timeout")
+    assert (timeout["minimum"], timeout["maximum"], timeout["default"]) == (0, 300, 60)
+    job = _session(client)["invocation"]
+    over = client.simulate_get("/v1/jobs/wait", query_string=f"ids={job}&timeout=300.5")
+    assert over.status_code == 400 and over.json["error"]["code"] == "invalid_argument"
+    now = client.simulate_get("/v1/jobs/wait", query_string=f"ids={job}&timeout=0")
+    assert now.status_code == 200 and now.json["timed_out"], now.text
+
+
 def test_v1_controls_answer_the_new_row(make_client: MakeClient) -> None:
     client, _ = make_client(SLEEPY)
     receipt = _session(client)
