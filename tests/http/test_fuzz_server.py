@@ -16,8 +16,9 @@ under the scenario's requests so far, to give it again when hypothesis replays t
 (``_chained``): which link rule may run, how many values a bundle holds and what a link fills
 in all follow the answers, and a server asked again answers from a log that has moved on,
 which hypothesis rightly called inconsistent data generation (``FlakyStrategyDefinition``).
-``test_fuzz_every_api_at_length`` runs about ten times as much, by hand
-(``FOLDLINE_FUZZ_AT_LENGTH=1``).
+The server's stderr is read as it is written (``Said``): left unread, it blocked the server
+once a long run's warnings filled the pipe. ``test_fuzz_every_api_at_length`` runs about ten
+times as much, by hand (``FOLDLINE_FUZZ_AT_LENGTH=1``).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from __future__ import annotations
 import copy
 import json
 import os
-import select
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -62,6 +63,7 @@ HOLDER = (
 HOLDER_SESSION = "zz-holder"  # last by id: a listing's first session is seldom the holder's
 LOCAL = "http://127.0.0.1:9/fuzz"  # every URL the fuzzer sends: nothing leaves the machine
 MODES = ("none", "run", "operator")
+JSON = {"Content-Type": "application/json"}
 
 # The console's JSON (``Unlisted`` in the document: shaped for its page): described here so the
 # fuzzer reaches it too, with the query parameters each reads.
@@ -391,11 +393,37 @@ def _chained(schema: Any, caller: Caller, scenarios: int, steps: int) -> None:
     )
 
 
+class Said:
+    """The server's stderr, read as it is written, its last ``limit`` bytes kept: a pipe left
+    unread fills (64 KiB on Linux) and blocks the server's next log line, and with it the
+    request that logs it (the fuzz's writer spawns each log one, ``gets no worktree``)."""
+
+    def __init__(self, server: Server, limit: int = 1 << 16) -> None:
+        assert server.process.stderr is not None
+        self.fd, self.limit, self.total = server.process.stderr.fileno(), limit, 0
+        self.tail = bytearray()
+        self.lock = threading.Lock()
+        # Ends when the server's stderr closes, as the fixture stops it.
+        threading.Thread(target=self._drain, name="server-stderr", daemon=True).start()
+
+    def _drain(self) -> None:
+        for chunk in iter(lambda: os.read(self.fd, 1 << 16), b""):
+            with self.lock:
+                self.total += len(chunk)
+                self.tail += chunk
+                del self.tail[: -self.limit]
+
+    def text(self, last: int = 8000) -> str:
+        with self.lock:
+            return self.tail.decode(errors="replace")[-last:]
+
+
 @dataclass
 class Fuzzed:
     server: Server
     run_token: str
     tally: Tally
+    said: Said
 
 
 @pytest.fixture
@@ -408,6 +436,7 @@ def fuzzed(tmp_path: Path) -> Iterator[Fuzzed]:
     agents.write_text(f"[agents.holder]\ncommand = {json.dumps(holder)}\n")
     env = {"FOLDLINE_RUNNER": "cat", "FOLDLINE_AGENTS_FILE": str(agents)}
     with serve(workspace, env) as server:
+        said = Said(server)
         body = {"prompt": "hold", "agent": "holder", "session": HOLDER_SESSION, "async": True}
         status, answer = server.invoke(body)
         assert status in (200, 202), answer
@@ -415,7 +444,7 @@ def fuzzed(tmp_path: Path) -> Iterator[Fuzzed]:
         while not token_file.exists():
             assert time.monotonic() < deadline, "the holder never wrote its run token"
             time.sleep(0.05)
-        yield Fuzzed(server, token_file.read_text().strip(), Tally())
+        yield Fuzzed(server, token_file.read_text().strip(), Tally(), said)
 
 
 def _fuzz(fuzzed: Fuzzed, budget: Budget) -> None:
@@ -430,23 +459,11 @@ def _fuzz(fuzzed: Fuzzed, budget: Budget) -> None:
             if budget.chained[mode]:
                 _chained(schema, caller, budget.chained[mode], budget.steps)
     except BaseException:
-        print(f"fuzz: {fuzzed.tally.summary()}\nthe server said:\n{_said(server)}")
+        print(f"fuzz: {fuzzed.tally.summary()}\nthe server said:\n{fuzzed.said.text()}")
         raise
     print(f"fuzz: {fuzzed.tally.summary()}")
     verified = foldline("verify", str(server.workspace / ".foldline" / "foldline.db"))
     assert verified.returncode == 0, verified.stdout + verified.stderr
-
-
-def _said(server: Server, limit: int = 1 << 16) -> str:
-    """What the server has written to stderr so far (at most ``limit`` bytes, no waiting)."""
-    assert server.process.stderr is not None
-    fd, said = server.process.stderr.fileno(), b""
-    while len(said) < limit and select.select([fd], [], [], 0)[0]:
-        chunk = os.read(fd, limit - len(said))
-        if not chunk:
-            break
-        said += chunk
-    return said.decode(errors="replace")[-8000:]
 
 
 @pytest.mark.slow
@@ -456,6 +473,25 @@ def test_fuzz_every_api_answers_as_documented_under_each_token(fuzzed: Fuzzed) -
     assert all(tally.calls[mode] > 0 for mode in MODES), tally.summary()
     assert tally.statuses["run"].total() > tally.statuses["run"][401], "the run token never worked"
     assert tally.chained["run"] > 0 and tally.chained["operator"] > 0, tally.summary()
+
+
+@pytest.mark.slow
+def test_fuzz_server_answers_every_writer_spawn_when_its_warnings_outgrow_a_pipe(
+    fuzzed: Fuzzed,
+) -> None:
+    """The fuzz at length's case: a ``POST /v1/jobs`` with a ``write_scope`` hung past its
+    client's 30 s. Each writer spawned in a workspace that is no git work tree logs a
+    warning; the server's stderr was a pipe the test read only on failure, and once 64 KiB
+    had gone unread the warning's write blocked the request (the 192nd in a row). ``Said``
+    now reads it as it comes."""
+    server = fuzzed.server
+    assert server.invoke({"prompt": "x", "session": "writers"})[0] == 200
+    spawn = {"session": "writers", "prompt": "x", "write_scope": ["src"]}
+    for _ in range(300):  # about 100 KiB of warnings: more than a pipe holds
+        status, _, raw = server.request("POST", "/v1/jobs", spawn, JSON, timeout=10)
+        assert status == 429 and b"admission_rejected" in raw, (status, raw)
+    assert fuzzed.said.total > 1 << 16, fuzzed.said.total
+    assert "gets no worktree" in fuzzed.said.text()
 
 
 @pytest.mark.slow
