@@ -133,7 +133,7 @@ class Budget:
 
 
 # Both phases run in ``make test`` (about 650 calls, 170 of them chained, ~30 s); with no
-# token nothing succeeds, so nothing can be chained. ``AT_LENGTH`` runs by hand (~4 min).
+# token nothing succeeds, so nothing can be chained. ``AT_LENGTH`` runs by hand (2 to 5 min).
 BOUNDED = Budget({"none": 2, "run": 3, "operator": 4}, {"none": 0, "run": 8, "operator": 15}, 8)
 AT_LENGTH = Budget(
     {"none": 10, "run": 20, "operator": 40}, {"none": 0, "run": 60, "operator": 120}, 10
