@@ -36,6 +36,9 @@ def follow(
     version = 0
     quiet_since = time.monotonic()
     while True:
+        # Asked before the read: all that was committed before the stop is then delivered
+        # (a server's stop records its runs' cancels first), so a resumed client misses nothing.
+        ending = stop() or time.monotonic() >= deadline
         head = log.head()
         if stream_id is None:
             batch = log.read_all(after, PAGE)
@@ -52,8 +55,7 @@ def follow(
                 continue
             quiet_since = time.monotonic()
             yield recorded
-        # What was committed is delivered before stopping, so a resumed client misses nothing.
-        if stop() or time.monotonic() >= deadline:
+        if ending:
             return
         if time.monotonic() - quiet_since >= keepalive_s:
             quiet_since = time.monotonic()

@@ -173,7 +173,10 @@ def test_server_sigterm_ends_an_open_stream_cleanly_and_quickly(workspace: Path)
         server.process.send_signal(signal.SIGTERM)
         rest = list(events)
         conn.close()
-        assert rest and rest[-1].get("event") == "shutdown"
+        # The stop cancels the run that ignores it (ADR 0058), and the stream tells its
+        # caller so before it ends.
+        assert rest and rest[-1].get("event") == "result", rest[-3:]
+        assert json.loads(rest[-1]["data"])["status"] == "cancelled", rest[-1]
         server.process.wait(timeout=15)
         assert time.monotonic() - started < 8
 
