@@ -11,6 +11,7 @@ import shutil
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from engine import NEW, Event, MachineSpec, Transition, open_log
@@ -74,24 +75,41 @@ def engine_appends(log: Log, n: int, prefix: str = "s") -> float:
 def concurrent_appends(log: Log, n: int, threads: int) -> float:
     """Events per second for ``n`` single-event appends spread over ``threads`` threads."""
     per_thread = max(1, n // threads)
-    start = threading.Barrier(threads + 1)
+    versions = [[0] * STREAMS for _ in range(threads)]
 
-    def writer(t: int) -> None:
+    def append(t: int, i: int) -> None:
+        k = i % STREAMS
+        log.append(f"item:t{t}-{k}", versions[t][k], [item_event(i, versions[t][k])])
+        versions[t][k] += 1
+
+    return per_thread * threads / run_threads(threads, per_thread, append)
+
+
+def run_threads(count: int, calls: int, call: Callable[[int, int], None]) -> float:
+    """Seconds for ``count`` threads each making ``calls`` calls ``call(thread, i)``, released
+    together once all are started; a failure in any is raised once all have ended (a failed
+    run has no rate)."""
+    start = threading.Barrier(count + 1)
+    failures: list[BaseException] = []
+
+    def run(t: int) -> None:
         start.wait()
-        versions = [0] * STREAMS
-        for i in range(per_thread):
-            k = i % STREAMS
-            log.append(f"item:t{t}-{k}", versions[k], [item_event(i, versions[k])])
-            versions[k] += 1
+        try:
+            for i in range(calls):
+                call(t, i)
+        except BaseException as ex:
+            failures.append(ex)
 
-    pool = [threading.Thread(target=writer, args=(t,)) for t in range(threads)]
+    pool = [threading.Thread(target=run, args=(t,)) for t in range(count)]
     for thread in pool:
         thread.start()
     start.wait()
     started = time.perf_counter()
     for thread in pool:
         thread.join()
-    return per_thread * threads / (time.perf_counter() - started)
+    if failures:
+        raise RuntimeError(f"a writer thread failed: {failures[0]!r}")
+    return time.perf_counter() - started
 
 
 def build_log(path: Path | str, n: int, streams: int = 10_000) -> Log:

@@ -26,12 +26,10 @@ from __future__ import annotations
 import argparse
 import itertools
 import statistics
-import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
-from bench.common import TEXT, WITH_SERVER_MODELS, ItemCreated, Workdir
+from bench.common import TEXT, WITH_SERVER_MODELS, ItemCreated, Workdir, run_threads
 from bench.log import RawGroupCommit
 from engine import open_log
 from engine.storage.seam import NOTHING_BUFFERED, Buffered
@@ -40,25 +38,6 @@ from engine.write.group_commit import GroupCommit
 from projections import default_projections
 
 STEPS = ("lead", "begin", "begun", "commit", "committed", "end")
-
-
-def _run_threads(count: int, calls: int, call: Callable[[int, int], None]) -> float:
-    """Seconds for ``count`` threads each making ``calls`` calls, started together."""
-    start = threading.Barrier(count + 1)
-
-    def run(t: int) -> None:
-        start.wait()
-        for i in range(calls):
-            call(t, i)
-
-    pool = [threading.Thread(target=run, args=(t,)) for t in range(count)]
-    for thread in pool:
-        thread.start()
-    start.wait()
-    started = time.perf_counter()
-    for thread in pool:
-        thread.join()
-    return time.perf_counter() - started
 
 
 def batch_steps(work: Workdir, threads: int, calls: int) -> tuple[list[dict[str, float]], float]:
@@ -91,7 +70,7 @@ def batch_steps(work: Workdir, threads: int, calls: int) -> tuple[list[dict[str,
     log = open_log(work.path(), WITH_SERVER_MODELS, default_projections())
     item = ItemCreated(text=TEXT)
     try:
-        seconds = _run_threads(threads, calls, lambda t, i: log.append(f"item:c{t}-{i}", 0, [item]))
+        seconds = run_threads(threads, calls, lambda t, i: log.append(f"item:c{t}-{i}", 0, [item]))
     finally:
         SqliteWriter.begin, SqliteWriter.commit = begin, commit  # type: ignore[method-assign]
         GroupCommit._lead = lead  # type: ignore[method-assign]
@@ -120,7 +99,7 @@ def main() -> int:
                 (b["lead"] - a["lead"]) * 1e6 for a, b in itertools.pairwise(steady)
             )
             floor = RawGroupCommit(work.path(), args.threads)
-            floor_s = _run_threads(
+            floor_s = run_threads(
                 args.threads,
                 args.calls,
                 lambda t, i, floor=floor: floor.append(t, f"item:g{t}-{i}"),

@@ -26,6 +26,7 @@ from bench.common import (
     concurrent_appends,
     engine_appends,
     item_event,
+    run_threads,
 )
 from engine import open_log
 from engine.domain import MACHINES
@@ -230,27 +231,7 @@ class RawGroupCommit(RawInserts):
 
 def _threads(count: int, calls: int, call: Callable[[int, int], None]) -> float:
     """Calls per second of ``count`` threads each making ``calls`` calls ``call(thread, i)``."""
-    start = threading.Barrier(count + 1)
-    failures: list[BaseException] = []
-
-    def run(t: int) -> None:
-        start.wait()
-        try:
-            for i in range(calls):
-                call(t, i)
-        except BaseException as ex:  # reported below: a failed run has no rate
-            failures.append(ex)
-
-    pool = [threading.Thread(target=run, args=(t,)) for t in range(count)]
-    for thread in pool:
-        thread.start()
-    start.wait()
-    started = time.perf_counter()
-    for thread in pool:
-        thread.join()
-    if failures:
-        raise RuntimeError(f"a writer thread failed: {failures[0]!r}")
-    return count * calls / (time.perf_counter() - started)
+    return count * calls / run_threads(count, calls, call)
 
 
 def bench_eventsourcing(work: Workdir, n: int, threads: int = 16) -> dict[str, float]:
