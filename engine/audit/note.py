@@ -20,12 +20,16 @@ import binascii
 import hashlib
 import re
 from dataclasses import dataclass
-
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
-from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+from typing import TYPE_CHECKING
 
 from engine.errors import InvalidArgument
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+# cryptography is imported where a key is used: most processes that import the engine (every
+# `foldline` command, each server worker) never sign or check a note, and its import costs
+# about a fifth of such a command's start.
 
 ED25519 = b"\x01"
 DASH = "\u2014"
@@ -77,6 +81,9 @@ class Verifier:
         return f"{self.name}+{self.key_id.hex()}+{encoded}"
 
     def is_valid(self, message: bytes, signature: bytes) -> bool:
+        from cryptography.exceptions import InvalidSignature
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
         try:
             Ed25519PublicKey.from_public_bytes(self.public).verify(signature, message)
         except InvalidSignature:
@@ -93,7 +100,9 @@ class Signer:
 
     @property
     def verifier(self) -> Verifier:
-        key = Ed25519PrivateKey.from_private_bytes(self.seed).public_key()
+        from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+        key = _private(self.seed).public_key()
         return Verifier(self.name, key.public_bytes(Encoding.Raw, PublicFormat.Raw))
 
     def text(self) -> str:
@@ -101,13 +110,20 @@ class Signer:
         return f"{_PRIVATE}{self.name}+{self.verifier.key_id.hex()}+{encoded}"
 
     def sign(self, message: bytes) -> bytes:
-        return Ed25519PrivateKey.from_private_bytes(self.seed).sign(message)
+        return _private(self.seed).sign(message)
+
+
+def _private(seed: bytes) -> Ed25519PrivateKey:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    return Ed25519PrivateKey.from_private_bytes(seed)
 
 
 def generate_signer(name: str) -> Signer:
     """A new random key named ``name``."""
     _check_name(name)
-    from cryptography.hazmat.primitives.serialization import NoEncryption, PrivateFormat
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
 
     seed = Ed25519PrivateKey.generate().private_bytes(
         Encoding.Raw, PrivateFormat.Raw, NoEncryption()
