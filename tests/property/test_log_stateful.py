@@ -1,5 +1,5 @@
-"""Random sequences of appends, reads, reopens, killed writers and power cuts against the
-in-memory model (ADR 0003)."""
+"""Random sequences of appends, lease renewals, reads, reopens, killed writers and power cuts
+against the in-memory model (ADR 0003)."""
 
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ from engine import (
     Transaction,
     open_log,
 )
+from engine.domain.lease import LEASE, LeaseAcquired, LeaseReleased, LeaseRenewed
 from tests.support.backends import BACKENDS, log_target
 from tests.support.model import ModelLog
 from tests.support.powercut import MODES, Disk, PowerCut
@@ -45,6 +46,10 @@ from tests.support.tickets import (
 )
 
 STREAMS = st.sampled_from([f"ticket:{name}" for name in "abcd"])
+# The workspace's lease beside the tickets: its renewals interleave with the appends, the kills
+# and the power cuts, as a server's tenure does.
+LOG_MACHINES = [*MACHINES, LEASE]
+LEASE_STREAM = "lease:workspace"
 EVENTS = st.one_of(
     st.builds(TicketOpened, title=st.text(max_size=5)),
     st.builds(TicketStarted),
@@ -100,7 +105,7 @@ def _in_a_killed_child(
 def _opened_unless_cut(path: str, disk: Disk) -> Log | None:
     """The log opened through the power-cut VFS; None when the power failed meanwhile."""
     try:
-        return open_log(path, MACHINES, [TicketTitles()])
+        return open_log(path, LOG_MACHINES, [TicketTitles()])
     except (EngineError, apsw.Error):
         if not disk.is_cut:
             raise
@@ -124,8 +129,8 @@ class LogVersusModel(RuleBasedStateMachine):
         super().__init__()
         self.dir = Path(tempfile.mkdtemp(prefix="foldline-prop-"))
         self.path = log_target(self.backend, self.dir)
-        self.log = open_log(self.path, MACHINES, [TicketTitles()])
-        self.model = ModelLog(MACHINES)
+        self.log = open_log(self.path, LOG_MACHINES, [TicketTitles()])
+        self.model = ModelLog(LOG_MACHINES)
 
     def teardown(self) -> None:
         self.log.close()
@@ -167,10 +172,28 @@ class LogVersusModel(RuleBasedStateMachine):
             outcome = self._both(stream_id, head.version, [TicketOpened()], None)
         assert outcome == InvalidTransition.__name__
 
+    @rule(release=st.booleans())
+    def renew_the_lease(self, release: bool) -> None:
+        """The tenure's own appends: acquire a free lease, then renew it (or release it, to be
+        acquired again at the next epoch)."""
+        head = self.model.heads.get(LEASE_STREAM)
+        epoch = sum(
+            1 for e in self.model.events if e[0] == LEASE_STREAM and e[2] == "lease.acquired"
+        )
+        event: Event
+        if head is None or head.state == "released":
+            event = LeaseAcquired(holder="h", epoch=epoch + 1)
+        elif release:
+            event = LeaseReleased(holder="h", epoch=epoch)
+        else:
+            event = LeaseRenewed(holder="h", epoch=epoch)
+        outcome = self._both(LEASE_STREAM, self._expected(LEASE_STREAM), [event], None)
+        assert isinstance(outcome, dict), outcome
+
     @rule()
     def reopen(self) -> None:
         self.log.close()
-        self.log = open_log(self.path, MACHINES, [TicketTitles()])
+        self.log = open_log(self.path, LOG_MACHINES, [TicketTitles()])
 
     def _expected(self, stream_id: str) -> int:
         return self.model.heads[stream_id].version if stream_id in self.model.heads else 0
@@ -223,7 +246,7 @@ class LogVersusModel(RuleBasedStateMachine):
                 with contextlib.suppress(EngineError, apsw.Error):
                     log.close()
         disk.reboot()
-        self.log = open_log(self.path, MACHINES, [TicketTitles()])
+        self.log = open_log(self.path, LOG_MACHINES, [TicketTitles()])
         if interrupted is not None and self.log.head() > self.model.head():
             stream_id, expected, events = interrupted
             self.model.append(stream_id, expected, events)  # kept whole by the disk
