@@ -30,7 +30,9 @@ A stopping server kills the run and records nothing: the job stays ``running``, 
 recovery to resume. Before that, the server's graceful stop asks the run to end
 (``adapters.services.server_stop``): a run that ends meanwhile records its end as always; one
 killed by a signal then records nothing, and the stop cancels it with what lingers (a run its
-cancel killed confirms it). Nothing here raises into the caller: failures are logged and
+cancel killed confirms it). So does a run killed as its server dies (the worker that owns
+it outlives its master a moment): it is cut off, for the next server's recovery, not recorded
+lost. Nothing here raises into the caller: failures are logged and
 recorded.
 
 Into a channel run, the job's controls are written by ``adapters.services.run_deliveries``,
@@ -42,6 +44,7 @@ from __future__ import annotations
 import codecs
 import contextlib
 import logging
+import os
 import select
 import threading
 import time
@@ -120,6 +123,9 @@ class Run:
         self.process = process
         self.writer = writer
         self._engine, self._settings = engine, settings
+        # The server this run's owner serves (a gunicorn worker's master): gone, its runs are
+        # cut off with it, not lost while it lives.
+        self._server = os.getppid()
         self._prompt, self._resumed = prompt, resumed
         self._earlier = earlier
         self._schema = schema
@@ -155,6 +161,8 @@ class Run:
         exit_code = self._reap(io, feeder)
         if stopped_because == "shutdown" or self._settings.stopping.is_set():
             return  # cut off: the job stays running, for recovery
+        if exit_code < 0 and stopped_because is None and os.getppid() != self._server:
+            return  # killed as its server died (this worker outlives it a moment): cut off
         if exit_code < 0 and stopped_because is None and self._settings.winding_down.is_set():
             if self._job_state() != J.CANCELLING:
                 return  # killed while the server stops (its SIGTERM): the stop cancels it
