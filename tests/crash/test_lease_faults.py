@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import contextlib
+import http.client
 import json
 import subprocess
 import threading
@@ -157,9 +158,9 @@ class Load:
             key = f"load-{n}"
             try:
                 status, raw = self.server.invoke({"prompt": key, "id": key}, timeout=10)
-            except (OSError, json.JSONDecodeError):
-                time.sleep(0.05)  # the server is going away: nothing was acknowledged
-                continue
+            except (OSError, http.client.HTTPException, json.JSONDecodeError):
+                time.sleep(0.05)  # the server is going away (an answer cut mid-body, say):
+                continue  # nothing was acknowledged
             if status == 200 and raw.get("status") == "ok":
                 self.acknowledged.append(key)
 
