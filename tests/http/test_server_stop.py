@@ -20,27 +20,12 @@ import pytest
 from engine import open_log
 from engine.domain import MACHINES
 from projections import default_projections
+from tests.http.test_pause_holds import CHANNEL  # works until a finalize, then answers
 from tests.support.agents import python_agent
 from tests.support.server import Server, poll_invocation, serve
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 
-# Takes controls on stdin (ADR 0038): works until a finalize, then answers from what it has.
-CHANNEL = """
-import json, sys, threading
-json.loads(sys.stdin.readline())
-steps, done = [0], threading.Event()
-def listen():
-    for line in sys.stdin:
-        if json.loads(line).get("type") == "finalize":
-            done.set()
-            return
-threading.Thread(target=listen, daemon=True).start()
-print("working", flush=True)
-while not done.wait(0.2):
-    steps[0] += 1
-print(f"final answer from {steps[0]} steps", flush=True)
-"""
 # Takes no input and dies of a SIGTERM (Python's default); a resumed run says so and ends.
 LOOPER = """
 import os, sys, time
