@@ -72,14 +72,15 @@ def engine_appends(log: Log, n: int, prefix: str = "s") -> float:
     return n / (time.perf_counter() - started)
 
 
-def concurrent_appends(log: Log, n: int, threads: int) -> float:
-    """Events per second for ``n`` single-event appends spread over ``threads`` threads."""
+def concurrent_appends(log: Log, n: int, threads: int, prefix: str = "") -> float:
+    """Events per second for ``n`` single-event appends spread over ``threads`` threads (each
+    to streams of its own, named after ``prefix``)."""
     per_thread = max(1, n // threads)
     versions = [[0] * STREAMS for _ in range(threads)]
 
     def append(t: int, i: int) -> None:
         k = i % STREAMS
-        log.append(f"item:t{t}-{k}", versions[t][k], [item_event(i, versions[t][k])])
+        log.append(f"item:{prefix}t{t}-{k}", versions[t][k], [item_event(i, versions[t][k])])
         versions[t][k] += 1
 
     return per_thread * threads / run_threads(threads, per_thread, append)
