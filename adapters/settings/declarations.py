@@ -18,7 +18,7 @@ import os
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from importlib.metadata import entry_points
+from importlib.machinery import PathFinder
 from typing import Any
 
 from engine.domain import MACHINES
@@ -29,6 +29,55 @@ from projections import default_projections
 
 GROUP = "foldline.machines"
 ENVIRONMENT = "FOLDLINE_MACHINES"
+
+
+def _may_name(group: str) -> bool:
+    """Whether an installed distribution may declare an entry point in ``group``.
+
+    False only when each place ``importlib.metadata`` reads entry points from was read here
+    and none mentions the group: every ``*.dist-info`` and ``*.egg-info`` folder in a folder
+    on ``sys.path``, the finder being the standard one. A zip or egg on the path, another
+    finder that lists distributions, or a file that cannot be read says True, and so
+    ``importlib.metadata`` decides. Why: importing it (with ``email`` and ``zipfile``) and
+    listing every distribution was about a sixth of the CPU each ``foldline`` command cost
+    to start, for a group that is usually empty.
+    """
+    for finder in sys.meta_path:
+        if finder is not PathFinder and getattr(finder, "find_distributions", None):
+            return True
+    needle = group.encode()
+    for entry in sys.path:
+        if os.path.basename(entry).lower().endswith(".egg"):
+            return True  # an egg's metadata is its EGG-INFO, read only by importlib.metadata
+        try:
+            with os.scandir(entry or ".") as children:
+                found = [c.path for c in children if c.name.lower().endswith(_INFO_SUFFIXES)]
+        except NotADirectoryError:
+            return True  # a zip on the path
+        except OSError:
+            continue  # a path entry that is not there lists no distribution either
+        for info in found:
+            try:
+                with open(os.path.join(info, "entry_points.txt"), "rb") as text:
+                    if needle in text.read():
+                        return True
+            except (FileNotFoundError, NotADirectoryError):
+                continue  # no entry points, or an egg-info that is a single file
+            except OSError:
+                return True
+    return False
+
+
+_INFO_SUFFIXES = (".dist-info", ".egg-info")
+
+
+def _entry_points(group: str) -> Iterable[Any]:
+    """The entry points in ``group``, as ``importlib.metadata.entry_points`` finds them."""
+    if not _may_name(group):
+        return ()
+    from importlib.metadata import entry_points
+
+    return entry_points(group=group)
 
 
 @dataclass(frozen=True)
@@ -116,7 +165,7 @@ def load_declarations(
     machines: dict[str, MachineSpec] = {spec.kind: spec for spec in MACHINES}
     projections: dict[str, Projection] = {p.name: p for p in default_projections()}
     sources: list[tuple[str, Any]] = []
-    for point in entry_points(group=GROUP):
+    for point in _entry_points(GROUP):
         try:
             sources.append((f"{point.name} = {point.value}", point.load()))
         except Exception as ex:  # a broken plugin is a clear error, not a traceback

@@ -26,14 +26,13 @@ must be migrated first (then a private copy is).
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import shutil
 import tempfile
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from engine import chain
 from engine.audit.recorded import eras
@@ -48,6 +47,9 @@ from engine.merkle.nodes import SCHEMA as NODES_SCHEMA
 from engine.merkle.nodes import check_nodes
 from engine.projection import Projection, ProjectionSet
 from engine.streams import StreamsProjection
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future, ProcessPoolExecutor
 
 Progress = Callable[[str, int, int], None]
 """``progress(stage, done, total)``, called now and then during long audits."""
@@ -132,7 +134,14 @@ def which_projections(
 
 
 def _pool(workers: int) -> ProcessPoolExecutor | None:
-    if workers < 2 or "fork" not in multiprocessing.get_all_start_methods():
+    if workers < 2:
+        return None
+    # Imported here: most logs verify in one process, and every `foldline` command pays for
+    # what it imports at its start (a few ms for multiprocessing and the pool).
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    if "fork" not in multiprocessing.get_all_start_methods():
         return None
     return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
 
