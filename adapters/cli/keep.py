@@ -17,19 +17,21 @@ from typing import Any
 
 from adapters.cli.exits import FOUND, OK
 from adapters.cli.proofs import read_text
-from adapters.cli.since import read_checkpoint
 from adapters.settings.declarations import load_declarations
 from engine import open_log
 from engine.errors import ChainBroken, InvalidArgument
 from engine.keep.archive import archive, join_into
-from engine.keep.replica import Shipped, follow
-from engine.keep.restore import restore
 from projections.queries.retired import POLICIES
-from projections.retention import retire
+
+# What one command alone needs (shipping, restoring, retiring, reading a signed checkpoint) is
+# imported in its ``run_*``: every ``foldline`` command builds this parser, and pays at its
+# start for each module the parser's modules import.
 
 
 def run_backup(args: argparse.Namespace) -> int:
     """Ship new events to the replica; with ``--follow`` keep shipping until SIGTERM/SIGINT."""
+    from engine.keep.replica import Shipped, follow
+
     stop = threading.Event()
     if args.follow:
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -56,6 +58,8 @@ def run_backup(args: argparse.Namespace) -> int:
 
 def run_restore(args: argparse.Namespace) -> int:
     """Write the replica's events up to the bound into a new log, then fold its read models."""
+    from engine.keep.restore import restore
+
     declared = load_declarations(args.machines or ())
     try:
         done = restore(args.replica, args.db, args.to_position, args.to_time)
@@ -128,6 +132,8 @@ def run_archive(args: argparse.Namespace) -> int:
         return OK
     if not args.before:
         raise InvalidArgument("archive needs --before CHECKPOINT (or --join WHOLE.db)")
+    from adapters.cli.since import read_checkpoint
+
     head, signature = read_checkpoint(args.before, args.key)
     if head is None:
         print(f"foldline: archive refused: {signature}", file=sys.stderr)
@@ -182,6 +188,8 @@ def add_archive_command(commands: Any) -> None:
 def run_retain(args: argparse.Namespace) -> int:
     """List (``--dry-run``) or retire the rows of entities that ended before each policy's
     age, one machine per ``--<plural>-older-than`` (``POLICIES``)."""
+    from projections.retention import retire
+
     ages = {
         kind: age
         for kind, policy in POLICIES.items()

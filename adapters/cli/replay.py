@@ -11,12 +11,13 @@ from typing import Any
 from adapters.cli.exits import FOUND, OK
 from adapters.settings.declarations import ENVIRONMENT, GROUP, load_declarations
 from adapters.settings.log_sources import as_file
-from engine.audit.upgrade import replay_check
 
 
 def run_replay(args: argparse.Namespace) -> int:
     """Exit 0 when the new code accepts and folds the whole history the same, 1 with the
     first position per machine it would judge otherwise, 2 when unreadable."""
+    from engine.audit.upgrade import replay_check  # here: every command builds this parser
+
     # The new declarations come last, so they replace the installed ones of the same kind.
     declared = load_declarations([*(args.machines or ()), *args.new])
     with as_file(args.db) as path:
