@@ -16,7 +16,6 @@ from collections.abc import Iterator
 
 from engine.audit import Reader, open_reader
 from engine.storage import check_target, parse_target
-from engine.storage.copy import copy_log
 
 
 @contextlib.contextmanager
@@ -25,6 +24,8 @@ def as_file(db: str) -> Iterator[str]:
     if not parse_target(db).remote:
         yield db
         return
+    from engine.storage.copy import copy_log  # here: a file, the usual case, needs no copy
+
     with tempfile.TemporaryDirectory(prefix="foldline-audit-") as folder:
         copy = os.path.join(folder, "copy.db")
         copy_log(db, copy)
