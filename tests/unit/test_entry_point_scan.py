@@ -77,3 +77,13 @@ def test_entry_point_scan_leaves_another_distribution_finder_to_importlib_metada
 
     monkeypatch.setattr(sys, "meta_path", [*sys.meta_path, Finder()])
     assert _may_name(GROUP)
+
+
+def test_entry_point_scan_leaves_an_egg_on_the_path_to_importlib_metadata(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    egg = tmp_path / "doors_plugin-1.0.egg"
+    (egg / "EGG-INFO").mkdir(parents=True)
+    (egg / "EGG-INFO" / "PKG-INFO").write_text("Metadata-Version: 1.1\nName: doors-plugin\n")
+    (egg / "EGG-INFO" / "entry_points.txt").write_text(NAMING)
+    assert _found([*sys.path, str(egg)], monkeypatch) == (True, ["doors = doors:DECLARATIONS"])
