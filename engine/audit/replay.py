@@ -14,6 +14,7 @@ import gc
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import chain as chained
 from itertools import islice
 from typing import Any
 
@@ -185,7 +186,7 @@ def _replay_share(
         # then each recorded one for the events after it.
         eras: list[tuple[int, Machines]] = CONTEXT.get("eras", [])
         era, switch_at = 0, eras[0][0] if eras else MAX_POSITION
-        for row in _checked(rows, found) if fast else rows:
+        for row in chained.from_iterable(_checked(rows, found)) if fast else rows:
             position, stream_id, version, event_type, recorded_at, _, _, state, payload, _, _ = row
             if position > switch_at:
                 while era < len(eras) and eras[era][0] < position:
@@ -350,14 +351,15 @@ def _row_params(part: int, parts: int, fast: bool, only: Sequence[str] | None) -
 CHUNK = 4096  # rows whose links are checked in one go
 
 
-def _checked(rows: Iterator[Any], found: Part) -> Iterator[Any]:
-    """``rows`` in chunks, each chunk's links checked before its rows are handed on, and
-    counted in ``found``."""
+def _checked(rows: Iterator[Any], found: Part) -> Iterator[list[Any]]:
+    """``rows`` in chunks, each chunk's links checked before it is handed on, and counted in
+    ``found``. Chunks, not rows: the scan flattens them in C, where a
+    generator resumed per row cost tens of nanoseconds a row."""
     while chunk := list(islice(rows, CHUNK)):
         found.rows += len(chunk)
         if not found.chain_doubted and not chain.links_hold(chunk):
             found.chain_doubted = True
-        yield from chunk
+        yield chunk
 
 
 def _route(folder: Folder, event_type: str) -> Callable[[RecordedEvent, str], None]:
