@@ -5,11 +5,15 @@
 Times, in this process, one of the two shares of the streams that ``verify`` gives each core:
 ``scan`` (its rows handed to Python with the hash stored before each, nothing done with them),
 ``scan+links`` (each row's chain link checked as well, as the fast pass does), ``legality``
-(``bench.audit``'s legality floor: links and a (state, event type) lookup) and ``fast_pass``
-(the whole share: links, replay, folds and the comparison with the stored tables, whose part
-is printed apart). Prints the median process CPU seconds of each and the rate two cores would
-reach if each did one share at that cost: an upper bound, since it leaves out starting the
-workers. A profile, not a goal.
+(``bench.audit``'s legality floor: links and a (state, event type) lookup), ``complete_floor``
+and ``read_model_floor`` (``bench.audit``'s, one share), ``read_back`` (the stored rows of the
+domain read models in the share, handed to Python in key order as the comparison reads them,
+nothing compared) and ``fast_pass`` (the whole share: links, replay, folds and the comparison
+with the stored tables, whose part is printed apart). Prints the median process CPU seconds
+of each and the rate two cores would reach if each did one share at that cost: an upper
+bound, since it leaves out starting the workers. Then ``verify_vs_complete_floor`` as these
+shares give it, and the most it can be while the stored rows are read back at all (the
+complete floor over the complete floor plus ``read_back``). A profile, not a goal.
 """
 
 from __future__ import annotations
@@ -23,11 +27,12 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from bench.audit import _db, _legal_share, _share_rows
+from bench.audit import _complete_share, _db, _legal_share, _share_rows
 from bench.ready import build
 from engine import chain
 from engine.audit import reading, replay, tables
 from engine.audit.replay import CHUNK, MMAP_BYTES
+from engine.audit.tables import share_of
 from engine.domain import MACHINES
 from engine.machines import Machines
 from engine.projection import ProjectionSet
@@ -37,10 +42,14 @@ from projections import default_projections
 PARTS = 2
 
 
+SHARE_ROWS: dict[tuple[str, int], int] = {}  # events of a share, as `scan` counted them
+
+
 def scan(path: str, part: int) -> int:
     with reading(path) as reader:
         reader.query(f"PRAGMA mmap_size = {MMAP_BYTES}")
-        return sum(1 for _ in _share_rows(reader, part, PARTS))
+        rows = SHARE_ROWS[path, part] = sum(1 for _ in _share_rows(reader, part, PARTS))
+        return rows
 
 
 def scan_and_links(path: str, part: int) -> int:
@@ -55,6 +64,37 @@ def scan_and_links(path: str, part: int) -> int:
 
 def legality(path: str, part: int) -> int:
     return _legal_share(path, part, PARTS)
+
+
+def complete_floor(path: str, part: int) -> int:
+    return _complete_share(path, part, PARTS)
+
+
+def read_model_floor(path: str, part: int) -> int:
+    return _complete_share(path, part, PARTS, read_models=True)
+
+
+def read_back(path: str, part: int) -> int:
+    """The share's stored rows of every domain read model, as ``tables.compare_rows`` reads
+    them (its query, in key order), handed to Python and dropped: the least a comparison with
+    the stored tables costs. Returns the share's events as ``scan`` counted them, for the
+    per-row figure."""
+    with reading(path) as reader:
+        reader.query(f"PRAGMA mmap_size = {MMAP_BYTES}")
+        connection = reader.log.connection()
+        connection.execute("BEGIN")
+        for projection in default_projections():
+            for table in projection.tables:
+                key = tables.primary_key(connection, table)
+                order = ", ".join(f'"{name}"' for _, name in key)
+                share = share_of(f'"{key[-1][1]}"', PARTS)
+                for _ in connection.execute(
+                    f"SELECT * FROM main.{table} WHERE {share} ORDER BY {order}",
+                    (part,),
+                ):
+                    pass
+        connection.execute("COMMIT")
+    return SHARE_ROWS[path, part]
 
 
 COMPARING: list[float] = []  # CPU seconds of each fast pass spent comparing with the tables
@@ -88,6 +128,9 @@ PHASES: dict[str, Callable[[str, int], int]] = {
     "scan": scan,
     "scan+links": scan_and_links,
     "legality": legality,
+    "complete_floor": complete_floor,
+    "read_model_floor": read_model_floor,
+    "read_back": read_back,
     "fast_pass": fast_pass,
 }
 
@@ -103,13 +146,14 @@ def main() -> int:
         build(workspace, args.events)
     path = str(_db(workspace))
     gc.disable()  # as in verify's workers
+    medians: dict[str, float] = {}
     for name, phase in PHASES.items():
         seconds, rows = [], 0
         for _ in range(args.runs):
             started = time.process_time()
             rows = phase(path, 0)
             seconds.append(time.process_time() - started)
-        median = statistics.median(seconds)
+        median = medians[name] = statistics.median(seconds)
         shown = " ".join(f"{s:.2f}" for s in seconds)
         print(
             f"{name}: {median:.3f} s CPU for {rows} rows ({shown}),"
@@ -117,6 +161,12 @@ def main() -> int:
             f" {PARTS * rows / median:,.0f} events/s"
         )
     print(f"fast_pass comparing with the stored tables: {statistics.median(COMPARING):.3f} s CPU")
+    floor = medians["complete_floor"]
+    print(
+        f"verify_vs_complete_floor by these shares: {floor / medians['fast_pass']:.3f};"
+        f" at most {floor / (floor + medians['read_back']):.3f} while the stored rows are read"
+        " back (complete_floor / (complete_floor + read_back))"
+    )
     return 0
 
 
