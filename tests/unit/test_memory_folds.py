@@ -19,7 +19,7 @@ from engine.domain import result as r
 from engine.domain import session as s
 from engine.events import Event, RecordedEvent, event_type_of
 from engine.projection import Projection
-from projections.changes import Shaped
+from projections.changes import Shape, Shaped
 from projections.fold import FoldedProjection, MemoryTable, SqlTable
 from projections.jobs import JobsProjection
 from projections.leases import LeasesProjection
@@ -278,6 +278,29 @@ def test_memory_fold_refuses_a_second_accept_as_sql_does(tmp_path: Path) -> None
     folder.feed(accepted)
     with pytest.raises(ValueError, match="UNIQUE"):
         folder.feed(accepted)
+
+
+@pytest.mark.parametrize("width", [6, 8], ids=["short", "long"])
+def test_shaped_new_row_of_the_wrong_width_is_refused_by_both_writers(
+    tmp_path: Path, width: int
+) -> None:
+    """A new row's fold whose tuple is not as wide as its key and shape fails in memory as
+    in SQL (where the statement's bindings do not match), rather than leaving a row the
+    other writer would not: the audit's fast pass then doubts and refolds the exact way."""
+    shape = Shape("run_id", "pid", "start_token", "epoch", "started_at")  # and the 2 key columns
+    row = ("job", "j1", "r1", 7, "t", 0, "2026-01-01T00:00:00Z", "one too many")
+    fold = shape.puts(lambda e, entity: row[:width])
+    conn = apsw.Connection(str(tmp_path / "runs.db"))
+    cursor = conn.cursor()
+    cursor.execute(RunsProjection.ddl)
+    started = next(e for e in _recorded() if e.event_type == "job.started")
+    in_memory = MemoryTable(cursor, "runs", RunsProjection.key)
+    with pytest.raises(ValueError, match="unpack"):
+        in_memory.shaped(fold)(started, "j1")
+    assert in_memory.rows == {}
+    with pytest.raises(apsw.BindingsError):
+        SqlTable("runs", RunsProjection.key).shaped(fold)(cursor, started, "j1")
+    assert cursor.execute("SELECT count(*) FROM runs").fetchall() == [(0,)]
 
 
 def _kept_rows(projection: Projection) -> Any:
