@@ -18,6 +18,7 @@ from adapters.services import dispatch, recovery
 from engine import errors as engine_errors
 from engine.domain import errors as domain_errors
 from projections import console_queries
+from tests.arch.test_structure import parsed
 
 ROOT = Path(__file__).resolve().parents[2]
 HTTP = ROOT / "adapters" / "http"
@@ -97,7 +98,7 @@ def hand_mappings(path: Path) -> list[str]:
     ``file:line caught``, unless it goes through the table or ``ALLOWED`` names it (and it
     still builds no answer)."""
     found: list[tuple[int, str]] = []
-    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+    for node in ast.walk(parsed(path)):
         if isinstance(node, ast.ExceptHandler):
             caught, body = _names(node.type), node.body
         elif isinstance(node, ast.With):
@@ -124,7 +125,7 @@ def test_no_http_module_but_the_tables_maps_an_error_by_hand() -> None:
 def test_every_allowance_is_still_needed() -> None:
     seen = set()
     for path in HTTP.rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(parsed(path)):
             if isinstance(node, ast.ExceptHandler):
                 seen.add((_module(path), _names(node.type)))
             if isinstance(node, ast.Call) and _callee(node) == "suppress":

@@ -13,7 +13,7 @@ import ast
 from collections.abc import Iterable
 from pathlib import Path
 
-from tests.arch.test_structure import imports_of, module_name, modules_of
+from tests.arch.test_structure import imports_of, module_name, modules_of, parsed
 
 ROOT = Path(__file__).resolve().parents[2]
 LEAF = ROOT / "engine" / "merkle"
@@ -43,7 +43,7 @@ def foreign_imports(package: Path, allowed: Iterable[str], root: Path = ROOT) ->
 
 def prefixed_hashes(path: Path) -> list[str]:
     """Every ``b"\\x00" + ...`` or ``b"\\x01" + ...`` in ``path``: RFC 9162's leaf or node hash."""
-    tree = ast.parse(path.read_text(), filename=str(path))
+    tree = parsed(path)
     return [
         f"{path}:{node.lineno}: {ast.unparse(node)}"
         for node in ast.walk(tree)

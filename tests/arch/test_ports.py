@@ -15,6 +15,7 @@ import ast
 from pathlib import Path
 
 from tests.arch.test_layers import ROOT, imported_modules
+from tests.arch.test_structure import parsed
 
 HTTP = ROOT / "adapters" / "http"
 PROGRAMS = ROOT / "adapters" / "programs"
@@ -40,7 +41,7 @@ def _is_a_runtimes_engine(node: ast.AST) -> bool:
 def reaches(path: Path) -> list[str]:
     """Every place ``path`` reaches past a port, as ``file:line what``."""
     found: list[tuple[int, str]] = []
-    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+    for node in ast.walk(parsed(path)):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             method, owner = node.func.attr, _name(node.func.value)
             if method == "connection" and owner == "log":
@@ -71,7 +72,7 @@ def _is_a_runtime(name: str) -> bool:
 def runtimes_as_any(path: Path) -> list[str]:
     """Every runtime parameter or variable of ``path`` annotated ``Any``."""
     found: list[tuple[int, str]] = []
-    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+    for node in ast.walk(parsed(path)):
         if isinstance(node, ast.arg) and _is_a_runtime(node.arg) and _is_any(node.annotation):
             found.append((node.lineno, node.arg))
         if isinstance(node, ast.AnnAssign) and _is_any(node.annotation):

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from tests.arch.test_merkle_leaf import foreign_imports
-from tests.arch.test_structure import imports_of, modules_of
+from tests.arch.test_structure import imports_of, modules_of, parsed
 
 ROOT = Path(__file__).resolve().parents[2]
 WING = ROOT / "engine" / "storage"
@@ -51,7 +51,7 @@ def _last_name(node: ast.expr) -> str:
 
 def probes(path: Path) -> list[tuple[int, str]]:
     """``(line, first argument)`` of every getattr/hasattr call in ``path``."""
-    tree = ast.parse(path.read_text(), filename=str(path))
+    tree = parsed(path)
     return [
         (node.lineno, ast.unparse(node.args[0]))
         for node in ast.walk(tree)
@@ -64,7 +64,7 @@ def probes(path: Path) -> list[tuple[int, str]]:
 
 def backend_probes(path: Path) -> list[str]:
     """getattr/hasattr on an object that is a storage or a writer, by the name it ends in."""
-    tree = ast.parse(path.read_text(), filename=str(path))
+    tree = parsed(path)
     return [
         f"{path}:{node.lineno}: {ast.unparse(node)}"
         for node in ast.walk(tree)
@@ -78,7 +78,7 @@ def backend_probes(path: Path) -> list[str]:
 
 def scheme_literals(path: Path) -> list[str]:
     """String constants that are a backend's URL scheme (docstrings are prose, not choices)."""
-    tree = ast.parse(path.read_text(), filename=str(path))
+    tree = parsed(path)
     docstrings = {
         id(node.body[0].value)
         for node in ast.walk(tree)

@@ -7,7 +7,7 @@ counts as an arrow (``test_cycles`` finds the cycles such arrows close).
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+import functools
 from pathlib import Path
 
 import pytest
@@ -25,20 +25,40 @@ def modules_of(package: Path, root: Path = ROOT) -> dict[str, Path]:
     return {module_name(path, root): path for path in package.rglob("*.py")}
 
 
-def import_statements(path: Path, package: str) -> Iterator[tuple[str, str | None]]:
+def parsed(path: Path) -> ast.Module:
+    """``path`` parsed, once per version of the file in this process: the arch checks walk the
+    same modules again and again, and parsing the tree is most of what they cost. The tree is
+    shared: read it, never change it."""
+    stat = path.stat()
+    return _parsed(path, stat.st_mtime_ns, stat.st_size)
+
+
+@functools.cache
+def _parsed(path: Path, _mtime_ns: int, _size: int) -> ast.Module:
+    return ast.parse(path.read_text(), filename=str(path))
+
+
+def import_statements(path: Path, package: str) -> tuple[tuple[str, str | None], ...]:
     """Every import in ``path``, wherever it stands, as ``(module, name)``: ``import a.b`` is
     ``("a.b", None)``, ``from a import b`` is ``("a", "b")``; a relative import is resolved
     against ``package``, the dotted name of the package ``path`` is in."""
-    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+    return _import_statements(parsed(path), package)
+
+
+@functools.cache
+def _import_statements(tree: ast.Module, package: str) -> tuple[tuple[str, str | None], ...]:
+    found: list[tuple[str, str | None]] = []
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            yield from ((alias.name, None) for alias in node.names)
+            found += ((alias.name, None) for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
                 parts = package.split(".")
                 parts = parts[: len(parts) - node.level + 1]
                 base = ".".join([*parts, base] if base else parts)
-            yield from ((base, alias.name) for alias in node.names)
+            found += ((base, alias.name) for alias in node.names)
+    return tuple(found)
 
 
 def package_of(path: Path, root: Path = ROOT) -> str:
