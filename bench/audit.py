@@ -40,6 +40,14 @@ def _db(workspace: Path) -> Path:
     return workspace / ".foldline" / "foldline.db"
 
 
+def kept_log(workspace: Path, events: int) -> Path:
+    """The log of ``events`` job events in ``workspace``, built on first use and kept, so that
+    profiles run again and again on one large log."""
+    if not _db(workspace).is_file():
+        build(workspace, events)
+    return _db(workspace)
+
+
 def chain_floor(db: Path) -> float:
     """Seconds for the plainest chain check: one process, one scan, one link per row."""
     started = time.perf_counter()

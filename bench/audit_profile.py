@@ -27,8 +27,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from bench.audit import _complete_share, _db, _legal_share, _share_rows
-from bench.ready import build
+from bench.audit import _complete_share, _legal_share, _share_rows, kept_log
 from engine import chain
 from engine.audit import reading, replay, tables
 from engine.audit.replay import CHUNK, MMAP_BYTES
@@ -141,10 +140,7 @@ def main() -> int:
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
-    workspace = args.keep / f"profile-{args.events}"
-    if not _db(workspace).is_file():
-        build(workspace, args.events)
-    path = str(_db(workspace))
+    path = str(kept_log(args.keep / f"profile-{args.events}", args.events))
     gc.disable()  # as in verify's workers
     medians: dict[str, float] = {}
     for name, phase in PHASES.items():

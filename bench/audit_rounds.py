@@ -18,8 +18,7 @@ import statistics
 import time
 from pathlib import Path
 
-from bench.audit import _db, complete_floor, read_model_floor
-from bench.ready import build
+from bench.audit import complete_floor, kept_log, read_model_floor
 from engine.audit import verify
 from engine.domain import MACHINES
 from projections import default_projections
@@ -44,10 +43,7 @@ def main() -> int:
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    workspace = args.keep / f"rounds-{args.events}"
-    if not _db(workspace).is_file():
-        build(workspace, args.events)
-    db = _db(workspace)
+    db = kept_log(args.keep / f"rounds-{args.events}", args.events)
     ratios: dict[str, list[float]] = {}
     for round_ in range(1, args.rounds + 1):
         v, c, m = verify_seconds(db), complete_floor(db), read_model_floor(db)
