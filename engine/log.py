@@ -35,6 +35,7 @@ from engine.streams import StreamsProjection
 from engine.write.batch import run_batch
 from engine.write.context import BatchContext, LogStats, WriterCache
 from engine.write.group_commit import GroupCommit
+from engine.write.lone import Plain
 from engine.write.transaction import MAX_COMMAND_ID, AppendResult, Transaction, check_arguments
 
 T = TypeVar("T")
@@ -141,11 +142,9 @@ class Log(LogReads):
         machine = self.machines.for_stream(stream_id)
         encode = self.codec.encode
         encoded = [encode(event) for event in events]
-        if self.storage.readonly:
-            raise StorageError(f"{self.path}: opened read-only")
         # (With its expected version: the work only appends, so a batch may run it again;
         # without a command id, a batch of it alone may skip the scopes: ``engine.write.lone``.)
-        return self._group.submit(  # type: ignore[no-any-return]
+        return self._submit(
             lambda tx: tx.append_encoded(
                 stream_id, expected_version, events, encoded, machine, command_id, epoch
             ),
@@ -167,12 +166,17 @@ class Log(LogReads):
         return self._submit(work, stream_id, None)
 
     def _submit(
-        self, work: Callable[[Transaction], T], stream_id: str | None, expected: int | None
+        self,
+        work: Callable[[Transaction], T],
+        stream_id: str | None,
+        expected: int | None,
+        plain: Plain | None = None,
     ) -> T:
-        """``write``; ``expected``: a plain append's expected version (``Request``)."""
+        """``write``; ``expected``, ``plain``: a plain append's expected version and its
+        arguments (``Request``)."""
         if self.storage.readonly:
             raise StorageError(f"{self.path}: opened read-only")
-        result: T = self._group.submit(work, stream_id, expected)
+        result: T = self._group.submit(work, stream_id, expected, plain)
         return result
 
     def announce(self, position: int) -> None:

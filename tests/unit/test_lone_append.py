@@ -18,8 +18,10 @@ from engine import (
     InvalidArgument,
     InvalidTransition,
     Log,
+    StorageError,
     open_log,
 )
+from engine.log import open_log_readonly
 from engine.write import batch
 from tests.support.tickets import (
     MACHINES,
@@ -171,3 +173,29 @@ def test_lone_append_on_a_log_that_records_its_declarations(
         log.close()
     assert streams == ["log:declarations", "ticket:a", "ticket:a"]
     assert alone_calls == ["ticket:a"]
+
+
+def test_lone_append_and_write_refuse_a_read_only_log_and_change_nothing(tmp_path: Path) -> None:
+    """Every way into the group commit (an append with or without a command id, a write)
+    is refused on a log opened read-only, the fast path's included, and writes nothing."""
+    path = tmp_path / "ro.db"
+    log = open_log(path, MACHINES, [TicketTitles()])
+    log.append("ticket:a", 0, [TicketOpened(title="a")])
+    log.close()
+    reader = open_log_readonly(path, MACHINES, [TicketTitles()])
+    try:
+        calls = [
+            lambda: reader.append("ticket:b", 0, [TicketOpened(title="b")]),
+            lambda: reader.append("ticket:b", 0, [TicketOpened(title="b")], command_id="c1"),
+            lambda: reader.write(lambda tx: None),
+        ]
+        for call in calls:
+            with pytest.raises(StorageError, match="opened read-only"):
+                call()
+    finally:
+        reader.close()
+    again = open_log(path, MACHINES, [TicketTitles()])
+    try:
+        assert [row[1] for row in table(again, "events")] == ["ticket:a"]
+    finally:
+        again.close()
