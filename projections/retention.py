@@ -109,19 +109,3 @@ def _retire(
         low, last = log.write(work)
         first = first or low
     return Retention(policy.kind, words, ended_before, found, True, first, last)
-
-
-def retire_jobs(
-    log: Log,
-    older_than: str,
-    *,
-    dry_run: bool,
-    clock: Clock | None = None,
-    limit: int = 100_000,
-) -> Retention:
-    """``retire`` of the jobs alone.
-
-    Raises:
-        InvalidArgument, StorageError: as ``retire``.
-    """
-    return retire(log, {"job": older_than}, dry_run=dry_run, clock=clock, limit=limit)[0]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from engine import FixedClock
 from engine.domain import commands as c
-from projections.retention import retire, retire_jobs
+from projections.retention import retire
 from tests.http.conftest import MakeClient, sql
 from tests.http.test_agentcore_contract import post
 from tests.support import runners
@@ -17,7 +17,7 @@ def test_retired_job_answers_410_with_when_and_its_key_stays_answered(
     client, runtime = make_client(runners.ECHO, clock=FixedClock())
     first = post(client, {"prompt": "one", "id": "same"}).json
     job_id = first["invocation"]
-    done = retire_jobs(runtime.engine.log, "30d", dry_run=False)
+    [done] = retire(runtime.engine.log, {"job": "30d"}, dry_run=False)
     assert [j.entity_id for j in done.entities] == [job_id]
     gone = client.simulate_get(f"/v1/jobs/{job_id}")
     assert gone.status_code == 410, gone.text
