@@ -140,6 +140,14 @@ def _descendants(pid: int) -> list[int]:
     return found
 
 
+def _name_of(pid: int) -> str:
+    """``pid``'s command name, or "" once it has exited (a step of the run's start can)."""
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
 def _state_of(pid: int) -> str:
     return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
 
@@ -156,7 +164,7 @@ def test_a_run_cannot_read_stop_or_trace_another_live_run(
         while time.monotonic() < deadline:  # the victim's sleep is up, its file held open
             recorded = _job(server, job_id).get("pid")
             pids = _descendants(int(recorded)) if recorded else []
-            if pids and Path(f"/proc/{pids[-1]}/comm").read_text().strip() == "sleep":
+            if pids and _name_of(pids[-1]) == "sleep":
                 break
             time.sleep(0.1)
         else:
