@@ -46,3 +46,15 @@ def test_habits_test_fast_leaves_out_crash_server_and_slow() -> None:
     match = re.search(r"\ntest-fast:.*\n\t(.+)\n", makefile)
     assert match is not None
     assert '-m "not crash and not server and not slow"' in match.group(1)
+
+
+def test_habits_a_test_file_that_starts_gunicorn_is_marked_server() -> None:
+    """``make test-fast`` leaves the ``server`` mark out: a file serving through
+    ``tests.support.server.serve`` without it runs real gunicorn in the edit loop."""
+    serving = re.compile(r"from tests\.support\.server import[^\n]*\bserve\b")
+    unmarked = [
+        path.relative_to(ROOT).as_posix()
+        for path in sorted((ROOT / "tests").rglob("test_*.py"))
+        if serving.search(text := path.read_text()) and "pytest.mark.server" not in text
+    ]
+    assert unmarked == []

@@ -9,12 +9,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.support.agents import python_agent, workspace_with_agents
 from tests.support.cli import boot_refusal
 from tests.support.coordination import write_scripts
 from tests.support.front import wait_until
 from tests.support.server import ROOT, Server, serve
 from tests.support.writers import git, repository
+
+pytestmark = pytest.mark.server
 
 AGENTS = """
 [agents.root]

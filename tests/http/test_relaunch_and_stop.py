@@ -11,9 +11,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from adapters.system.processes import is_alive, start_token
 from tests.support.agents import python_agent, workspace_with_agents
 from tests.support.server import Server, serve
+
+pytestmark = pytest.mark.server
 
 # First run: waits (to be paused and killed); a resumed run answers at once.
 RESUMABLE = (
