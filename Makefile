@@ -26,8 +26,8 @@ serve: $(STAMP)
 # order tests/conftest.py collects them, those with a slow test first, so that no long file
 # starts last. TEST_WORKERS=0: one process.
 TEST_WORKERS ?= 4
-# test-fast waits on its `foldline` subprocesses as much as it computes: on a quiet 2-core box
-# four workers took 61-65 s against 73 s with one per core (docs/benchmarks.md).
+# test-fast waits on its subprocesses (git, runners, postgres) as much as it computes: on a
+# 2-core box four workers took 55.8 s against 56.2-59.2 s with three (docs/benchmarks.md).
 FAST_WORKERS ?= 4
 DISTRIBUTE := --dist loadfile --no-loadscope-reorder
 # The suite starts about a thousand Python subprocesses (foldline, servers, runners); without

@@ -1,14 +1,15 @@
 """A process that starts ``foldline`` commands by forking, for ``tests.support.cli``.
 
-A fresh ``python -m adapters.cli`` spends about 200 ms of CPU importing the CLI before it does
-anything, and the edit loop runs it some 260 times. This process imports what that command
-imports before ``main`` (``adapters.cli.main``) once, then for each request forks a handler,
-which forks the command and reports its wait status. The command is a process of its own, as
-under ``subprocess.run``: the caller's environment, working directory, stdin, stdout and
-stderr, ``sys.argv``, ``python -m``'s ``__main__`` (run by ``runpy``), the interpreter's exit
-with its flushes and ``atexit`` handlers, and a wait status that says how it ended. What a
-fork cannot repeat is the cold import of the CLI package: the tests that start
-``python -m adapters.cli`` themselves (the docs, the console, the golden logs) keep that.
+A fresh ``python -m adapters.cli`` spends most of its 200 ms importing the CLI, and the edit
+loop runs it some 260 times. This process imports what that command imports before ``main``
+(``adapters.cli.main``) once, then for each request forks a handler, which forks the command
+and reports its wait status. The command is a process of its own, as under
+``subprocess.run`` with ``capture_output``: the caller's environment and working directory,
+files for stdout and stderr (stdin is ``/dev/null``), ``sys.argv``, ``python -m``'s
+``__main__`` (run by ``runpy``), the interpreter's exit with its flushes and ``atexit``
+handlers, and a wait status that says how it ended. What a fork cannot repeat is the cold
+import of the CLI package: the tests that start ``python -m adapters.cli`` themselves (the
+console, the golden logs, the backups, the servers) keep that.
 
     python -m tests.support.cli_starter NAME
 
