@@ -204,13 +204,18 @@ def children(pid: int) -> list[int]:
     return [int(child) for child in found.stdout.split()]
 
 
+def _command_line(pid: int) -> bytes:
+    """``pid``'s command line, or nothing once it has exited (a notify hook may, between
+    ``pgrep`` and the read)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
 def worker_of(served: Front) -> int:
     """The front's one worker (its notify hooks, also its children, run ``sh``)."""
-    workers = [
-        pid
-        for pid in children(served.process.pid)
-        if b"adapters.cli" in Path(f"/proc/{pid}/cmdline").read_bytes()
-    ]
+    workers = [pid for pid in children(served.process.pid) if b"adapters.cli" in _command_line(pid)]
     assert len(workers) == 1, workers
     return workers[0]
 
