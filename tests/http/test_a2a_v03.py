@@ -24,7 +24,12 @@ from tests.support.server import Server, read_events, serve
 
 pytestmark = pytest.mark.server
 
-RUNNER = 'read -r p; case "$p" in sleepy*) sleep 30;; *) printf "echo: %s" "$p";; esac'
+# "gate ..." works until the file ``gate`` is in the workspace (at most 60 s), then answers.
+RUNNER = (
+    'read -r p; case "$p" in sleepy*) sleep 30;; '
+    "gate*) for _ in $(seq 600); do [ -e gate ] && break; sleep 0.1; done; "
+    'printf "echo: %s" "$p";; *) printf "echo: %s" "$p";; esac'
+)
 
 
 async def _scenario(url: str, card: dict[str, Any]) -> dict[str, Any]:
@@ -110,15 +115,19 @@ def test_a2a_v03_shapes_on_the_wire(tmp_path: Path) -> None:
         refused = json.loads(raw)["error"]["code"]
         conn = server.connection()
         body = {"jsonrpc": "2.0", "id": "r2", "method": "message/stream"}
+        gated = {**message, "messageId": "w-3", "parts": [{"kind": "text", "text": "gate"}]}
         conn.request(
             "POST",
             "/",
-            json.dumps({**body, "params": {"message": {**message, "messageId": "w-3"}}}),
+            json.dumps({**body, "params": {"message": gated}}),
             {"a2a-version": "0.3", "Accept": "text/event-stream"},
         )
-        events = [
-            json.loads(e["data"])["result"] for e in read_events(conn.getresponse()) if "data" in e
-        ]
+        frames = (e for e in read_events(conn.getresponse()) if "data" in e)
+        # The run answers once the stream has begun: its updates come on the stream, not
+        # folded into a task already completed when the stream read it.
+        events = [json.loads(next(frames)["data"])["result"]]
+        (tmp_path / "gate").touch()
+        events += [json.loads(e["data"])["result"] for e in frames]
         conn.close()
     assert sent["kind"] == "task" and sent["status"]["state"] == "completed"
     assert sent["status"]["message"]["role"] == "agent"
