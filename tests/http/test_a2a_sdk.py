@@ -16,27 +16,29 @@ from a2a.types import (
 )
 from a2a.utils.errors import TaskNotFoundError
 
-from tests.support.a2a import user_message
+from tests.support.a2a import GATE_WAIT, gated, user_message
 from tests.support.server import serve
 
 pytestmark = pytest.mark.server
 
 RUNNER = (
-    'read -r p; case "$p" in '
+    f"read -r p; {GATE_WAIT}"
+    'case "$p" in '
     'slow*) sleep 6; echo "done slowly";; '
     "sleepy*) sleep 30;; "
     '*) echo "echo: $p";; esac'
 )
 
 
-async def _scenario(url: str) -> dict[str, Any]:
+async def _scenario(url: str, workspace: Path) -> dict[str, Any]:
     seen: dict[str, Any] = {}
     blocking = await create_client(url, client_config=ClientConfig(streaming=False))
     # The client's read timeout is 5 s; this task takes 6 s: keep-alive spaces carry it.
     async for response in blocking.send_message(user_message("m-slow", "slow please")):
         seen["slow"] = response.task
     streaming = await create_client(url)  # the default: SendStreamingMessage
-    seen["stream"] = [r async for r in streaming.send_message(user_message("m-stream", "hello"))]
+    said = user_message("m-stream", "gate hello")
+    seen["stream"] = await gated(streaming.send_message(said), workspace / "gate")
     seen["get"] = await blocking.get_task(GetTaskRequest(id=seen["slow"].id))
     polling = await create_client(url, client_config=ClientConfig(streaming=False, polling=True))
     async for response in polling.send_message(user_message("m-sleepy", "sleepy job")):
@@ -63,7 +65,7 @@ def test_a2a_official_client_runs_every_method_against_the_server(tmp_path: Path
     workspace = tmp_path / "ws"
     workspace.mkdir()
     with serve(workspace, {"FOLDLINE_RUNNER": RUNNER}, workers=2) as server:
-        seen = asyncio.run(_scenario(f"http://127.0.0.1:{server.port}"))
+        seen = asyncio.run(_scenario(f"http://127.0.0.1:{server.port}", workspace))
     slow = seen["slow"]
     assert slow.status.state == TaskState.TASK_STATE_COMPLETED
     assert slow.artifacts[0].parts[0].text == "done slowly\n"
@@ -73,7 +75,7 @@ def test_a2a_official_client_runs_every_method_against_the_server(tmp_path: Path
     assert stream[0].HasField("task")  # the Task comes first
     assert stream[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
     assert any(r.HasField("artifact_update") for r in stream)
-    assert stream[-1].status_update.status.message.parts[0].text == "echo: hello\n"
+    assert stream[-1].status_update.status.message.parts[0].text == "echo: gate hello\n"
 
     assert seen["get"].id == slow.id and seen["get"].status.state == slow.status.state
     assert seen["sleepy"].status.state in (

@@ -19,17 +19,12 @@ from a2a.types import (
     TaskState,
 )
 
-from tests.support.a2a import card_with_only, user_message
+from tests.support.a2a import GATE_WAIT, card_with_only, user_message
 from tests.support.server import Server, read_events, serve
 
 pytestmark = pytest.mark.server
 
-# "gate ..." works until the file ``gate`` is in the workspace (at most 60 s), then answers.
-RUNNER = (
-    'read -r p; case "$p" in sleepy*) sleep 30;; '
-    "gate*) for _ in $(seq 600); do [ -e gate ] && break; sleep 0.1; done; "
-    'printf "echo: %s" "$p";; *) printf "echo: %s" "$p";; esac'
-)
+RUNNER = f'read -r p; {GATE_WAIT}case "$p" in sleepy*) sleep 30;; *) printf "echo: %s" "$p";; esac'
 
 
 async def _scenario(url: str, card: dict[str, Any]) -> dict[str, Any]:

@@ -2,9 +2,34 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any, TypeVar
 
 from a2a.types import Message, Part, Role, SendMessageRequest
+
+T = TypeVar("T")
+
+# For a shell runner, after it reads its prompt into ``p``: a prompt starting "gate" waits
+# until the file ``gate`` is in its working directory, the workspace (at most 60 s), then
+# goes on to its answer. A streamed send of such a prompt opens the gate once the stream has
+# begun (``gated``): a quick run would otherwise finish before the stream reads its task, and a
+# stream of a task already done is that task alone, valid A2A but without the updates a test
+# checks.
+GATE_WAIT = (
+    'case "$p" in gate*) for _ in $(seq 600); do [ -e gate ] && break; sleep 0.1; done;; esac; '
+)
+
+
+async def gated(responses: AsyncIterator[T], gate: Path) -> list[T]:
+    """Every response of a streamed send whose run waits on ``gate``, opened once the first
+    response (the task) is in."""
+    seen: list[T] = []
+    async for response in responses:
+        seen.append(response)
+        if len(seen) == 1:
+            gate.touch()
+    return seen
 
 
 def user_message(message_id: str, text: str, **ids: str) -> SendMessageRequest:
