@@ -1,6 +1,7 @@
 """Output contracts (issue 44, ADR 0065): warn and strict agents answer valid, invalid and
 non-JSON replies through a real server, over ``/invocations`` and the official A2A client;
-``verify`` agrees with what was recorded. The agents run ``cat``: the reply is the prompt."""
+``verify`` agrees with what was recorded. The agents run ``cat``: the reply is the prompt (the
+streamed one once the test opens its gate, ``tests.support.a2a.gated``)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from a2a.client import ClientConfig, create_client
 from a2a.types import Message, Part, Role, SendMessageRequest, TaskState
 from google.protobuf.json_format import MessageToDict
 
+from tests.support.a2a import gated
 from tests.support.cli import boot_refusal, foldline
 from tests.support.server import Server, serve
 
@@ -31,6 +33,10 @@ output_schema = "answer.schema.json"
 [agents.strict]
 command = "cat"
 output_schema = { type = "object", required = ["answer"], properties = { answer = { type = "integer" } } }
+contract = "strict"
+[agents.streamer]
+command = "for _ in $(seq 600); do [ -e gate ] && break; sleep 0.1; done; cat"
+output_schema = "answer.schema.json"
 contract = "strict"
 """  # noqa: E501 - one TOML inline table
 VALID, INVALID, NOT_JSON = '{"answer": 42}', '{"answer": "many"}', "forty-two"
@@ -63,14 +69,15 @@ def _send(message_id: str, text: str, agent: str) -> SendMessageRequest:
     return SendMessageRequest(message=said)
 
 
-async def _a2a(url: str) -> dict[str, Any]:
+async def _a2a(url: str, workspace: Path) -> dict[str, Any]:
     seen: dict[str, Any] = {}
     client = await create_client(url, client_config=ClientConfig(streaming=False))
     for name, text in (("valid", VALID), ("invalid", INVALID), ("not json", NOT_JSON)):
         async for response in client.send_message(_send(f"m-{name}", text, "strict")):
             seen[name] = response.task
     streaming = await create_client(url)
-    seen["stream"] = [r async for r in streaming.send_message(_send("m-s", VALID, "strict"))]
+    streamed = streaming.send_message(_send("m-s", VALID, "streamer"))
+    seen["stream"] = await gated(streamed, workspace / "gate")
     for each in (client, streaming):
         await each.close()
     return seen
@@ -96,7 +103,7 @@ def test_contracts_warn_and_strict_over_invocations_and_a2a(tmp_path: Path) -> N
             )
         }
         results = {key: _result(server, answer["invocation"]) for key, answer in answers.items()}
-        seen = asyncio.run(_a2a(f"http://127.0.0.1:{server.port}"))
+        seen = asyncio.run(_a2a(f"http://127.0.0.1:{server.port}", workspace))
 
     # A warn contract records the verdict and lets every reply through.
     for name in ("valid", "invalid", "not json"):
