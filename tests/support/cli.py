@@ -52,8 +52,8 @@ class _Starter:
         """``python -m adapters.cli ARGS`` forked by the starter, as ``subprocess.run`` with
         ``capture_output`` would run it: its exit status, its stdout and stderr."""
         argv = [*_COMMAND, *args]
-        request = {"argv": list(args), "env": dict(os.environ if env is None else env)}
-        request["cwd"] = str(ROOT)
+        environ = dict(os.environ if env is None else env)
+        request = {"argv": list(args), "env": environ, "cwd": str(ROOT)}
         with (
             tempfile.TemporaryFile() as out,
             tempfile.TemporaryFile() as err,

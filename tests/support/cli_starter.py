@@ -51,7 +51,7 @@ def _run_command(request: dict[str, object], fds: list[int]) -> None:
     sys.path[1:1] = [os.path.abspath(entry) for entry in extra]
     argv = request["argv"]
     assert isinstance(argv, list)
-    sys.argv = [str(os.path.join(cwd, "adapters", "cli", "__main__.py")), *argv]
+    sys.argv = [sys.argv[0], *argv]  # runpy puts the module's file first, as ``-m`` does
     runpy.run_module("adapters.cli", run_name="__main__", alter_sys=True)
 
 
