@@ -14,11 +14,10 @@ nothing of ``engine.log`` (which needs nothing of it).
 
 from __future__ import annotations
 
-import os
 import threading
 from typing import Protocol
 
-from engine import signals
+from engine import process, signals
 from engine.storage.seam import Storage
 
 
@@ -48,7 +47,7 @@ class Notifier:
         self._stop = threading.Event()
         # Set while a commit elsewhere would wake this notifier (tests wait on it).
         self.listening = threading.Event()
-        self._pid = os.getpid()
+        self._pid = process.pid()
         self._thread = threading.Thread(target=self._run, name=self.thread_name, daemon=True)
 
     def start(self) -> Notifier:
@@ -57,7 +56,7 @@ class Notifier:
 
     def stop(self) -> None:
         self._stop.set()
-        if self._pid == os.getpid():
+        if self._pid == process.pid():
             self._thread.join(timeout=5)
 
     def _run(self) -> None:

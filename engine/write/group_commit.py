@@ -16,17 +16,15 @@ the wait they split into two half-size batches (ADR 0021). A lone writer never w
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
+from engine.process import pid
+
 _allocate_lock = threading.Lock
 MAX_LINGER_S = 0.002
-# This process's id, kept current across fork: ``os.getpid`` is a system call per append.
-_process = [os.getpid()]
-os.register_at_fork(after_in_child=lambda: _process.__setitem__(0, os.getpid()))
 
 
 class Request:
@@ -69,7 +67,7 @@ class GroupCommit:
         self._reset()
 
     def _reset(self) -> None:
-        self._pid = _process[0]
+        self._pid = pid()
         self._queue: list[Request] = []
         self._lock = threading.Lock()
         self._leading = False
@@ -90,7 +88,7 @@ class GroupCommit:
         """Run ``work`` in the next batch; returns its result (or raises its error) after the
         batch's commit. ``stream_id``: the stream ``work`` will append to, if known;
         ``expected``, ``plain``: see ``Request``."""
-        if self._pid != _process[0]:
+        if self._pid != pid():
             self._reset()
         request = Request(work, stream_id, expected, plain)
         alone = False

@@ -27,6 +27,7 @@ WING_MAY_IMPORT = {
     "engine.chain": "the chain's genesis, the writers' tail before the first event",
     "engine.clock": "the time a log's copy records for its migrations",
     "engine.merkle.nodes": "the schema from which a log's copy has tree nodes to copy",
+    "engine.process": "this process's id, to open no connection a forked child inherited",
 }
 # The strings that name a backend by a location's scheme: only the PostgreSQL URL module.
 # (Not "postgres" alone: that is also the backend's name, ``engine.storage.Target.backend``.)

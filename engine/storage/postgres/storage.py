@@ -13,7 +13,6 @@ before the lock was granted, which is all a writer needs (nobody else can write 
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -22,6 +21,7 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg_pool import ConnectionPool
 
+from engine import process
 from engine.errors import (
     InvalidEvent,
     NeedsMigration,
@@ -131,18 +131,18 @@ class PostgresStorage:
         except psycopg.Error as ex:
             raise translate(ex) from ex
         with self._lock:
-            self._connections.append((os.getpid(), conn))
+            self._connections.append((process.pid(), conn))
         return conn
 
     def pool(self) -> ConnectionPool[Any]:
         """This process's pool of read connections (made on first use, never across fork)."""
         self._check_open()
         held = self._pool
-        if held is not None and held[0] == os.getpid():
+        if held is not None and held[0] == process.pid():
             return held[1]
         with self._lock:
             held = self._pool
-            if held is not None and held[0] == os.getpid():
+            if held is not None and held[0] == process.pid():
                 return held[1]
             pool: ConnectionPool[Any] = ConnectionPool(
                 self.conninfo,
@@ -152,18 +152,18 @@ class PostgresStorage:
                 open=True,
                 timeout=30,
             )
-            self._pool = (os.getpid(), pool)
+            self._pool = (process.pid(), pool)
         return pool
 
     def connection(self) -> PgConnection:
         """This thread's read connection (autocommit; SQLite's dialect, see ``dialect``)."""
         self._check_open()
         held = getattr(self._local, "held", None)
-        if held is not None and held[0] == os.getpid() and not held[1].raw.closed:
+        if held is not None and held[0] == process.pid() and not held[1].raw.closed:
             conn: PgConnection = held[1]
             return conn
         wrapped = PgConnection(self._connect(), self.dialect)
-        self._local.held = (os.getpid(), wrapped)
+        self._local.held = (process.pid(), wrapped)
         return wrapped
 
     def writer(self) -> PostgresWriter:
@@ -173,22 +173,22 @@ class PostgresStorage:
         held = self._writer
         # A connection the server dropped (restart, failover) is replaced on the next batch;
         # the batch that saw it fail has already failed whole, so nothing is half-written.
-        if held is not None and held[0] == os.getpid() and not held[1].conn.closed:
+        if held is not None and held[0] == process.pid() and not held[1].conn.closed:
             return held[1]
         writer = PostgresWriter(self._connect(writer=True), self.dialect, self.schema)
-        self._writer = (os.getpid(), writer)
+        self._writer = (process.pid(), writer)
         return writer
 
     def close(self) -> None:
         self._closed = True
         with self._lock:
-            mine = [c for pid, c in self._connections if pid == os.getpid()]
+            mine = [c for pid, c in self._connections if pid == process.pid()]
             self._connections.clear()
             pool, self._pool = self._pool, None
         for conn in mine:
             with contextlib.suppress(Exception):
                 conn.close()
-        if pool is not None and pool[0] == os.getpid():
+        if pool is not None and pool[0] == process.pid():
             with contextlib.suppress(Exception):
                 pool[1].close()
         self._local = threading.local()

@@ -25,13 +25,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import threading
 from collections.abc import Callable
 from typing import Any
 
 import apsw
 
+from engine import process
 from engine.errors import StorageError
 
 log = logging.getLogger(__name__)
@@ -62,15 +62,15 @@ class Checkpointer:
         """Ask for a checkpoint soon (the WAL has passed ``CHECKPOINT_PAGES``)."""
         if self._stopping:
             return
-        if self._thread is None or self._pid != os.getpid():
+        if self._thread is None or self._pid != process.pid():
             self._start()
         self._wanted.set()
 
     def _start(self) -> None:
         with self._lock:
-            if self._stopping or (self._thread is not None and self._pid == os.getpid()):
+            if self._stopping or (self._thread is not None and self._pid == process.pid()):
                 return
-            self._pid = os.getpid()
+            self._pid = process.pid()
             self._wanted = threading.Event()  # a forked child's copy may hold the parent's
             self._thread = threading.Thread(
                 target=self._run, name="foldline-checkpoint", daemon=True
@@ -114,7 +114,7 @@ class Checkpointer:
         self._wanted.set()
         if (
             thread is not None
-            and self._pid == os.getpid()
+            and self._pid == process.pid()
             and thread is not threading.current_thread()
         ):
             thread.join(timeout_s)

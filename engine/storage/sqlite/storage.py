@@ -25,6 +25,7 @@ from urllib.parse import quote
 
 import apsw
 
+from engine import process
 from engine.errors import NeedsMigration, NotALog, StorageError, StorageFull
 from engine.storage.durable import fsync_parent
 from engine.storage.seam import EventRow, Sync
@@ -92,7 +93,7 @@ class SqliteStorage:
             raise StorageError(f"{self.path}: the log is closed")
         conn = self._connect()
         with self._lock:
-            self._connections.append((os.getpid(), conn))
+            self._connections.append((process.pid(), conn))
         return conn
 
     def _connect(self) -> Any:
@@ -150,7 +151,7 @@ class SqliteStorage:
         if self.path == ":memory:" and not self.readonly:
             return self.writer()._conn
         held = getattr(self._local, "held", None)
-        pid = os.getpid()
+        pid = process.pid()
         if held is not None and held[0] == pid:
             return held[1]
         conn = self._open()
@@ -163,7 +164,7 @@ class SqliteStorage:
         if self.readonly:
             raise StorageError(f"{self.path}: opened read-only")
         held = self._writer
-        pid = os.getpid()
+        pid = process.pid()
         if held is not None and held[0] == pid:
             return held[1]
         writer = SqliteWriter(self._open(), self.checkpoints, self.identity)
@@ -183,7 +184,7 @@ class SqliteStorage:
         self._closed = True
         self.checkpoints.stop()
         with self._lock:
-            mine = [c for pid, c in self._connections if pid == os.getpid()]
+            mine = [c for pid, c in self._connections if pid == process.pid()]
             self._connections.clear()
         failure: apsw.Error | None = None
         for conn in mine:
