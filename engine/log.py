@@ -35,7 +35,7 @@ from engine.streams import StreamsProjection
 from engine.write.batch import run_batch
 from engine.write.context import BatchContext, LogStats, WriterCache
 from engine.write.group_commit import GroupCommit
-from engine.write.lone import Plain
+from engine.write.lone import Plain, append_now
 from engine.write.transaction import MAX_COMMAND_ID, AppendResult, Transaction, check_arguments
 
 T = TypeVar("T")
@@ -142,17 +142,23 @@ class Log(LogReads):
         machine = self.machines.for_stream(stream_id)
         encode = self.codec.encode
         encoded = [encode(event) for event in events]
-        # (With its expected version: the work only appends, so a batch may run it again;
-        # without a command id, a batch of it alone may skip the scopes: ``engine.write.lone``.)
+        plain: Plain | None = None
+        if command_id is None:
+            # Without a command id, an append alone on a quiet log skips the batch and its
+            # scopes: ``engine.write.lone``.
+            plain = (stream_id, expected_version, events, encoded, machine, epoch)
+            if not self.storage.readonly:
+                done = append_now(self.parts, self._group, plain)
+                if done is not None:
+                    return done
+        # (With its expected version: the work only appends, so a batch may run it again.)
         return self._submit(
             lambda tx: tx.append_encoded(
                 stream_id, expected_version, events, encoded, machine, command_id, epoch
             ),
             stream_id,
             expected_version,
-            None
-            if command_id is not None
-            else (stream_id, expected_version, events, encoded, machine, epoch),
+            plain,
         )
 
     def write(self, work: Callable[[Transaction], T], stream_id: str | None = None) -> T:

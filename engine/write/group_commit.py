@@ -146,13 +146,30 @@ class GroupCommit:
         try:
             self._run_batch(lambda: batch)
         finally:
-            with self._lock:
-                if self._queue:
-                    successor = self._queue[0]
-                    successor.lead = True
-                    successor.wake.release()
-                else:
-                    self._leading = False
+            self.hand_over()
+
+    def try_lead_alone(self) -> bool:
+        """Take the lead as ``submit`` does for a caller alone (nobody leading, nobody queued,
+        a last batch of one caller at most), without a ``Request``: the caller then uses the
+        writer itself and must call ``hand_over`` after. False: somebody leads or waits."""
+        if self._pid != pid():
+            self._reset()
+        with self._lock:
+            if self._leading or self._queue or self._last_batch >= 2:
+                return False
+            self._leading = True
+        self._last_batch = 1
+        return True
+
+    def hand_over(self) -> None:
+        """End a lead taken alone: whoever queued meanwhile leads the next batch."""
+        with self._lock:
+            if self._queue:
+                successor = self._queue[0]
+                successor.lead = True
+                successor.wake.release()
+            else:
+                self._leading = False
 
     def _lead(self) -> None:
         taken: list[Request] = []

@@ -8,8 +8,13 @@ writer's every append) needs none of that when the log is quiet: the writer's ca
 is no command id, and the declarations this log records, if any, are the ones it last
 recorded. Then the append is its checks, its rows and one commit, and this module runs only
 that. Its result, its refusals and the rows it leaves are the transaction's, check for check
-(``append_alone`` follows ``Transaction.append_encoded``); anything else takes the
-transaction's path, whose scopes it would not use (ADR 0066).
+(``_rows`` follows ``Transaction.append_encoded``); anything else takes the transaction's
+path, whose scopes it would not use (ADR 0066).
+
+Two ways in: ``append_now``, from ``Log.append`` itself when nobody else leads or waits, which
+takes the lead from the group commit without queueing a request or running a batch; and
+``append_alone``, from a batch of one plain append (``engine.write.batch``), for the caller
+that found the lead taken and was handed it later.
 
 Measured with ``python -m bench.append_profile``: the Python of a lone append, which is what
 bounds ``ratio.append_normal_vs_raw`` (docs/benchmarks.md, "Issue 46").
@@ -17,6 +22,7 @@ bounds ``ratio.append_normal_vs_raw`` (docs/benchmarks.md, "Issue 46").
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -32,7 +38,7 @@ from engine.write.transaction import HEAD_CACHE_SIZE, AppendResult, recorded_now
 
 if TYPE_CHECKING:
     from engine.write.context import BatchContext
-    from engine.write.group_commit import Request
+    from engine.write.group_commit import GroupCommit, Request
 
 # What ``Log.append`` hands over for this path: stream id, expected version, the events,
 # their (event_type, payload) encodings, the stream's machine and the epoch (None: the log's).
@@ -56,6 +62,58 @@ def is_quiet(context: BatchContext) -> bool:
     return known is not None and head is not None and known == (head.version, wanted.digest)
 
 
+def append_now(context: BatchContext, group: GroupCommit, plain: Plain) -> AppendResult | None:
+    """``Log.append``'s way in for a caller alone on a quiet log: the lead taken straight from
+    the group commit, no ``Request`` queued and no batch run, then ``append_alone``'s checks,
+    rows and commit. None, having changed nothing: somebody else leads or waits, the writer
+    begins while gathering (PostgreSQL), or the log is not quiet; ``Log.append`` then submits
+    the append as any other work.
+
+    Raises what ``Log.append`` raises, as the batch would have handed it over.
+    """
+    if not group.try_lead_alone():
+        return None
+    try:
+        return _append_led(context, plain)
+    finally:
+        group.hand_over()
+
+
+def _append_led(context: BatchContext, plain: Plain) -> AppendResult | None:
+    """``append_now`` once the lead is taken: ``run_batch`` for a batch of one plain append,
+    its failures handled as that batch handles them."""
+    storage, cache = context.storage, context.cache
+    started = time.perf_counter()
+    writer: Writer | None = None
+    try:
+        writer = storage.writer()
+        if writer.capabilities.begins_while_gathering:
+            return None
+        if not writer.begin():
+            cache.forget()  # another process committed: nothing cached holds
+        if not (cache.valid and is_quiet(context)):
+            writer.rollback()
+            return None
+    except BaseException as ex:
+        cache.forget()
+        if writer is not None:
+            with contextlib.suppress(BaseException):  # the original failure is the news
+                writer.rollback()
+        raise translated(storage, ex) from None
+    try:
+        rows, folded = _written(context, writer, plain)
+    except BaseException as ex:  # a refusal: the cache still holds, as after a failed work
+        writer.rollback()
+        raise translated(storage, ex) from None
+    try:
+        return _committed(context, writer, rows, folded, started)
+    except BaseException as ex:
+        cache.forget()
+        with contextlib.suppress(BaseException):
+            writer.rollback()
+        raise translated(storage, ex) from None
+
+
 def append_alone(
     context: BatchContext, writer: Writer, request: Request, plain: Plain, started: float
 ) -> None:
@@ -67,42 +125,71 @@ def append_alone(
     of one does. A failed COMMIT is raised to the batch (``run_batch``), which forgets the
     cache and hands the failure to the caller.
     """
-    cache = context.cache
     try:
-        rows, folded, result = _rows(context, writer, plain)
-        if folded:
-            # The projections read the database: it sees this append first, as the
-            # transaction's cursor makes it (no savepoint: the batch is this work alone).
-            writer.insert_events(rows)
-            writer.upsert_heads(head_rows(rows))
-            cursor = writer.cursor
-            for projection, recorded in folded:
-                projection.apply(cursor, recorded)
+        rows, folded = _written(context, writer, plain)
     except BaseException as ex:  # the work's own failure: scoped to its caller
         request.error = translated(context.storage, ex)
         writer.rollback()
         return
+    request.result = _committed(context, writer, rows, folded, started)
+
+
+def _written(
+    context: BatchContext, writer: Writer, plain: Plain
+) -> tuple[list[tuple[Any, ...]], bool]:
+    """The append's rows, checked, and whether projections folded them (then they are
+    written already, as the projections read the database); else ``_committed`` writes them
+    with the commit."""
+    rows, folded = _rows(context, writer, plain)
+    if folded:
+        # The projections read the database: it sees this append first, as the
+        # transaction's cursor makes it (no savepoint: the batch is this work alone).
+        writer.insert_events(rows)
+        writer.upsert_heads(head_rows(rows))
+        cursor = writer.cursor
+        for projection, recorded in folded:
+            projection.apply(cursor, recorded)
+    return rows, bool(folded)
+
+
+def _committed(
+    context: BatchContext,
+    writer: Writer,
+    rows: list[tuple[Any, ...]],
+    folded: bool,
+    started: float,
+) -> AppendResult:
+    """Commit the append's rows and keep what is then true of the log: its result."""
     writer.commit(NOTHING_BUFFERED if folded else Buffered(rows, head_rows(rows), ()))
-    last = rows[-1]
+    first, last = rows[0], rows[-1]
+    position, stream_id, version, state = last[0], last[1], last[2], last[7] or ""
     # ``Transaction.remember``: the log as this commit left it.
+    cache = context.cache
     cache.valid = True
-    cache.tail = (last[0], last[9], last[5])
+    cache.tail = (position, last[9], last[5])
     heads = cache.heads
     if len(heads) >= HEAD_CACHE_SIZE:
         heads.clear()
-    heads[result.stream_id] = stream_head(result.stream_id, result.last_version, result.state)
+    heads[stream_id] = stream_head(stream_id, version, state)
     stats = context.stats
     stats.commits += 1
     stats.events += len(rows)
     stats.commit_seconds += time.perf_counter() - started
     stats.batch_sizes[1] = stats.batch_sizes.get(1, 0) + 1
-    request.result = result
-    context.announce(last[0])
+    context.announce(position)
+    return AppendResult(
+        stream_id=stream_id,
+        first_version=first[2],
+        last_version=version,
+        first_position=first[0],
+        last_position=position,
+        state=state,
+    )
 
 
 def _rows(
     context: BatchContext, writer: Writer, plain: Plain
-) -> tuple[list[tuple[Any, ...]], list[tuple[Any, RecordedEvent]], AppendResult]:
+) -> tuple[list[tuple[Any, ...]], list[tuple[Any, RecordedEvent]]]:
     """The rows of the append and the folds they call for, or its refusal (the checks of
     ``Transaction.append_encoded``, in its order).
 
@@ -125,7 +212,6 @@ def _rows(
     if epoch < last_epoch:
         raise FencedOut(epoch, last_epoch)
     recorded_at = recorded_now(context.clock)
-    first_position = position + 1
     version = head.version
     state = head.state
     link = chain.link
@@ -152,12 +238,4 @@ def _rows(
         if projections:
             recorded = RecordedEvent.from_row(row, event)
             folded += [(projection, recorded) for projection in projections]
-    result = AppendResult(
-        stream_id=stream_id,
-        first_version=expected_version + 1,
-        last_version=version,
-        first_position=first_position,
-        last_position=position,
-        state=state or "",
-    )
-    return rows, folded, result
+    return rows, folded

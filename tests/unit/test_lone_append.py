@@ -3,6 +3,8 @@ it must leave the rows, read models, results and refusals the transaction's path
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,7 +24,8 @@ from engine import (
     open_log,
 )
 from engine.log import open_log_readonly
-from engine.write import batch
+from engine.write import lone
+from engine.write.group_commit import GroupCommit
 from tests.support.tickets import (
     MACHINES,
     TicketFinished,
@@ -46,16 +49,17 @@ APPENDS: list[tuple[str, int, list[Event]]] = [
 
 @pytest.fixture
 def alone_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The stream of every append that took the fast path (from when a test asks for it:
-    after ``logs``, which each test names first)."""
+    """The stream of every append that took the fast path, whichever way in (``append_now``
+    from ``Log.append``, or a batch of one), from when a test asks for it: after ``logs``,
+    which each test names first."""
     calls: list[str] = []
-    original = batch.append_alone
+    original = lone._written
 
-    def counted(context: Any, writer: Any, request: Any, plain: Any, started: float) -> None:
+    def counted(context: Any, writer: Any, plain: Any) -> Any:
         calls.append(plain[0])
-        original(context, writer, request, plain, started)
+        return original(context, writer, plain)
 
-    monkeypatch.setattr(batch, "append_alone", counted)
+    monkeypatch.setattr(lone, "_written", counted)
     return calls
 
 
@@ -199,3 +203,50 @@ def test_lone_append_and_write_refuse_a_read_only_log_and_change_nothing(tmp_pat
         assert [row[1] for row in table(again, "events")] == ["ticket:a"]
     finally:
         again.close()
+
+
+def test_an_append_alone_takes_the_lead_without_a_batch(
+    logs: tuple[Log, Log], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``Log.append`` takes the lead straight from the group commit (``append_now``): no
+    request queued, no batch run. An append with a command id still goes through a batch."""
+    fast, _ = logs
+    group = fast._group
+    batches: list[int] = []
+    run_batch = group._run_batch
+
+    def counted(gather: Any) -> None:
+        batches.append(1)
+        run_batch(gather)
+
+    monkeypatch.setattr(group, "_run_batch", counted)
+    fast.append("ticket:a", 0, [TicketOpened(title="a")])
+    fast.append("ticket:a", 1, [TicketNoted(text="b")])
+    assert batches == []
+    fast.append("ticket:a", 2, [TicketNoted(text="c")], command_id="cmd-1")
+    assert batches == [1]
+    assert [e.version for e in fast.read_stream("ticket:a")] == [1, 2, 3]
+
+
+def test_the_lead_taken_alone_waits_for_no_one_and_passes_to_who_queued() -> None:
+    """``GroupCommit.try_lead_alone`` refuses while another leads, and while the writers of a
+    batch of several are on their way back; ``hand_over`` makes a caller that queued meanwhile
+    the leader of the next batch."""
+    ran: list[list[str | None]] = []
+    group = GroupCommit(lambda gather: ran.append([r.stream_id for r in gather()]), max_batch=16)
+    assert group.try_lead_alone()
+    assert not group.try_lead_alone()  # one leader at a time
+    waiter = threading.Thread(target=group.submit, args=(lambda tx: None, "ticket:queued"))
+    waiter.start()
+    deadline = time.monotonic() + 10
+    while not group._queue and time.monotonic() < deadline:  # until it has queued
+        time.sleep(0.001)
+    assert ran == []  # it waits for the lead
+    group.hand_over()
+    waiter.join(10)
+    assert not waiter.is_alive()
+    assert ran == [["ticket:queued"]]
+    assert group.try_lead_alone()  # the last batch had one caller: nobody to wait for
+    group.hand_over()
+    group._last_batch = 2  # a batch of several: its writers are on their way back
+    assert not group.try_lead_alone()

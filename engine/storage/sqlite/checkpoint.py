@@ -64,7 +64,8 @@ class Checkpointer:
             return
         if self._thread is None or self._pid != process.pid():
             self._start()
-        self._wanted.set()
+        if not self._wanted.is_set():  # every commit asks while the WAL is long: one wake-up
+            self._wanted.set()
 
     def _start(self) -> None:
         with self._lock:
