@@ -2,14 +2,20 @@
 
     python -m bench.full_floor [--events N] [--rounds 7]
 
-Three appenders take turns in rounds on fresh files, one event per durable commit at FULL:
+Four appenders take turns in rounds on fresh files, one event per durable commit at FULL:
 
 - ``raw``: ``bench.log.raw_appends``, the baseline of the ratio;
 - ``floor``: a minimal program that does only what a foldline append must: encode the event,
-  look its transition up in the machine's table, stamp the time, link the chain (sha256 over
-  the envelope), then BEGIN IMMEDIATE, the ``events`` row, the ``streams`` head upsert and
-  COMMIT on a log made by ``open_log`` (so SQLite's own checkpoints, in COMMIT, as the raw
-  baseline's);
+  look its transition up in the machine's table, stamp the time as the log does
+  (``recorded_now``), link the chain (sha256 over the envelope), then BEGIN IMMEDIATE, the
+  ``events`` row, the ``streams`` head upsert and COMMIT on a log made by ``open_log`` (so
+  SQLite's own checkpoints, in COMMIT, as the raw baseline's);
+- ``guarded``: the floor with the checks every foldline append owes besides: the event
+  validated against its schema and the stream id parsed (``EventCodec.encode``,
+  ``Machines.for_stream``), the transition through ``Machine.next_state``, the path checked
+  to still name the file before COMMIT (``FileIdentity``, ADR 0029), SQLite's data version
+  read after BEGIN and after COMMIT (whether another process wrote, ADR 0021), and the
+  ``AppendResult`` handed back;
 - ``append``: ``Log.append``.
 
 Rates leave out opening and closing the file. Prints each one's median rate and the median
@@ -21,11 +27,11 @@ A profile, not a goal.
 from __future__ import annotations
 
 import argparse
-import datetime
 import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import apsw
 import msgspec
@@ -33,7 +39,11 @@ import msgspec
 from bench.common import STREAMS, WITH_SERVER_MODELS, Workdir, item_event
 from bench.log import raw_appends
 from engine import chain, open_log
+from engine.clock import SystemClock
+from engine.machines import stream_head
+from engine.storage.sqlite.files import FileIdentity
 from engine.storage.streams_table import UPSERT_SQL
+from engine.write.transaction import AppendResult, recorded_now
 from projections import default_projections
 
 Appender = Callable[[Path, int, list[float]], float]
@@ -50,7 +60,7 @@ def _floor(path: Path, n: int, latencies: list[float]) -> float:
     conn = apsw.Connection(str(path))
     conn.execute("PRAGMA synchronous = FULL")
     execute = conn.cursor().execute
-    encode, now, utc = msgspec.json.encode, datetime.datetime.now, datetime.UTC
+    encode, clock = msgspec.json.encode, SystemClock()
     heads: dict[str, tuple[int, str | None]] = {}
     previous = chain.GENESIS
     for i in range(n):
@@ -63,7 +73,7 @@ def _floor(path: Path, n: int, latencies: list[float]) -> float:
         rules = table[(state, event_type)]
         after = rules[0].dest or state
         assert after is not None, (stream_id, event_type)  # every item event has a state
-        at = now(utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        at = recorded_now(clock)
         row = (i + 1, stream_id, version + 1, event_type, at, 0, None, after)
         previous = chain.link(previous, *row, payload)
         execute("BEGIN IMMEDIATE")
@@ -89,7 +99,57 @@ def _append(path: Path, n: int, latencies: list[float]) -> float:
     return n / sum(latencies)
 
 
-APPENDERS: dict[str, Appender] = {"raw": _raw, "floor": _floor, "append": _append}
+def _guarded(path: Path, n: int, latencies: list[float]) -> float:
+    log = open_log(path, WITH_SERVER_MODELS, default_projections(), sync="full")
+    codec, machines = log.codec, log.machines
+    log.close()
+    identity = FileIdentity(str(path))
+    conn = apsw.Connection(str(path))
+    conn.execute("PRAGMA synchronous = FULL")
+    execute, data_version = conn.cursor().execute, conn.data_version
+    clock = SystemClock()
+    heads: dict[str, Any] = {}
+    previous = chain.GENESIS
+    seen = data_version()
+    for i in range(n):
+        started = time.perf_counter()
+        stream_id = f"item:s{i % STREAMS}"
+        machine = machines.for_stream(stream_id)
+        head = heads.get(stream_id) or stream_head(stream_id, 0, None)
+        event = item_event(i, head.version)
+        event_type, payload = codec.encode(event)
+        after = machine.next_state(head, event, event_type)
+        at = recorded_now(clock)
+        version = head.version + 1
+        row = (i + 1, stream_id, version, event_type, at, 0, None, after)
+        previous = chain.link(previous, *row, payload)
+        execute("BEGIN IMMEDIATE")
+        assert data_version() == seen  # nobody else wrote: the cached heads hold
+        execute("INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?,?)", (*row, payload, previous))
+        execute(UPSERT_SQL, (stream_id, "item", version, after, i + 1, i + 1, at, at))
+        identity.check()
+        execute("COMMIT")
+        seen = data_version()
+        heads[stream_id] = stream_head(stream_id, version, after)
+        AppendResult(
+            stream_id=stream_id,
+            first_version=version,
+            last_version=version,
+            first_position=i + 1,
+            last_position=i + 1,
+            state=after,
+        )
+        latencies.append(time.perf_counter() - started)
+    conn.close()
+    return n / sum(latencies)
+
+
+APPENDERS: dict[str, Appender] = {
+    "raw": _raw,
+    "floor": _floor,
+    "guarded": _guarded,
+    "append": _append,
+}
 
 
 def main() -> int:
