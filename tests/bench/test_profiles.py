@@ -1,6 +1,7 @@
 """The profile scripts docs/benchmarks.md quotes beside ``bench.run`` run too, at tiny sizes:
 ``bench.full_floor`` (the floors of ``append_full_vs_raw``) must print every appender's rate,
-ratio and latencies as numbers. The figures mean nothing at these sizes and are not judged."""
+ratio and latencies, ``bench.sync_gap`` every gap's COMMIT, rate and ratio, all as numbers.
+The figures mean nothing at these sizes and are not judged."""
 
 from __future__ import annotations
 
@@ -15,21 +16,39 @@ from tests.support.server import ROOT
 FIGURE = re.compile(r"^(?P<key>[a-z][\w.]*): (?P<value>.+)$")
 
 
-def test_full_floor_prints_every_appender() -> None:
+def figures(module: str, *arguments: str) -> dict[str, str]:
+    """``python -m module arguments...``'s ``name: value`` lines; it must exit 0."""
     done = subprocess.run(
-        [sys.executable, "-m", "bench.full_floor", "--events", "40", "--rounds", "1"],
+        [sys.executable, "-m", module, *arguments],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    figures = {
-        m["key"]: m["value"] for m in map(FIGURE.match, done.stdout.splitlines()) if m is not None
-    }
+    lines = map(FIGURE.match, done.stdout.splitlines())
+    return {m["key"]: m["value"] for m in lines if m is not None}
+
+
+def number(text: str) -> float:
+    value = float(text)
+    assert math.isfinite(value) and value > 0, text
+    return value
+
+
+def test_full_floor_prints_every_appender() -> None:
+    printed = figures("bench.full_floor", "--events", "40", "--rounds", "1")
     for name in APPENDERS:
-        for key in (f"full_floor.{name}.events_per_s", f"ratio.full_floor.{name}_vs_raw"):
-            assert math.isfinite(float(figures[key])) and float(figures[key]) > 0, key
+        number(printed[f"full_floor.{name}.events_per_s"])
+        number(printed[f"ratio.full_floor.{name}_vs_raw"])
         if name != "raw":  # the raw baseline runs its own loop: only its rate is known
-            latency = figures[f"full_floor.{name}.latency_us"]
+            latency = printed[f"full_floor.{name}.latency_us"]
             assert re.fullmatch(r"p50=\d+ p90=\d+ p99=\d+", latency), latency
+
+
+def test_sync_gap_prints_every_gap() -> None:
+    printed = figures("bench.sync_gap", "--events", "20", "--rounds", "1", "--gaps", "0", "5")
+    for gap in ("0us", "5us"):
+        assert re.fullmatch(r"p50=\d+ mean=\d+", printed[f"sync_gap.{gap}.commit_us"])
+        number(printed[f"sync_gap.{gap}.events_per_s"])
+        number(printed[f"ratio.sync_gap.{gap}.commit_vs_no_gap"])
