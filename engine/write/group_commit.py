@@ -162,7 +162,8 @@ class GroupCommit:
         return True
 
     def hand_over(self) -> None:
-        """End a lead taken alone: whoever queued meanwhile leads the next batch."""
+        """End a lead (``try_lead_alone``'s, or a batch's): whoever queued meanwhile leads the
+        next batch."""
         with self._lock:
             if self._queue:
                 successor = self._queue[0]
@@ -192,13 +193,7 @@ class GroupCommit:
         finally:
             self._last_seconds = time.perf_counter() - started
             batch = gather()
-            with self._lock:
-                if self._queue:
-                    successor = self._queue[0]
-                    successor.lead = True
-                    successor.wake.release()
-                else:
-                    self._leading = False
+            self.hand_over()
             for request in batch:
                 if request.wake is not None and request.wake.locked():
                     request.wake.release()
