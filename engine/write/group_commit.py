@@ -11,7 +11,9 @@ Each waiter blocks on a lock of its own rather than on a shared condition, so wa
 of N costs N lock releases and nothing else. A leader whose last batch had N > 1 callers
 lingers (at most as long as that batch took, and never over ``MAX_LINGER_S``) until N have
 queued again: the writers woken by the last commit are still on their way back, and without
-the wait they split into two half-size batches (ADR 0021). A lone writer never waits.
+the wait they split into two half-size batches (ADR 0021). A lone writer never waits, and
+need not queue at all: ``try_lead_alone`` gives it the lead on the same terms, and
+``hand_over`` passes it on after (``engine.write.lone.append_now``, ADR 0066).
 """
 
 from __future__ import annotations
