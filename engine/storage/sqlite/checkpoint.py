@@ -64,7 +64,9 @@ class Checkpointer:
             return
         if self._thread is None or self._pid != process.pid():
             self._start()
-        if not self._wanted.is_set():  # every commit asks while the WAL is long: one wake-up
+        # Every commit asks while the WAL is long; one already asked and not yet begun (the
+        # thread clears the flag before it copies) needs no second lock and notify.
+        if not self._wanted.is_set():
             self._wanted.set()
 
     def _start(self) -> None:
