@@ -60,6 +60,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--gaps", type=float, nargs="+", default=[0, 5, 10, 15, 20, 30, 45])
     args = parser.parse_args()
+    if args.gaps[0] != 0:
+        parser.error("the first gap must be 0: every other gap's COMMIT is compared with it")
     commits: dict[float, list[float]] = {gap: [] for gap in args.gaps}
     rates: dict[float, list[float]] = {gap: [] for gap in args.gaps}
     work = Workdir()

@@ -52,3 +52,17 @@ def test_sync_gap_prints_every_gap() -> None:
         assert re.fullmatch(r"p50=\d+ mean=\d+", printed[f"sync_gap.{gap}.commit_us"])
         number(printed[f"sync_gap.{gap}.events_per_s"])
         number(printed[f"ratio.sync_gap.{gap}.commit_vs_no_gap"])
+
+
+def test_sync_gap_refuses_gaps_that_do_not_start_at_zero() -> None:
+    """Each gap's COMMIT is compared with the first gap's, named ``commit_vs_no_gap``."""
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.sync_gap", "--events", "5", "--gaps", "5", "0"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "the first gap must be 0" in done.stderr
+    assert done.stdout == ""
