@@ -45,7 +45,7 @@ from bench.common import (
 from bench.log import raw_appends
 from engine import chain, open_log
 from engine.log import Log
-from engine.machines import stream_head
+from engine.machines import StreamHead
 from engine.storage.sqlite.writer import SqliteWriter
 from engine.storage.streams_table import UPSERT_SQL
 from engine.write.transaction import recorded_now
@@ -108,7 +108,7 @@ def each(call: Callable[[], object], runs: int, number: int = 20_000) -> float:
 def python_parts(log: Log, runs: int) -> dict[str, float]:
     event = ItemNoted(text=f"1 {TEXT}")
     machine = log.machines.for_stream("item:p")
-    head = stream_head("item:p", 1, "active")
+    head = StreamHead("item:p", 1, "active")
     event_type, payload = log.codec.encode(event)
     row = (2, "item:p", 2, event_type, RECORDED_AT, 0, None, "active", payload)
     folding = log.parts.folding
@@ -120,7 +120,7 @@ def python_parts(log: Log, runs: int) -> dict[str, float]:
         "legality": each(
             lambda: (machine.next_state(head, event, event_type), folding(event_type)), runs
         ),
-        "head": each(lambda: stream_head("item:p", 2, "active"), runs),
+        "head": each(lambda: StreamHead("item:p", 2, "active"), runs),
         "recorded_at": each(lambda: recorded_now(log.clock), runs),
         "batch": each(lambda: log.write(lambda tx: None), runs),
     }

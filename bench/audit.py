@@ -32,7 +32,7 @@ from engine.audit.source import COLUMNS
 from engine.audit.tables import share_of
 from engine.domain import MACHINES
 from engine.events import RecordedEvent
-from engine.machines import Machines, stream_head
+from engine.machines import Machines, StreamHead
 from projections import default_projections
 
 
@@ -165,7 +165,7 @@ def _complete_share(path: str, part: int, parts: int, read_models: bool = False)
             after = unguarded.get((head[1], head[3], event_type), _GUARDED)
             if after is _GUARDED:  # the guards decide, on the decoded event
                 after = machines.by_kind[head[1]].next_state(
-                    stream_head(stream_id, head[2], head[3]), event, event_type
+                    StreamHead(stream_id, head[2], head[3]), event, event_type
                 )
             elif after is None:  # a transition that keeps the state
                 after = head[3]

@@ -40,7 +40,7 @@ from bench.common import STREAMS, WITH_SERVER_MODELS, Workdir, item_event
 from bench.log import raw_appends
 from engine import chain, open_log
 from engine.clock import SystemClock
-from engine.machines import stream_head
+from engine.machines import StreamHead
 from engine.storage.sqlite.files import FileIdentity
 from engine.storage.streams_table import UPSERT_SQL
 from engine.write.transaction import AppendResult, recorded_now
@@ -115,7 +115,7 @@ def _guarded(path: Path, n: int, latencies: list[float]) -> float:
         started = time.perf_counter()
         stream_id = f"item:s{i % STREAMS}"
         machine = machines.for_stream(stream_id)
-        head = heads.get(stream_id) or stream_head(stream_id, 0, None)
+        head = heads.get(stream_id) or StreamHead(stream_id, 0, None)
         event = item_event(i, head.version)
         event_type, payload = codec.encode(event)
         after = machine.next_state(head, event, event_type)
@@ -130,7 +130,7 @@ def _guarded(path: Path, n: int, latencies: list[float]) -> float:
         identity.check()
         execute("COMMIT")
         seen = data_version()
-        heads[stream_id] = stream_head(stream_id, version, after)
+        heads[stream_id] = StreamHead(stream_id, version, after)
         AppendResult(
             stream_id=stream_id,
             first_version=version,

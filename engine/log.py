@@ -140,8 +140,7 @@ class Log(LogReads):
         ):
             check_arguments(expected_version, events, command_id)  # the full check, and why
         machine = self.machines.for_stream(stream_id)
-        encode = self.codec.encode
-        encoded = [encode(event) for event in events]
+        encoded = list(map(self.codec.encode, events))
         plain: Plain | None = None
         if command_id is None:
             # Without a command id, an append alone on a quiet log skips the batch and its

@@ -35,7 +35,7 @@ from engine.errors import (
 )
 from engine.events import EventCodec, RecordedEvent
 from engine.log import open_log
-from engine.machines import STREAM_ID_PATTERN, Machines, stream_head
+from engine.machines import STREAM_ID_PATTERN, Machines, StreamHead
 from engine.projection import Folder, Projection
 from engine.storage.streams_table import UPSERT_SQL
 from engine.streams import StreamsProjection
@@ -239,7 +239,7 @@ def _replay_share(
                     expected = unguarded.get((last_state, judged), _GUARDED)
                     if expected is _GUARDED:  # guards to run, or a refusal to word
                         expected = machine.next_state(
-                            stream_head(stream_id, last_version, last_state), event, judged
+                            StreamHead(stream_id, last_version, last_state), event, judged
                         )
                     elif expected is None:  # a transition that keeps the state
                         expected = last_state

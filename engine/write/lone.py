@@ -8,7 +8,7 @@ writer's every append) needs none of that when the log is quiet: the writer's ca
 is no command id, and the declarations this log records, if any, are the ones it last
 recorded. Then the append is its checks, its rows and one commit, and this module runs only
 that. Its result, its refusals and the rows it leaves are the transaction's, check for check
-(``_rows`` follows ``Transaction.append_encoded``); anything else takes the transaction's
+(``_written`` follows ``Transaction.append_encoded``); anything else takes the transaction's
 path, whose scopes it would not use (ADR 0066).
 
 Two ways in: ``append_now``, from ``Log.append`` itself when nobody else leads or waits, which
@@ -31,9 +31,8 @@ from engine import chain
 from engine.declarations import STREAM as DECLARATIONS
 from engine.errors import ConcurrencyError, FencedOut, InvalidArgument
 from engine.events import Event, RecordedEvent
-from engine.machines import Machine, stream_head
+from engine.machines import Machine, StreamHead
 from engine.storage.seam import NOTHING_BUFFERED, Buffered, Writer, translated
-from engine.storage.streams_table import head_rows
 from engine.write.transaction import HEAD_CACHE_SIZE, AppendResult, recorded_now
 
 if TYPE_CHECKING:
@@ -65,53 +64,48 @@ def is_quiet(context: BatchContext) -> bool:
 def append_now(context: BatchContext, group: GroupCommit, plain: Plain) -> AppendResult | None:
     """``Log.append``'s way in for a caller alone on a quiet log: the lead taken straight from
     the group commit, no ``Request`` queued and no batch run, then ``append_alone``'s checks,
-    rows and commit. None, having changed nothing: somebody else leads or waits, the writer
-    begins while gathering (PostgreSQL), or the log is not quiet; ``Log.append`` then submits
-    the append as any other work.
+    rows and commit, its failures handled as ``run_batch`` handles a batch of one plain
+    append's. None, having changed nothing: somebody else leads or waits, the writer begins
+    while gathering (PostgreSQL), or the log is not quiet; ``Log.append`` then submits the
+    append as any other work.
 
     Raises what ``Log.append`` raises, as the batch would have handed it over.
     """
     if not group.try_lead_alone():
         return None
-    try:
-        return _append_led(context, plain)
-    finally:
-        group.hand_over()
-
-
-def _append_led(context: BatchContext, plain: Plain) -> AppendResult | None:
-    """``append_now`` once the lead is taken: ``run_batch`` for a batch of one plain append,
-    its failures handled as that batch handles them."""
     storage, cache = context.storage, context.cache
     started = time.perf_counter()
     writer: Writer | None = None
     try:
-        writer = storage.writer()
-        if writer.capabilities.begins_while_gathering:
-            return None
-        if not writer.begin():
-            cache.forget()  # another process committed: nothing cached holds
-        if not (cache.valid and is_quiet(context)):
-            writer.rollback()
-            return None
-    except BaseException as ex:
-        cache.forget()
-        if writer is not None:
-            with contextlib.suppress(BaseException):  # the original failure is the news
+        try:
+            writer = storage.writer()
+            if writer.capabilities.begins_while_gathering:
+                return None
+            if not writer.begin():
+                cache.forget()  # another process committed: nothing cached holds
+            if not (cache.valid and is_quiet(context)):
                 writer.rollback()
-        raise translated(storage, ex) from None
-    try:
-        rows, folded = _written(context, writer, plain)
-    except BaseException as ex:  # a refusal: the cache still holds, as after a failed work
-        writer.rollback()
-        raise translated(storage, ex) from None
-    try:
-        return _committed(context, writer, rows, folded, started)
-    except BaseException as ex:
-        cache.forget()
-        with contextlib.suppress(BaseException):
+                return None
+        except BaseException as ex:
+            cache.forget()
+            if writer is not None:
+                with contextlib.suppress(BaseException):  # the original failure is the news
+                    writer.rollback()
+            raise translated(storage, ex) from None
+        try:
+            written = _written(context, writer, plain)
+        except BaseException as ex:  # a refusal: the cache still holds, as after a failed work
             writer.rollback()
-        raise translated(storage, ex) from None
+            raise translated(storage, ex) from None
+        try:
+            return _committed(context, writer, written, started)
+        except BaseException as ex:
+            cache.forget()
+            with contextlib.suppress(BaseException):
+                writer.rollback()
+            raise translated(storage, ex) from None
+    finally:
+        group.hand_over()
 
 
 def append_alone(
@@ -126,72 +120,24 @@ def append_alone(
     cache and hands the failure to the caller.
     """
     try:
-        rows, folded = _written(context, writer, plain)
+        written = _written(context, writer, plain)
     except BaseException as ex:  # the work's own failure: scoped to its caller
         request.error = translated(context.storage, ex)
         writer.rollback()
         return
-    request.result = _committed(context, writer, rows, folded, started)
+    request.result = _committed(context, writer, written, started)
 
 
-def _written(
-    context: BatchContext, writer: Writer, plain: Plain
-) -> tuple[list[tuple[Any, ...]], bool]:
-    """The append's rows, checked, and whether projections folded them (then they are
-    written already, as the projections read the database); else ``_committed`` writes them
-    with the commit."""
-    rows, folded = _rows(context, writer, plain)
-    if folded:
-        # The projections read the database: it sees this append first, as the
-        # transaction's cursor makes it (no savepoint: the batch is this work alone).
-        writer.insert_events(rows)
-        writer.upsert_heads(head_rows(rows))
-        cursor = writer.cursor
-        for projection, recorded in folded:
-            projection.apply(cursor, recorded)
-    return rows, bool(folded)
+# What ``_written`` leaves for ``_committed``: the event rows, the stream's new head, and the
+# rows still to write with the COMMIT (none once projections folded them in).
+Written = tuple[list[tuple[Any, ...]], StreamHead, Buffered]
 
 
-def _committed(
-    context: BatchContext,
-    writer: Writer,
-    rows: list[tuple[Any, ...]],
-    folded: bool,
-    started: float,
-) -> AppendResult:
-    """Commit the append's rows and keep what is then true of the log: its result."""
-    writer.commit(NOTHING_BUFFERED if folded else Buffered(rows, head_rows(rows), ()))
-    first, last = rows[0], rows[-1]
-    position, stream_id, version, state = last[0], last[1], last[2], last[7] or ""
-    # ``Transaction.remember``: the log as this commit left it.
-    cache = context.cache
-    cache.valid = True
-    cache.tail = (position, last[9], last[5])
-    heads = cache.heads
-    if len(heads) >= HEAD_CACHE_SIZE:
-        heads.clear()
-    heads[stream_id] = stream_head(stream_id, version, state)
-    stats = context.stats
-    stats.commits += 1
-    stats.events += len(rows)
-    stats.commit_seconds += time.perf_counter() - started
-    stats.batch_sizes[1] = stats.batch_sizes.get(1, 0) + 1
-    context.announce(position)
-    return AppendResult(
-        stream_id=stream_id,
-        first_version=first[2],
-        last_version=version,
-        first_position=first[0],
-        last_position=position,
-        state=state,
-    )
-
-
-def _rows(
-    context: BatchContext, writer: Writer, plain: Plain
-) -> tuple[list[tuple[Any, ...]], list[tuple[Any, RecordedEvent]]]:
-    """The rows of the append and the folds they call for, or its refusal (the checks of
-    ``Transaction.append_encoded``, in its order).
+def _written(context: BatchContext, writer: Writer, plain: Plain) -> Written:
+    """The append's rows, checked, and what the COMMIT is to write (the checks of
+    ``Transaction.append_encoded``, in its order). Projections that fold an event read the
+    database, so then the rows are written first and folded at once; else they go with the
+    commit.
 
     Raises:
         InvalidArgument, ConcurrencyError, FencedOut, InvalidTransition: as ``Log.append``.
@@ -205,15 +151,14 @@ def _rows(
     head = cache.heads.get(stream_id)
     if head is None:
         stored = writer.stream_head(stream_id)
-        head = stream_head(stream_id, *stored) if stored else stream_head(stream_id, 0, None)
-    if head.version != expected_version:
-        raise ConcurrencyError(stream_id, expected_version, head.version)
+        head = StreamHead(stream_id, *stored) if stored else StreamHead(stream_id, 0, None)
+    version = head.version
+    if version != expected_version:
+        raise ConcurrencyError(stream_id, expected_version, version)
     position, previous, last_epoch = cache.tail
     if epoch < last_epoch:
         raise FencedOut(epoch, last_epoch)
     recorded_at = recorded_now(context.clock)
-    version = head.version
-    state = head.state
     link = chain.link
     folding = context.folding
     rows = []
@@ -222,8 +167,7 @@ def _rows(
         state = machine.next_state(head, event, event_type)
         position += 1
         version += 1
-        if len(events) > 1:  # the next event's guard sees the head this one left
-            head = stream_head(stream_id, version, state)
+        head = StreamHead(stream_id, version, state)  # the next event's guard sees it
         # The envelope in column order: hashed, then stored with its hash.
         previous = link(
             previous, position, stream_id, version, event_type,
@@ -238,4 +182,52 @@ def _rows(
         if projections:
             recorded = RecordedEvent.from_row(row, event)
             folded += [(projection, recorded) for projection in projections]
-    return rows, folded
+    # ``head_rows(rows)`` for one stream: on a new stream its first event opens the row, and
+    # every append's events share one time.
+    stream = (
+        stream_id, stream_id.partition(":")[0], version, head.state,
+        rows[0][0], position, recorded_at, recorded_at,
+    )  # fmt: skip
+    if not folded:
+        return rows, head, Buffered(rows, (stream,), ())
+    # The projections read the database: it sees this append first, as the transaction's
+    # cursor makes it (no savepoint: the batch is this work alone).
+    writer.insert_events(rows)
+    writer.upsert_heads((stream,))
+    cursor = writer.cursor
+    for projection, recorded in folded:
+        projection.apply(cursor, recorded)
+    return rows, head, NOTHING_BUFFERED
+
+
+def _committed(
+    context: BatchContext, writer: Writer, written: Written, started: float
+) -> AppendResult:
+    """Commit the append's rows and keep what is then true of the log: its result."""
+    rows, head, buffered = written
+    writer.commit(buffered)
+    last = rows[-1]
+    position = last[0]
+    # ``Transaction.remember``: the log as this commit left it.
+    cache = context.cache
+    cache.valid = True
+    cache.tail = (position, last[9], last[5])
+    heads = cache.heads
+    if len(heads) >= HEAD_CACHE_SIZE:
+        heads.clear()
+    heads[head.stream_id] = head
+    stats = context.stats
+    stats.commits += 1
+    stats.events += len(rows)
+    stats.commit_seconds += time.perf_counter() - started
+    sizes = stats.batch_sizes
+    sizes[1] = sizes.get(1, 0) + 1
+    context.announce(position)
+    return AppendResult(
+        stream_id=head.stream_id,
+        first_version=rows[0][2],
+        last_version=head.version,
+        first_position=rows[0][0],
+        last_position=position,
+        state=head.state or "",
+    )

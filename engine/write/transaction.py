@@ -31,7 +31,7 @@ from engine import chain, declarations
 from engine.clock import Clock, SystemClock, format_time
 from engine.errors import ConcurrencyError, FencedOut, InvalidArgument
 from engine.events import Event, RecordedEvent
-from engine.machines import Machine, StreamHead, stream_head
+from engine.machines import Machine, StreamHead
 from engine.storage.seam import Buffered, CommandRow, EventRow, Writer
 from engine.storage.streams_table import head_rows
 
@@ -297,7 +297,7 @@ class Transaction:
         if head is not None:
             return head
         row = self.writer.stream_head(stream_id)
-        return stream_head(stream_id, *row) if row else stream_head(stream_id, 0, None)
+        return StreamHead(stream_id, *row) if row else StreamHead(stream_id, 0, None)
 
     def events_after(
         self, position: int, event_types: frozenset[str] | None = None
@@ -373,7 +373,7 @@ class Transaction:
             state = machine.next_state(head, event, event_type)
             position += 1
             version = head.version + 1
-            head = stream_head(stream_id, version, state)
+            head = StreamHead(stream_id, version, state)
             # The envelope in column order: hashed, then stored with its hash.
             previous = link(
                 previous, position, stream_id, version, event_type,
