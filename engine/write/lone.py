@@ -8,7 +8,7 @@ writer's every append) needs none of that when the log is quiet: the writer's ca
 is no command id, and the declarations this log records, if any, are the ones it last
 recorded. Then the append is its checks, its rows and one commit, and this module runs only
 that. Its result, its refusals and the rows it leaves are the transaction's, check for check
-(``_written`` follows ``Transaction.append_encoded``); anything else takes the transaction's
+(``_append`` follows ``Transaction.append_encoded``); anything else takes the transaction's
 path, whose scopes it would not use (ADR 0066).
 
 Two ways in: ``append_now``, from ``Log.append`` itself when nobody else leads or waits, which
@@ -77,33 +77,24 @@ def append_now(context: BatchContext, group: GroupCommit, plain: Plain) -> Appen
     started = time.perf_counter()
     writer: Writer | None = None
     try:
-        try:
-            writer = storage.writer()
-            if writer.capabilities.begins_while_gathering:
-                return None
-            if not writer.begin():
-                cache.forget()  # another process committed: nothing cached holds
-            if not (cache.valid and is_quiet(context)):
-                writer.rollback()
-                return None
-        except BaseException as ex:
-            cache.forget()
-            if writer is not None:
-                with contextlib.suppress(BaseException):  # the original failure is the news
-                    writer.rollback()
-            raise translated(storage, ex) from None
-        try:
-            written = _written(context, writer, plain)
-        except BaseException as ex:  # a refusal: the cache still holds, as after a failed work
+        writer = storage.writer()
+        if writer.capabilities.begins_while_gathering:
+            return None
+        if not writer.begin():
+            cache.forget()  # another process committed: nothing cached holds
+        if not (cache.valid and is_quiet(context)):
             writer.rollback()
-            raise translated(storage, ex) from None
-        try:
-            return _committed(context, writer, written, started)
-        except BaseException as ex:
-            cache.forget()
-            with contextlib.suppress(BaseException):
+            return None
+        return _append(context, writer, plain, started)
+    except Refused as refused:  # the cache still holds, as after a failed work
+        writer.rollback()  # type: ignore[union-attr]  # refused once it began
+        raise translated(storage, refused.error) from None
+    except BaseException as ex:
+        cache.forget()
+        if writer is not None:
+            with contextlib.suppress(BaseException):  # the original failure is the news
                 writer.rollback()
-            raise translated(storage, ex) from None
+        raise translated(storage, ex) from None
     finally:
         group.hand_over()
 
@@ -120,102 +111,96 @@ def append_alone(
     cache and hands the failure to the caller.
     """
     try:
-        written = _written(context, writer, plain)
-    except BaseException as ex:  # the work's own failure: scoped to its caller
-        request.error = translated(context.storage, ex)
+        request.result = _append(context, writer, plain, started)
+    except Refused as refused:  # the work's own failure: scoped to its caller
+        request.error = translated(context.storage, refused.error)
         writer.rollback()
-        return
-    request.result = _committed(context, writer, written, started)
 
 
-# What ``_written`` leaves for ``_committed``: the event rows, the stream's new head, and the
-# rows still to write with the COMMIT (none once projections folded them in).
-Written = tuple[list[tuple[Any, ...]], StreamHead, Buffered]
+class Refused(Exception):
+    """``_append`` refused the append before its commit: ``error`` says why."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
 
 
-def _written(context: BatchContext, writer: Writer, plain: Plain) -> Written:
-    """The append's rows, checked, and what the COMMIT is to write (the checks of
-    ``Transaction.append_encoded``, in its order). Projections that fold an event read the
-    database, so then the rows are written first and folded at once; else they go with the
-    commit.
+def _append(context: BatchContext, writer: Writer, plain: Plain, started: float) -> AppendResult:
+    """The append's checks (those of ``Transaction.append_encoded``, in its order), its rows,
+    its commit, and what is then true of the log, in the transaction ``writer`` holds.
+    Projections that fold an event read the database: the rows are then written first and
+    folded at once; else they go with the COMMIT.
 
     Raises:
-        InvalidArgument, ConcurrencyError, FencedOut, InvalidTransition: as ``Log.append``.
+        Refused: the append was refused (InvalidArgument, ConcurrencyError, FencedOut,
+            InvalidTransition, or a failed read or fold); nothing is committed.
+        Anything else: the commit failed.
     """
     stream_id, expected_version, events, encoded, machine, epoch = plain
-    if epoch is None:
-        epoch = context.epoch
-    elif isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
-        raise InvalidArgument(f"epoch must be an int >= 0, got {epoch!r}")
     cache = context.cache
-    head = cache.heads.get(stream_id)
-    if head is None:
-        stored = writer.stream_head(stream_id)
-        head = StreamHead(stream_id, *stored) if stored else StreamHead(stream_id, 0, None)
-    version = head.version
-    if version != expected_version:
-        raise ConcurrencyError(stream_id, expected_version, version)
-    position, previous, last_epoch = cache.tail
-    if epoch < last_epoch:
-        raise FencedOut(epoch, last_epoch)
-    recorded_at = recorded_now(context.clock)
-    link = chain.link
-    folding = context.folding
-    rows = []
-    folded: list[tuple[Any, RecordedEvent]] = []
-    for event, (event_type, payload) in zip(events, encoded, strict=True):
-        state = machine.next_state(head, event, event_type)
-        position += 1
-        version += 1
-        head = StreamHead(stream_id, version, state)  # the next event's guard sees it
-        # The envelope in column order: hashed, then stored with its hash.
-        previous = link(
-            previous, position, stream_id, version, event_type,
-            recorded_at, epoch, None, state, payload,
+    try:
+        if epoch is None:
+            epoch = context.epoch
+        elif isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+            raise InvalidArgument(f"epoch must be an int >= 0, got {epoch!r}")
+        head = cache.heads.get(stream_id)
+        if head is None:
+            stored = writer.stream_head(stream_id)
+            head = StreamHead(stream_id, *stored) if stored else StreamHead(stream_id, 0, None)
+        version = head.version
+        if version != expected_version:
+            raise ConcurrencyError(stream_id, expected_version, version)
+        position, previous, last_epoch = cache.tail
+        if epoch < last_epoch:
+            raise FencedOut(epoch, last_epoch)
+        recorded_at = recorded_now(context.clock)
+        folding = context.folding
+        rows = []
+        folded: list[tuple[Any, RecordedEvent]] = []
+        for event, (event_type, payload) in zip(events, encoded, strict=True):
+            state = machine.next_state(head, event, event_type)
+            position += 1
+            version += 1
+            head = StreamHead(stream_id, version, state)  # the next event's guard sees it
+            # The envelope in column order: hashed, then stored with its hash.
+            previous = chain.link(
+                previous, position, stream_id, version, event_type,
+                recorded_at, epoch, None, state, payload,
+            )  # fmt: skip
+            row = (
+                position, stream_id, version, event_type,
+                recorded_at, epoch, None, state, payload, previous,
+            )  # fmt: skip
+            rows.append(row)
+            projections = folding(event_type)
+            if projections:
+                recorded = RecordedEvent.from_row(row, event)
+                folded += [(projection, recorded) for projection in projections]
+        # ``head_rows(rows)`` for one stream: on a new stream its first event opens the row,
+        # and every append's events share one time.
+        first = rows[0]
+        stream = (
+            stream_id, stream_id.partition(":")[0], version, state,
+            first[0], position, recorded_at, recorded_at,
         )  # fmt: skip
-        row = (
-            position, stream_id, version, event_type,
-            recorded_at, epoch, None, state, payload, previous,
-        )  # fmt: skip
-        rows.append(row)
-        projections = folding(event_type)
-        if projections:
-            recorded = RecordedEvent.from_row(row, event)
-            folded += [(projection, recorded) for projection in projections]
-    # ``head_rows(rows)`` for one stream: on a new stream its first event opens the row, and
-    # every append's events share one time.
-    stream = (
-        stream_id, stream_id.partition(":")[0], version, head.state,
-        rows[0][0], position, recorded_at, recorded_at,
-    )  # fmt: skip
-    if not folded:
-        return rows, head, Buffered(rows, (stream,), ())
-    # The projections read the database: it sees this append first, as the transaction's
-    # cursor makes it (no savepoint: the batch is this work alone).
-    writer.insert_events(rows)
-    writer.upsert_heads((stream,))
-    cursor = writer.cursor
-    for projection, recorded in folded:
-        projection.apply(cursor, recorded)
-    return rows, head, NOTHING_BUFFERED
-
-
-def _committed(
-    context: BatchContext, writer: Writer, written: Written, started: float
-) -> AppendResult:
-    """Commit the append's rows and keep what is then true of the log: its result."""
-    rows, head, buffered = written
+        buffered = Buffered(rows, (stream,), ())
+        if folded:
+            # The projections read the database: it sees this append first, as the
+            # transaction's cursor makes it (no savepoint: the batch is this work alone).
+            writer.insert_events(rows)
+            writer.upsert_heads((stream,))
+            cursor = writer.cursor
+            for projection, recorded in folded:
+                projection.apply(cursor, recorded)
+            buffered = NOTHING_BUFFERED
+    except BaseException as ex:
+        raise Refused(ex) from None
     writer.commit(buffered)
-    last = rows[-1]
-    position = last[0]
-    # ``Transaction.remember``: the log as this commit left it.
-    cache = context.cache
-    cache.valid = True
-    cache.tail = (position, last[9], last[5])
+    # ``Transaction.remember``: the log as this commit left it (the cache was valid).
+    cache.tail = (position, previous, epoch)
     heads = cache.heads
     if len(heads) >= HEAD_CACHE_SIZE:
         heads.clear()
-    heads[head.stream_id] = head
+    heads[stream_id] = head
     stats = context.stats
     stats.commits += 1
     stats.events += len(rows)
@@ -224,10 +209,10 @@ def _committed(
     sizes[1] = sizes.get(1, 0) + 1
     context.announce(position)
     return AppendResult(
-        stream_id=head.stream_id,
-        first_version=rows[0][2],
-        last_version=head.version,
-        first_position=rows[0][0],
+        stream_id=stream_id,
+        first_version=first[2],
+        last_version=version,
+        first_position=first[0],
         last_position=position,
-        state=head.state or "",
+        state=state or "",
     )

@@ -53,13 +53,13 @@ def alone_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     from ``Log.append``, or a batch of one), from when a test asks for it: after ``logs``,
     which each test names first."""
     calls: list[str] = []
-    original = lone._written
+    original = lone._append
 
-    def counted(context: Any, writer: Any, plain: Any) -> Any:
+    def counted(context: Any, writer: Any, plain: Any, started: float) -> Any:
         calls.append(plain[0])
-        return original(context, writer, plain)
+        return original(context, writer, plain, started)
 
-    monkeypatch.setattr(lone, "_written", counted)
+    monkeypatch.setattr(lone, "_append", counted)
     return calls
 
 
