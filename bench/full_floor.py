@@ -2,7 +2,7 @@
 
     python -m bench.full_floor [--events N] [--rounds 7]
 
-Four appenders take turns in rounds on fresh files, one event per durable commit at FULL:
+Five appenders take turns in rounds on fresh files, one event per durable commit at FULL:
 
 - ``raw``: ``bench.log.raw_appends``, the baseline of the ratio;
 - ``floor``: a minimal program that does only what a foldline append must: encode the event,
@@ -16,6 +16,14 @@ Four appenders take turns in rounds on fresh files, one event per durable commit
   to still name the file before COMMIT (``FileIdentity``, ADR 0029), SQLite's data version
   read after BEGIN and after COMMIT (whether another process wrote, ADR 0021), and the
   ``AppendResult`` handed back;
+- ``inlined``: ``Log.append``'s own steps on the log's own objects, every layer between them
+  inlined into one function (``_append_inlined``): what ``guarded`` does, plus the duties a
+  log's append owes besides its checks: the group commit's lead taken and handed back under
+  its lock, the writer's cache (a head read on a miss, the cached tail, heads and validity),
+  the counters, the wake-up check, and the writer connection's WAL hook and checkpoint
+  thread. It reaches into private attributes, so it is a measurement, not a design: the
+  gap from ``inlined`` to ``append`` is the price of the layers, the gap from ``guarded`` to
+  ``inlined`` the price of the duties;
 - ``append``: ``Log.append``.
 
 Rates leave out opening and closing the file. Prints each one's median rate and the median
@@ -38,12 +46,17 @@ import msgspec
 
 from bench.common import STREAMS, WITH_SERVER_MODELS, Workdir, item_event
 from bench.log import raw_appends
-from engine import chain, open_log
+from engine import chain, open_log, signals
 from engine.clock import SystemClock
+from engine.errors import ConcurrencyError, FencedOut
+from engine.log import Log
 from engine.machines import StreamHead
+from engine.process import pid
+from engine.storage.sqlite.checkpoint import CHECKPOINT_PAGES
 from engine.storage.sqlite.files import FileIdentity
+from engine.storage.sqlite.writer import SqliteWriter
 from engine.storage.streams_table import UPSERT_SQL
-from engine.write.transaction import AppendResult, recorded_now
+from engine.write.transaction import HEAD_CACHE_SIZE, AppendResult, recorded_now
 from projections import default_projections
 
 Appender = Callable[[Path, int, list[float]], float]
@@ -144,10 +157,112 @@ def _guarded(path: Path, n: int, latencies: list[float]) -> float:
     return n / sum(latencies)
 
 
+def _inlined(path: Path, n: int, latencies: list[float]) -> float:
+    log = open_log(path, WITH_SERVER_MODELS, default_projections(), sync="full")
+    versions = [0] * STREAMS
+    for i in range(n):
+        started = time.perf_counter()
+        k = i % STREAMS
+        stream_id, event = f"item:s{k}", item_event(i, versions[k])
+        if _append_inlined(log, stream_id, versions[k], event) is None:
+            log.append(stream_id, versions[k], [event])  # the log's first batch, or not quiet
+        versions[k] += 1
+        latencies.append(time.perf_counter() - started)
+    log.close()
+    return n / sum(latencies)
+
+
+def _append_inlined(log: Log, stream_id: str, expected: int, event: Any) -> AppendResult | None:
+    """``Log.append(stream_id, expected, [event])`` by ``engine.write.lone``'s way, for one
+    event that no projection folds, in one frame; None, having changed nothing, where that
+    way does not apply."""
+    if type(expected) is not int or expected < 0:
+        raise ValueError(expected)
+    machine = log.machines.for_stream(stream_id)
+    event_type, payload = log.codec.encode(event)
+    group = log._group
+    if group._pid != pid():
+        return None
+    with group._lock:
+        if group._leading or group._queue or group._last_batch >= 2:
+            return None
+        group._leading = True
+    group._last_batch = 1
+    context, cache = log.parts, log.parts.cache
+    try:
+        started = time.perf_counter()
+        writer = log.storage.writer()
+        assert isinstance(writer, SqliteWriter)
+        execute, conn = writer._execute, writer._conn
+        execute("BEGIN IMMEDIATE")
+        if (
+            conn.data_version() != writer._version_after_commit
+            or not cache.valid
+            or not cache.settled
+            or context.declarations is not None
+            or context.folding(event_type)
+        ):
+            execute("ROLLBACK")
+            return None
+        head = cache.heads.get(stream_id)
+        if head is None:
+            found = execute("SELECT version, state FROM streams WHERE stream_id = ?", (stream_id,))
+            rows = found.fetchall()
+            head = StreamHead(stream_id, *rows[0]) if rows else StreamHead(stream_id, 0, None)
+        version = head.version
+        if version != expected:
+            execute("ROLLBACK")
+            raise ConcurrencyError(stream_id, expected, version)
+        position, previous, last_epoch = cache.tail
+        epoch = context.epoch
+        if epoch < last_epoch:
+            execute("ROLLBACK")
+            raise FencedOut(epoch, last_epoch)
+        at = recorded_now(context.clock)
+        state = machine.next_state(head, event, event_type)
+        position += 1
+        version += 1
+        row = (position, stream_id, version, event_type, at, epoch, None, state, payload)
+        previous = chain.link(previous, *row)
+        execute("INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?,?)", (*row, previous))
+        kind = stream_id.partition(":")[0]
+        execute(UPSERT_SQL, (stream_id, kind, version, state, position, position, at, at))
+        if writer._identity is not None:
+            writer._identity.check()
+        execute("COMMIT")
+        writer._version_after_commit = conn.data_version()
+        if writer._wal_pages >= CHECKPOINT_PAGES:
+            writer._checkpoint()
+        cache.tail = (position, previous, epoch)
+        heads = cache.heads
+        if len(heads) >= HEAD_CACHE_SIZE:
+            heads.clear()
+        heads[stream_id] = StreamHead(stream_id, version, state)
+        stats = context.stats
+        stats.commits += 1
+        stats.events += 1
+        stats.commit_seconds += time.perf_counter() - started
+        if log._waiting:
+            log.wake()
+        if signals.committed.receivers:
+            signals.committed.send(log, position=position)
+        return AppendResult(
+            stream_id=stream_id,
+            first_version=version,
+            last_version=version,
+            first_position=position,
+            last_position=position,
+            state=state,
+        )
+    finally:
+        group.hand_over()
+
+
 APPENDERS: dict[str, Appender] = {
     "raw": _raw,
     "floor": _floor,
     "guarded": _guarded,
+    "inlined": _inlined,
     "append": _append,
 }
 
