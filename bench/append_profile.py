@@ -44,11 +44,11 @@ from bench.common import (
 )
 from bench.log import raw_appends
 from engine import chain, open_log
+from engine.clock import recorded_now
 from engine.log import Log
 from engine.machines import StreamHead
 from engine.storage.sqlite.writer import SqliteWriter
 from engine.storage.streams_table import UPSERT_SQL
-from engine.write.transaction import recorded_now
 from projections import default_projections
 
 RECORDED_AT = "2026-12-06T06:00:00.000000Z"

@@ -47,7 +47,7 @@ import msgspec
 from bench.common import STREAMS, WITH_SERVER_MODELS, Workdir, item_event
 from bench.log import raw_appends
 from engine import chain, open_log, signals
-from engine.clock import SystemClock
+from engine.clock import SystemClock, recorded_now
 from engine.errors import ConcurrencyError, FencedOut
 from engine.log import Log
 from engine.machines import StreamHead
@@ -56,7 +56,7 @@ from engine.storage.sqlite.checkpoint import CHECKPOINT_PAGES
 from engine.storage.sqlite.files import FileIdentity
 from engine.storage.sqlite.writer import SqliteWriter
 from engine.storage.streams_table import UPSERT_SQL
-from engine.write.transaction import HEAD_CACHE_SIZE, AppendResult, recorded_now
+from engine.write.transaction import HEAD_CACHE_SIZE, AppendResult
 from projections import default_projections
 
 Appender = Callable[[Path, int, list[float]], float]
@@ -218,7 +218,7 @@ def _append_inlined(log: Log, stream_id: str, expected: int, event: Any) -> Appe
         if epoch < last_epoch:
             execute("ROLLBACK")
             raise FencedOut(epoch, last_epoch)
-        at = recorded_now(context.clock)
+        at = context.recorded_now()
         state = machine.next_state(head, event, event_type)
         position += 1
         version += 1

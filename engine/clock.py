@@ -7,6 +7,8 @@ Everything that records a time asks a ``Clock``; nothing else in the engine call
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
@@ -48,6 +50,34 @@ def format_time(moment: datetime) -> str:
     if text.endswith("+00:00"):
         return text[:-6] + "Z"
     return moment.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
+
+
+def recorded_now(clock: Clock) -> str:
+    """The ``recorded_at`` text for now on ``clock``."""
+    return recorder(clock)()
+
+
+def recorder(clock: Clock) -> Callable[[], str]:
+    """``recorded_now(clock)`` as a function of nothing, made once per log: the write path
+    calls it at every append."""
+    if type(clock) is SystemClock:
+        return _system_now
+    return lambda: format_time(clock.now())
+
+
+def _system_now() -> str:
+    """``format_time(SystemClock().now())`` without building a datetime: the text of the
+    current second is kept, only the microseconds are formatted per call."""
+    global _second  # one small cache, replaced whole (thread-safe)
+    seconds, nanos = divmod(time.time_ns(), 1_000_000_000)
+    known, prefix = _second
+    if seconds != known:
+        prefix = datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S.")
+        _second = (seconds, prefix)
+    return f"{prefix}{nanos // 1000:06d}Z"
+
+
+_second: tuple[int, str] = (-1, "")
 
 
 def parse_time(text: str) -> datetime:

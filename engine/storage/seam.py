@@ -26,7 +26,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple, Protocol
+from typing import Any, Literal, Protocol
 
 from engine.errors import EngineError
 
@@ -79,15 +79,10 @@ class Wakeups(Protocol):
         ...
 
 
-class Buffered(NamedTuple):
-    """The rows a batch still holds when it commits, handed to ``Writer.commit``."""
-
-    rows: Sequence[EventRow] = ()
-    heads: Sequence[HeadRow] = ()
-    commands: Sequence[CommandRow] = ()
-
-
-NOTHING_BUFFERED = Buffered()
+# The rows a batch still holds when it commits, handed to ``Writer.commit``: its events, its
+# stream heads and its command rows, in that order. A plain tuple, built at every commit.
+Buffered = tuple[Sequence[EventRow], Sequence[HeadRow], Sequence[CommandRow]]
+NOTHING_BUFFERED: Buffered = ((), (), ())
 
 
 class Writer(Protocol):

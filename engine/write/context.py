@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine import chain
-from engine.clock import Clock
+from engine.clock import Clock, recorder
 from engine.declarations import Declared
 from engine.events import EventCodec, RecordedEvent
 from engine.machines import Machines, StreamHead
@@ -73,8 +73,11 @@ class BatchContext:
     # the event types each says it folds; and that, by event type, as it is asked.
     _folded: list[tuple[Projection, frozenset[str] | None]] = field(init=False)
     _folding: dict[str, tuple[Projection, ...]] = field(init=False, default_factory=dict)
+    # ``recorded_now(clock)``, made once: the text of an append's ``recorded_at``.
+    recorded_now: Callable[[], str] = field(init=False)
 
     def __post_init__(self) -> None:
+        self.recorded_now = recorder(self.clock)
         self._folded = [
             (p, _event_types(p))
             for p in self.projections.projections

@@ -33,7 +33,7 @@ from engine.errors import ConcurrencyError, FencedOut, InvalidArgument
 from engine.events import Event, RecordedEvent
 from engine.machines import Machine, StreamHead
 from engine.storage.seam import NOTHING_BUFFERED, Buffered, Writer, translated
-from engine.write.transaction import HEAD_CACHE_SIZE, AppendResult, recorded_now
+from engine.write.transaction import HEAD_CACHE_SIZE, AppendResult
 
 if TYPE_CHECKING:
     from engine.write.context import BatchContext
@@ -152,7 +152,7 @@ def _append(context: BatchContext, writer: Writer, plain: Plain, started: float)
         position, previous, last_epoch = cache.tail
         if epoch < last_epoch:
             raise FencedOut(epoch, last_epoch)
-        recorded_at = recorded_now(context.clock)
+        recorded_at = context.recorded_now()
         folding = context.folding
         rows = []
         folded: list[tuple[Any, RecordedEvent]] = []
@@ -182,7 +182,7 @@ def _append(context: BatchContext, writer: Writer, plain: Plain, started: float)
             stream_id, stream_id.partition(":")[0], version, state,
             first[0], position, recorded_at, recorded_at,
         )  # fmt: skip
-        buffered = Buffered(rows, (stream,), ())
+        buffered: Buffered = (rows, (stream,), ())
         if folded:
             # The projections read the database: it sees this append first, as the
             # transaction's cursor makes it (no savepoint: the batch is this work alone).

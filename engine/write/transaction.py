@@ -20,19 +20,16 @@ the batch around it, one try or two, is ``engine.write.batch``.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator, Sequence
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from engine import chain, declarations
-from engine.clock import Clock, SystemClock, format_time
 from engine.errors import ConcurrencyError, FencedOut, InvalidArgument
 from engine.events import Event, RecordedEvent
 from engine.machines import Machine, StreamHead
-from engine.storage.seam import Buffered, CommandRow, EventRow, Writer
+from engine.storage.seam import CommandRow, EventRow, Writer
 from engine.storage.streams_table import head_rows
 
 if TYPE_CHECKING:
@@ -55,28 +52,6 @@ class AppendResult(msgspec.Struct, frozen=True, kw_only=True):
     last_position: int
     state: str
     duplicate: bool = False
-
-
-def _system_now() -> str:
-    """``format_time(SystemClock().now())`` without building a datetime: the text of the
-    current second is kept, only the microseconds are formatted per call."""
-    global _second  # one small cache, replaced whole (thread-safe)
-    seconds, nanos = divmod(time.time_ns(), 1_000_000_000)
-    known, prefix = _second
-    if seconds != known:
-        prefix = datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S.")
-        _second = (seconds, prefix)
-    return f"{prefix}{nanos // 1000:06d}Z"
-
-
-_second: tuple[int, str] = (-1, "")
-
-
-def recorded_now(clock: Clock) -> str:
-    """The ``recorded_at`` text for now on ``clock``."""
-    if type(clock) is SystemClock:
-        return _system_now()
-    return format_time(clock.now())
 
 
 def check_arguments(
@@ -258,7 +233,7 @@ class Transaction:
         wait for a server sends them with the COMMIT and waits once, not once per table."""
         rows, commands = self._rows, self._command_rows
         self._rows, self._command_rows = [], []
-        self.writer.commit(Buffered(rows, head_rows(rows) if rows else (), commands))
+        self.writer.commit((rows, head_rows(rows) if rows else (), commands))
 
     # -- reads inside the transaction ----------------------------------------------------
 
@@ -361,7 +336,7 @@ class Transaction:
             raise FencedOut(epoch, self.epoch)
         recorded_at = self._recorded_at
         if recorded_at is None:
-            recorded_at = self._recorded_at = recorded_now(self._context.clock)
+            recorded_at = self._recorded_at = self._context.recorded_now()
         first_version = head.version + 1
         position = self.position
         previous = self.last_hash

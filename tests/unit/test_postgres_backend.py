@@ -31,7 +31,6 @@ from engine.storage.postgres.dialect import Dialect
 from engine.storage.postgres.schema import LATEST as PG_LATEST
 from engine.storage.postgres.storage import PostgresStorage
 from engine.storage.postgres.url import redact, split_url
-from engine.storage.seam import Buffered
 from engine.storage.sqlite.schema import LATEST
 from engine.write.batch import run_batch
 from engine.write.group_commit import Request
@@ -474,7 +473,7 @@ def test_postgres_a_commit_whose_rows_fail_commits_none_of_them(
         ("ticket:c", kind, 1, "open", position + 2, position + 2, "t", "t"),
     ]
     with pytest.raises(Exception, match=r"unique|duplicate|null"):
-        writer.commit(Buffered(rows, heads, []))
+        writer.commit((rows, heads, []))
     writer.rollback()
     assert log.head() == 1 and log.stream_head("ticket:b").version == 0
     assert log.append("ticket:b", 0, [TicketOpened()]).first_position == 2

@@ -93,13 +93,17 @@ class SqliteWriter:
 
     def commit(self, buffered: Buffered = NOTHING_BUFFERED) -> None:
         rows, heads, commands = buffered
-        cursor = self._cursor
-        if rows:
-            _write(cursor, _INSERT_EVENT, rows)
-        if heads:
-            _write(cursor, UPSERT_SQL, heads)
+        execute = self._execute
+        if len(rows) == 1 and len(heads) == 1:  # a lone append's, as ``_write`` runs it
+            execute(_INSERT_EVENT, rows[0])
+            execute(UPSERT_SQL, heads[0])
+        else:
+            if rows:
+                _write(self._cursor, _INSERT_EVENT, rows)
+            if heads:
+                _write(self._cursor, UPSERT_SQL, heads)
         if commands:
-            _write(cursor, _INSERT_COMMAND, commands)
+            _write(self._cursor, _INSERT_COMMAND, commands)
         if self._identity is not None:
             self._identity.check()
         self._execute("COMMIT")
