@@ -19,6 +19,9 @@ GENESIS = hashlib.sha256(b"foldline genesis v1").digest()
 
 _encode = msgspec.json.encode
 
+# position, stream_id, version, event_type, recorded_at, epoch, command_id, state, payload, hash
+Row = tuple[int, str, int, str, str, int, str | None, str, bytes, bytes]
+
 
 def link(
     previous: bytes,
@@ -39,8 +42,12 @@ def link(
     return hashlib.sha256(b"".join((previous, envelope, payload))).digest()
 
 
-# position, stream_id, version, event_type, recorded_at, epoch, command_id, state, payload, hash
-Row = tuple[int, str, int, str, str, int, str | None, str, bytes, bytes]
+def linked_row(previous: bytes, *columns: Any) -> Row:
+    """One ``events`` row as the write path stores it: ``columns`` (a ``Row``'s first nine, in
+    column order) followed by their chain hash from ``previous``, the hash ``link`` gives."""
+    envelope = _encode(columns[:8])  # a tuple encodes as the list ``link`` encodes
+    return (*columns, hashlib.sha256(b"".join((previous, envelope, columns[8]))).digest())
+
 
 _envelope = itemgetter(0, 1, 2, 3, 4, 5, 6, 7)
 _payload, _hash, _previous = itemgetter(8), itemgetter(9), itemgetter(10)

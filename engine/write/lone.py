@@ -161,15 +161,11 @@ def _append(context: BatchContext, writer: Writer, plain: Plain, started: float)
             position += 1
             version += 1
             head = StreamHead(stream_id, version, state)  # the next event's guard sees it
-            # The envelope in column order: hashed, then stored with its hash.
-            previous = chain.link(
+            row = chain.linked_row(
                 previous, position, stream_id, version, event_type,
                 recorded_at, epoch, None, state, payload,
             )  # fmt: skip
-            row = (
-                position, stream_id, version, event_type,
-                recorded_at, epoch, None, state, payload, previous,
-            )  # fmt: skip
+            previous = row[9]
             rows.append(row)
             projections = folding(event_type)
             if projections:

@@ -340,7 +340,7 @@ class Transaction:
         first_version = head.version + 1
         position = self.position
         previous = self.last_hash
-        link = chain.link
+        linked_row = chain.linked_row
         rows = []
         recorded = []
         from_row = RecordedEvent.from_row
@@ -349,15 +349,11 @@ class Transaction:
             position += 1
             version = head.version + 1
             head = StreamHead(stream_id, version, state)
-            # The envelope in column order: hashed, then stored with its hash.
-            previous = link(
+            row = linked_row(
                 previous, position, stream_id, version, event_type,
                 recorded_at, epoch, command_id, state, payload,
             )  # fmt: skip
-            row = (
-                position, stream_id, version, event_type,
-                recorded_at, epoch, command_id, state, payload, previous,
-            )  # fmt: skip
+            previous = row[9]
             rows.append(row)
             recorded.append(from_row(row, event))
         first = self.position + 1
