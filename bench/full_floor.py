@@ -243,6 +243,8 @@ def _append_inlined(log: Log, stream_id: str, expected: int, event: Any) -> Appe
         stats.commits += 1
         stats.events += 1
         stats.commit_seconds += time.perf_counter() - started
+        sizes = stats.batch_sizes
+        sizes[1] = sizes.get(1, 0) + 1
         if log._waiting:
             log.wake()
         if signals.committed.receivers:

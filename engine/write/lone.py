@@ -33,6 +33,7 @@ from engine.errors import ConcurrencyError, FencedOut, InvalidArgument
 from engine.events import Event, RecordedEvent
 from engine.machines import Machine, StreamHead
 from engine.storage.seam import NOTHING_BUFFERED, Buffered, Writer, translated
+from engine.storage.streams_table import head_rows
 from engine.write.transaction import HEAD_CACHE_SIZE, AppendResult
 
 if TYPE_CHECKING:
@@ -171,19 +172,13 @@ def _append(context: BatchContext, writer: Writer, plain: Plain, started: float)
             if projections:
                 recorded = RecordedEvent.from_row(row, event)
                 folded += [(projection, recorded) for projection in projections]
-        # ``head_rows(rows)`` for one stream: on a new stream its first event opens the row,
-        # and every append's events share one time.
         first = rows[0]
-        stream = (
-            stream_id, stream_id.partition(":")[0], version, state,
-            first[0], position, recorded_at, recorded_at,
-        )  # fmt: skip
-        buffered: Buffered = (rows, (stream,), ())
+        buffered: Buffered = (rows, head_rows(rows), ())
         if folded:
             # The projections read the database: it sees this append first, as the
             # transaction's cursor makes it (no savepoint: the batch is this work alone).
             writer.insert_events(rows)
-            writer.upsert_heads((stream,))
+            writer.upsert_heads(buffered[1])
             cursor = writer.cursor
             for projection, recorded in folded:
                 projection.apply(cursor, recorded)

@@ -93,15 +93,10 @@ class SqliteWriter:
 
     def commit(self, buffered: Buffered = NOTHING_BUFFERED) -> None:
         rows, heads, commands = buffered
-        execute = self._execute
-        if len(rows) == 1 and len(heads) == 1:  # a lone append's, as ``_write`` runs it
-            execute(_INSERT_EVENT, rows[0])
-            execute(UPSERT_SQL, heads[0])
-        else:
-            if rows:
-                _write(self._cursor, _INSERT_EVENT, rows)
-            if heads:
-                _write(self._cursor, UPSERT_SQL, heads)
+        if rows:
+            _write(self._cursor, _INSERT_EVENT, rows)
+        if heads:
+            _write(self._cursor, UPSERT_SQL, heads)
         if commands:
             _write(self._cursor, _INSERT_COMMAND, commands)
         if self._identity is not None:
