@@ -156,7 +156,7 @@ def _guarded(path: Path, n: int, latencies: list[float]) -> float:
         assert data_version() == seen  # nobody else wrote: the cached heads hold
         execute("INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?,?)", (*row, payload, previous))
         execute(UPSERT_SQL, (stream_id, "item", version, after, i + 1, i + 1, at, at))
-        identity.check()
+        identity.check_open(conn)
         execute("COMMIT")
         seen = data_version()
         heads[stream_id] = StreamHead(stream_id, version, after)
@@ -229,7 +229,7 @@ def _append_inlined(log: Log, stream_id: str, expected: int, event: Any) -> Appe
         kind = stream_id.partition(":")[0]
         execute(UPSERT_SQL, (stream_id, kind, version, state, position, position, at, at))
         if writer._identity is not None:
-            writer._identity.check()
+            writer._identity.check_open(conn)
         execute("COMMIT")
         writer._version_after_commit = conn.data_version()
         if writer._wal_pages >= CHECKPOINT_PAGES:

@@ -15,6 +15,7 @@ from engine import LogMissing, open_log
 from engine.audit import verify_against
 from engine.audit.anchor import ServerAnchor, load
 from engine.log import Log
+from engine.storage.sqlite.files import FileIdentity
 from tests.support.tickets import MACHINES, TicketOpened, TicketTitles
 
 
@@ -142,3 +143,39 @@ def test_an_unreadable_anchor_refuses_rather_than_being_ignored(tmp_path: Path) 
     with pytest.raises(LogMissing, match="cannot be read"):
         log_anchor.read(path)
     assert log_anchor.read(tmp_path / "none.json") is None
+
+
+class _Unasked:
+    """A connection whose VFS does not answer SQLITE_FCNTL_HAS_MOVED (a custom VFS may not)."""
+
+    def file_control(self, dbname: str, op: int, pointer: int) -> bool:
+        return False
+
+
+def test_a_vfs_that_cannot_say_whether_the_file_moved_gets_the_full_check(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "foldline.db"
+    db.write_bytes(b"")
+    identity = FileIdentity(str(db))
+    identity.check_open(_Unasked())  # the path holds: nothing raised
+    db.unlink()
+    with pytest.raises(LogMissing, match="is gone"):
+        identity.check_open(_Unasked())
+
+
+def test_sqlite_finding_the_file_unmoved_is_not_trusted_after_a_loss(tmp_path: Path) -> None:
+    db = tmp_path / "foldline.db"
+    log = _log(db)
+    _open_ticket(log, 1)
+    moved = tmp_path / "moved.db"
+    for sidecar in tmp_path.glob("foldline.db*"):
+        sidecar.rename(moved.with_name(sidecar.name.replace("foldline", "moved")))
+    with pytest.raises(LogMissing):
+        _open_ticket(log, 2)
+    for sidecar in tmp_path.glob("moved.db*"):  # back where it was: the same inode again
+        sidecar.rename(db.with_name(sidecar.name.replace("moved", "foldline")))
+    with pytest.raises(LogMissing, match="no more writes are taken"):
+        _open_ticket(log, 3)
+    log.close()
+    assert _count(db) == 1

@@ -100,7 +100,7 @@ class SqliteWriter:
         if commands:
             _write(self._cursor, _INSERT_COMMAND, commands)
         if self._identity is not None:
-            self._identity.check()
+            self._identity.check_open(self._conn)
         self._execute("COMMIT")
         self._version_after_commit = self._conn.data_version()
         if self._wal_pages >= CHECKPOINT_PAGES:
