@@ -1,14 +1,19 @@
 """The profile scripts docs/benchmarks.md quotes beside ``bench.run`` run too, at tiny sizes:
 ``bench.full_floor`` (the floors of ``append_full_vs_raw``) must print every appender's rate,
-ratio and latencies, ``bench.sync_gap`` every gap's COMMIT, rate and ratio, all as numbers.
+ratio and latencies, ``bench.sync_gap`` every gap's COMMIT, rate and ratio, and
+``bench.instructions`` a count per append, all as numbers.
 The figures mean nothing at these sizes and are not judged."""
 
 from __future__ import annotations
 
 import math
+import os
 import re
+import shutil
 import subprocess
 import sys
+
+import pytest
 
 from bench.full_floor import APPENDERS
 from tests.support.server import ROOT
@@ -65,4 +70,26 @@ def test_sync_gap_refuses_gaps_that_do_not_start_at_zero() -> None:
     )
     assert done.returncode == 2
     assert "the first gap must be 0" in done.stderr
+    assert done.stdout == ""
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
+def test_instructions_prints_a_count_per_append() -> None:
+    """``bench.instructions`` under valgrind (``.ci/run`` installs it), one appender."""
+    printed = figures("bench.instructions", "--events", "10", "--appenders", "append")
+    assert number(printed["instructions.append.per_append"]) > 1000
+    assert "ratio.instructions.append_vs_raw" not in printed  # no raw run, no ratio
+
+
+def test_instructions_says_what_it_needs_without_valgrind() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.instructions", "--events", "5"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PATH": "/nonexistent"},
+    )
+    assert done.returncode == 2
+    assert "needs valgrind" in done.stderr
     assert done.stdout == ""
