@@ -101,7 +101,7 @@ class Transaction:
         # epoch is the newest tenure.
         self.position, self.last_hash, self.epoch = cache.tail
         self.start_position = self.position
-        self.appended: list[RecordedEvent] = []
+        self.appended: list[EventRow] = []  # the batch's rows, written or not
         self.cursor: Any = _SqlCursor(self)
         self._recorded_at: str | None = None
         # The batch so far (finished works): rows not yet written, heads, commands.
@@ -140,15 +140,14 @@ class Transaction:
         fold its heads into the batch's."""
         for command_id, (stream_id, first) in self._open_commands.items():
             self._command_rows.append((command_id, stream_id, first, self.position))
-            head = self._event_at(first)
-            last = self._event_at(self.position)
+            last = self._row_at(self.position)
             self._commands[command_id] = AppendResult(
                 stream_id=stream_id,
-                first_version=head.version,
-                last_version=last.version,
+                first_version=self._row_at(first)[2],
+                last_version=last[2],
                 first_position=first,
                 last_position=self.position,
-                state=last.state,
+                state=last[7],
                 duplicate=True,
             )
         if self._in_sql and self._command_rows:
@@ -199,7 +198,7 @@ class Transaction:
             s: StreamHead(s, *found[s]) if s in found else StreamHead(s, 0, None) for s in wanted
         }
 
-    def _event_at(self, position: int) -> RecordedEvent:
+    def _row_at(self, position: int) -> EventRow:
         return self.appended[position - self.start_position - 1]
 
     def enter_sql(self) -> None:
@@ -342,8 +341,6 @@ class Transaction:
         previous = self.last_hash
         linked_row = chain.linked_row
         rows = []
-        recorded = []
-        from_row = RecordedEvent.from_row
         for event, (event_type, payload) in zip(events, encoded, strict=True):
             state = machine.next_state(head, event, event_type)
             position += 1
@@ -355,10 +352,9 @@ class Transaction:
             )  # fmt: skip
             previous = row[9]
             rows.append(row)
-            recorded.append(from_row(row, event))
         first = self.position + 1
         self.position, self.last_hash, self.epoch = position, previous, epoch
-        self.appended.extend(recorded)
+        self.appended.extend(rows)
         self._work_heads[stream_id] = head
         if command_id is not None:
             self._open_commands.setdefault(command_id, (stream_id, first))
@@ -367,13 +363,16 @@ class Transaction:
         else:
             self._rows.extend(rows)
         # The built-in heads are buffered above; the other projections see each event now,
-        # those that may act on its type. One that runs SQL reaches the database through
-        # ``self.cursor``, which flushes first.
+        # those that may act on its type, as a recorded event made for them alone. One that
+        # runs SQL reaches the database through ``self.cursor``, which flushes first.
         folding = self._context.folding
         cursor = self.cursor
-        for event_ in recorded:
-            for projection in folding(event_.event_type):
-                projection.apply(cursor, event_)
+        for row, event in zip(rows, events, strict=True):
+            projections = folding(row[3])
+            if projections:
+                recorded = RecordedEvent.from_row(row, event)
+                for projection in projections:
+                    projection.apply(cursor, recorded)
         return AppendResult(
             stream_id=stream_id,
             first_version=first_version,
