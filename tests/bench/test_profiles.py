@@ -1,6 +1,7 @@
 """The profile scripts docs/benchmarks.md quotes beside ``bench.run`` run too, at tiny sizes:
 ``bench.full_floor`` (the floors of ``append_full_vs_raw``) must print every appender's rate,
-ratio and latencies, ``bench.sync_gap`` every gap's COMMIT, rate and ratio, and
+ratio and latencies, ``bench.group_floor`` (the floor of ``group_commit_vs_single``) every
+rate and ratio, ``bench.sync_gap`` every gap's COMMIT, rate and ratio, and
 ``bench.instructions`` a count per append, all as numbers.
 The figures mean nothing at these sizes and are not judged."""
 
@@ -49,6 +50,14 @@ def test_full_floor_prints_every_appender() -> None:
         if name != "raw":  # the raw baseline runs its own loop: only its rate is known
             latency = printed[f"full_floor.{name}.latency_us"]
             assert re.fullmatch(r"p50=\d+ p90=\d+ p99=\d+", latency), latency
+
+
+def test_group_floor_prints_every_rate_and_ratio() -> None:
+    printed = figures("bench.group_floor", "--threads", "2", "--calls", "5", "--rounds", "1")
+    for name in ("guarded", "guarded_group", "single", "threads"):
+        number(printed[f"group_floor.{name}.events_per_s"])
+    for name in ("guarded_group_vs_guarded", "threads_vs_single", "threads_vs_guarded_group"):
+        number(printed[f"ratio.group_floor.{name}"])
 
 
 def test_sync_gap_prints_every_gap() -> None:
