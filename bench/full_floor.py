@@ -128,6 +128,18 @@ def _inlined(log: Log, stream_id: str, expected: int, event: Any) -> object:
     return found if found is not None else log.append(stream_id, expected, [event])
 
 
+def one_event_result(stream_id: str, version: int, position: int, state: str) -> AppendResult:
+    """What ``Log.append`` hands back for one event, as the floors build it too."""
+    return AppendResult(
+        stream_id=stream_id,
+        first_version=version,
+        last_version=version,
+        first_position=position,
+        last_position=position,
+        state=state,
+    )
+
+
 def _guarded(path: Path, n: int, latencies: list[float]) -> float:
     log = open_log(path, WITH_SERVER_MODELS, default_projections(), sync="full")
     codec, machines = log.codec, log.machines
@@ -160,14 +172,7 @@ def _guarded(path: Path, n: int, latencies: list[float]) -> float:
         execute("COMMIT")
         seen = data_version()
         heads[stream_id] = StreamHead(stream_id, version, after)
-        AppendResult(
-            stream_id=stream_id,
-            first_version=version,
-            last_version=version,
-            first_position=i + 1,
-            last_position=i + 1,
-            state=after,
-        )
+        one_event_result(stream_id, version, i + 1, after)
         latencies.append(time.perf_counter() - started)
     conn.close()
     return n / sum(latencies)
@@ -249,14 +254,7 @@ def _append_inlined(log: Log, stream_id: str, expected: int, event: Any) -> Appe
             log.wake()
         if signals.committed.receivers:
             signals.committed.send(log, position=position)
-        return AppendResult(
-            stream_id=stream_id,
-            first_version=version,
-            last_version=version,
-            first_position=position,
-            last_position=position,
-            state=state,
-        )
+        return one_event_result(stream_id, version, position, state)
     finally:
         group.hand_over()
 

@@ -45,7 +45,7 @@ from bench.common import (
     engine_appends,
     run_threads,
 )
-from bench.full_floor import APPENDERS
+from bench.full_floor import APPENDERS, one_event_result
 from engine import chain, open_log
 from engine.clock import SystemClock, recorder
 from engine.machines import Machine, StreamHead
@@ -105,14 +105,7 @@ class GuardedGroupCommit:
             previous = row[9]
             rows.append(row)
             heads.append((stream_id, "item", version, state, position, position, at, at))
-            results[stream_id] = AppendResult(
-                stream_id=stream_id,
-                first_version=version,
-                last_version=version,
-                first_position=position,
-                last_position=position,
-                state=state,
-            )
+            results[stream_id] = one_event_result(stream_id, version, position, state)
         self._cursor.executemany(_INSERT, rows)
         self._cursor.executemany(UPSERT_SQL, heads)
         self._identity.check_open(self.conn)
