@@ -82,6 +82,7 @@ def test_sync_gap_refuses_gaps_that_do_not_start_at_zero() -> None:
     assert done.stdout == ""
 
 
+@pytest.mark.slow  # two processes under valgrind, about 12 s
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
 def test_instructions_prints_a_count_per_append() -> None:
     """``bench.instructions`` under valgrind (``.ci/run`` installs it), one appender."""
