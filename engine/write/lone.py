@@ -1,8 +1,8 @@
 """A plain append in a batch of its own, on a quiet log: the same rows, without the scopes.
 
 ``engine.write.transaction.Transaction`` serves any number of works in one batch: a scope per
-work (its marks, heads, commands and savepoint), rows buffered across works, recorded events
-kept for the commands and folds of later works. A batch of one plain ``Log.append`` (the lone
+work (its marks, heads, commands and savepoint), rows buffered across works and kept for
+the command outcomes of later works. A batch of one plain ``Log.append`` (the lone
 writer's every append) needs none of that when the log is quiet: the writer's cache is valid
 (nobody else committed since this process's last commit), every projection is settled, there
 is no command id, and the declarations this log records, if any, are the ones it last
