@@ -18,8 +18,9 @@ ratio of two floors says what sixteen writers can gain on this machine at all:
 - ``single`` and ``threads``: ``Log.append`` from one thread and from ``--threads``, as
   ``bench_group_commit`` runs them.
 
-Each writes new streams, one event per call, on a fresh file at FULL; the four take turns in
-rounds. Prints each one's median rate, then the medians over rounds of
+One event per call, each measure on a fresh file at FULL: the threads write new streams, as
+the ratio's threads do, and the single writers go round 1,000 streams, as its single writer
+does. The four take turns in rounds. Prints each one's median rate, then the medians over rounds of
 ``guarded_group_vs_guarded`` (the floor of ``group_commit_vs_single``),
 ``threads_vs_single`` (that ratio in these rounds) and ``threads_vs_guarded_group`` (how
 close the group commit comes to its floor). A profile, not a goal.
