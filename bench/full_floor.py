@@ -6,10 +6,10 @@ Five appenders take turns in rounds on fresh files, one event per durable commit
 
 - ``raw``: ``bench.log.raw_appends``, the baseline of the ratio;
 - ``floor``: a minimal program that does only what a foldline append must: encode the event,
-  look its transition up in the machine's table, stamp the time as the log does
-  (``recorded_now``), link the chain (sha256 over the envelope), then BEGIN IMMEDIATE, the
-  ``events`` row, the ``streams`` head upsert and COMMIT on a log made by ``open_log`` (so
-  SQLite's own checkpoints, in COMMIT, as the raw baseline's);
+  look its transition up in the machine's table, stamp the time as the log does (a
+  ``engine.clock.recorder`` made once), link the chain (sha256 over the envelope), then BEGIN
+  IMMEDIATE, the ``events`` row, the ``streams`` head upsert and COMMIT on a log made by
+  ``open_log`` (so SQLite's own checkpoints, in COMMIT, as the raw baseline's);
 - ``guarded``: the floor with the checks every foldline append owes besides: the event
   validated against its schema and the stream id parsed (``EventCodec.encode``,
   ``Machines.for_stream``), the transition through ``Machine.next_state``, the path checked
@@ -47,7 +47,7 @@ import msgspec
 from bench.common import STREAMS, WITH_SERVER_MODELS, Workdir, item_event
 from bench.log import raw_appends
 from engine import chain, open_log, signals
-from engine.clock import SystemClock, recorded_now
+from engine.clock import SystemClock, recorder
 from engine.errors import ConcurrencyError, FencedOut
 from engine.log import Log
 from engine.machines import StreamHead
@@ -55,11 +55,12 @@ from engine.process import pid
 from engine.storage.sqlite.checkpoint import CHECKPOINT_PAGES
 from engine.storage.sqlite.files import FileIdentity
 from engine.storage.sqlite.writer import SqliteWriter
-from engine.storage.streams_table import UPSERT_SQL
+from engine.storage.streams_table import HEAD_SQL, UPSERT_SQL
 from engine.write.transaction import HEAD_CACHE_SIZE, AppendResult
 from projections import default_projections
 
 Appender = Callable[[Path, int, list[float]], float]
+INSERT_EVENT = "INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?,?)"
 
 
 def _raw(path: Path, n: int, latencies: list[float]) -> float:
@@ -73,7 +74,7 @@ def _floor(path: Path, n: int, latencies: list[float]) -> float:
     conn = apsw.Connection(str(path))
     conn.execute("PRAGMA synchronous = FULL")
     execute = conn.cursor().execute
-    encode, clock = msgspec.json.encode, SystemClock()
+    encode, now = msgspec.json.encode, recorder(SystemClock())
     heads: dict[str, tuple[int, str | None]] = {}
     previous = chain.GENESIS
     for i in range(n):
@@ -86,11 +87,11 @@ def _floor(path: Path, n: int, latencies: list[float]) -> float:
         rules = table[(state, event_type)]
         after = rules[0].dest or state
         assert after is not None, (stream_id, event_type)  # every item event has a state
-        at = recorded_now(clock)
+        at = now()
         row = (i + 1, stream_id, version + 1, event_type, at, 0, None, after)
         previous = chain.link(previous, *row, payload)
         execute("BEGIN IMMEDIATE")
-        execute("INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?,?)", (*row, payload, previous))
+        execute(INSERT_EVENT, (*row, payload, previous))
         execute(UPSERT_SQL, (stream_id, "item", version + 1, after, i + 1, i + 1, at, at))
         execute("COMMIT")
         heads[stream_id] = (version + 1, after)
@@ -148,7 +149,7 @@ def _guarded(path: Path, n: int, latencies: list[float]) -> float:
     conn = apsw.Connection(str(path))
     conn.execute("PRAGMA synchronous = FULL")
     execute, data_version = conn.cursor().execute, conn.data_version
-    clock = SystemClock()
+    now = recorder(SystemClock())
     heads: dict[str, Any] = {}
     previous = chain.GENESIS
     seen = data_version()
@@ -160,13 +161,13 @@ def _guarded(path: Path, n: int, latencies: list[float]) -> float:
         event = item_event(i, head.version)
         event_type, payload = codec.encode(event)
         after = machine.next_state(head, event, event_type)
-        at = recorded_now(clock)
+        at = now()
         version = head.version + 1
         row = (i + 1, stream_id, version, event_type, at, 0, None, after)
         previous = chain.link(previous, *row, payload)
         execute("BEGIN IMMEDIATE")
         assert data_version() == seen  # nobody else wrote: the cached heads hold
-        execute("INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?,?)", (*row, payload, previous))
+        execute(INSERT_EVENT, (*row, payload, previous))
         execute(UPSERT_SQL, (stream_id, "item", version, after, i + 1, i + 1, at, at))
         identity.check_open(conn)
         execute("COMMIT")
@@ -212,8 +213,7 @@ def _append_inlined(log: Log, stream_id: str, expected: int, event: Any) -> Appe
             return None
         head = cache.heads.get(stream_id)
         if head is None:
-            found = execute("SELECT version, state FROM streams WHERE stream_id = ?", (stream_id,))
-            rows = found.fetchall()
+            rows = execute(HEAD_SQL, (stream_id,)).fetchall()
             head = StreamHead(stream_id, *rows[0]) if rows else StreamHead(stream_id, 0, None)
         version = head.version
         if version != expected:
@@ -230,7 +230,7 @@ def _append_inlined(log: Log, stream_id: str, expected: int, event: Any) -> Appe
         version += 1
         row = (position, stream_id, version, event_type, at, epoch, None, state, payload)
         previous = chain.link(previous, *row)
-        execute("INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?,?)", (*row, previous))
+        execute(INSERT_EVENT, (*row, previous))
         kind = stream_id.partition(":")[0]
         execute(UPSERT_SQL, (stream_id, kind, version, state, position, position, at, at))
         if writer._identity is not None:

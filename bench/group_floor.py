@@ -46,7 +46,7 @@ from bench.common import (
     engine_appends,
     run_threads,
 )
-from bench.full_floor import APPENDERS, one_event_result
+from bench.full_floor import APPENDERS, INSERT_EVENT, one_event_result
 from engine import chain, open_log
 from engine.clock import SystemClock, recorder
 from engine.machines import Machine, StreamHead
@@ -54,8 +54,6 @@ from engine.storage.sqlite.files import FileIdentity
 from engine.storage.streams_table import HEAD_SQL, UPSERT_SQL
 from engine.write.transaction import AppendResult
 from projections import default_projections
-
-_INSERT = "INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?,?)"
 
 
 class GuardedGroupCommit:
@@ -107,7 +105,7 @@ class GuardedGroupCommit:
             rows.append(row)
             heads.append((stream_id, "item", version, state, position, position, at, at))
             results[stream_id] = one_event_result(stream_id, version, position, state)
-        self._cursor.executemany(_INSERT, rows)
+        self._cursor.executemany(INSERT_EVENT, rows)
         self._cursor.executemany(UPSERT_SQL, heads)
         self._identity.check_open(self.conn)
         execute("COMMIT")

@@ -52,14 +52,9 @@ def format_time(moment: datetime) -> str:
     return moment.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
 
 
-def recorded_now(clock: Clock) -> str:
-    """The ``recorded_at`` text for now on ``clock``."""
-    return recorder(clock)()
-
-
 def recorder(clock: Clock) -> Callable[[], str]:
-    """``recorded_now(clock)`` as a function of nothing, made once per log: the write path
-    calls it at every append."""
+    """The ``recorded_at`` text for now on ``clock``, as a function of nothing, made once per
+    log: the write path calls it at every append."""
     if type(clock) is SystemClock:
         return _system_now
     return lambda: format_time(clock.now())

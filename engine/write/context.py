@@ -73,7 +73,7 @@ class BatchContext:
     # the event types each says it folds; and that, by event type, as it is asked.
     _folded: list[tuple[Projection, frozenset[str] | None]] = field(init=False)
     _folding: dict[str, tuple[Projection, ...]] = field(init=False, default_factory=dict)
-    # ``recorded_now(clock)``, made once: the text of an append's ``recorded_at``.
+    # ``recorder(clock)``, made once: the text of an append's ``recorded_at``.
     recorded_now: Callable[[], str] = field(init=False)
 
     def __post_init__(self) -> None:
